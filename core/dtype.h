@@ -1,0 +1,108 @@
+// Element types and host-side conversions between fp32 and the 16-bit formats.
+// C++17-clean. The conversions round to nearest even, matching __float2bfloat16_rn / __float2half_rn.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace flashserve {
+
+enum class DType { kF32, kF16, kBF16, kI32 };
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kI32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kI32: return "i32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+inline float bf16_bits_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+inline float f16_bits_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((man & 0x400u) == 0) {
+        man <<= 1;
+        exp--;
+      }
+      man &= 0x3ffu;
+      u = sign | (exp << 23) | (man << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t float_to_f16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u); // overflow (incl. inf) -> inf
+  if (abs < 0x38800000u) {                                 // subnormal or zero in f16
+    float a;
+    std::memcpy(&a, &abs, 4);
+    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
+    float scaled = a * 16777216.0f;
+    uint32_t m = uint32_t(std::nearbyint(scaled));
+    return uint16_t(sign | m);
+  }
+  uint32_t exp = ((abs >> 23) - 127 + 15);
+  uint32_t man = abs & 0x7fffffu;
+  uint32_t h = (exp << 10) | (man >> 13);
+  uint32_t rest = man & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;  // may carry into the exponent: fine
+  return uint16_t(sign | h);
+}
+
+// Rounds x to the nearest value representable in t (identity for f32).
+inline float round_to(DType t, float x) {
+  switch (t) {
+    case DType::kBF16: return bf16_bits_to_float(float_to_bf16_bits(x));
+    case DType::kF16: return f16_bits_to_float(float_to_f16_bits(x));
+    default: return x;
+  }
+}
+
+}  // namespace flashserve

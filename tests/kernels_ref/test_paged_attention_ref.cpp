@@ -1,0 +1,137 @@
+// The CPU reference attention against a direct softmax over contiguous K/V, and the state merge
+// against attention over the union of two key sets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention_state.h"
+#include "kernels/cpu/paged_attention_ref.h"
+
+namespace flashserve {
+namespace {
+
+struct Problem {
+  int q_len, kv_len, hq, hkv, d, block_size;
+  bool causal;
+};
+
+// Direct computation for one sequence with contiguous K/V [kv_len, hkv, d]; natural exp.
+void direct(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+            const std::vector<double>& v, std::vector<double>& out, std::vector<double>& lse2) {
+  double scale = 1.0 / std::sqrt(double(p.d));
+  out.assign(size_t(p.q_len) * p.hq * p.d, 0.0);
+  lse2.assign(size_t(p.q_len) * p.hq, -INFINITY);
+  for (int i = 0; i < p.q_len; ++i)
+    for (int h = 0; h < p.hq; ++h) {
+      int kvh = h / (p.hq / p.hkv);
+      int visible = p.causal ? std::clamp(p.kv_len - p.q_len + i + 1, 0, p.kv_len) : p.kv_len;
+      if (visible == 0) continue;
+      std::vector<double> s(visible);
+      for (int t = 0; t < visible; ++t) {
+        double dot = 0;
+        for (int c = 0; c < p.d; ++c)
+          dot += q[(size_t(i) * p.hq + h) * p.d + c] * k[(size_t(t) * p.hkv + kvh) * p.d + c];
+        s[t] = dot * scale;
+      }
+      double m = *std::max_element(s.begin(), s.end()), z = 0;
+      for (double x : s) z += std::exp(x - m);
+      for (int t = 0; t < visible; ++t)
+        for (int c = 0; c < p.d; ++c)
+          out[(size_t(i) * p.hq + h) * p.d + c] +=
+              std::exp(s[t] - m) / z * v[(size_t(t) * p.hkv + kvh) * p.d + c];
+      lse2[size_t(i) * p.hq + h] = (m + std::log(z)) / std::log(2.0);
+    }
+}
+
+TEST(PagedAttentionRef, MatchesDirectSoftmaxWithShuffledBlocks) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> nd(0.5, 1.0);
+  const Problem cases[] = {{5, 5, 4, 2, 8, 4, true},   {3, 17, 8, 2, 16, 16, true},
+                           {1, 33, 4, 4, 8, 1, true},  {6, 4, 2, 1, 8, 3, true},
+                           {7, 9, 4, 1, 8, 32, false}, {1, 1, 2, 2, 4, 16, true}};
+  for (const Problem& p : cases) {
+    std::vector<double> q(size_t(p.q_len) * p.hq * p.d), k(size_t(p.kv_len) * p.hkv * p.d),
+        v(k.size());
+    for (auto* vec : {&q, &k, &v})
+      for (double& x : *vec) x = nd(rng);
+    // Scatter K/V into a cache with a shuffled block table and NaN in every unused slot.
+    int blocks = (p.kv_len + p.block_size - 1) / p.block_size;
+    int pool = blocks + 3;
+    std::vector<int32_t> table(pool);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    size_t row = size_t(p.hkv) * p.d;
+    std::vector<double> kc(size_t(pool) * p.block_size * row, NAN), vc(kc.size(), NAN);
+    for (int t = 0; t < p.kv_len; ++t) {
+      size_t dst = (size_t(table[t / p.block_size]) * p.block_size + t % p.block_size) * row;
+      std::copy_n(&k[t * row], row, &kc[dst]);
+      std::copy_n(&v[t * row], row, &vc[dst]);
+    }
+    PagedAttentionArgs a;
+    int32_t cu[2] = {0, p.q_len}, kv_len = p.kv_len;
+    a.num_seqs = 1;
+    a.cu_q_lens = cu;
+    a.kv_lens = &kv_len;
+    a.block_table = table.data();
+    a.max_blocks_per_seq = pool;
+    a.block_size = p.block_size;
+    a.num_q_heads = p.hq;
+    a.num_kv_heads = p.hkv;
+    a.head_dim = p.d;
+    a.scale = float(1.0 / std::sqrt(double(p.d)));
+    a.causal = p.causal;
+    std::vector<double> out(q.size(), NAN), lse(size_t(p.q_len) * p.hq, NAN), eo, el;
+    ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), out.data(), lse.data());
+    direct(p, q, k, v, eo, el);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], eo[i], 1e-6) << "elem " << i;
+    for (size_t i = 0; i < lse.size(); ++i) {
+      if (std::isinf(el[i])) {
+        EXPECT_TRUE(std::isinf(lse[i]) && lse[i] < 0);
+      } else {
+        // The reference scales in float (a.scale); allow for that rounding.
+        EXPECT_NEAR(lse[i], el[i], 1e-5 * std::max(1.0, std::abs(el[i])));
+      }
+    }
+  }
+}
+
+TEST(AttentionState, MergeOfDisjointKeySetsEqualsWhole) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  const int n = 10;
+  std::vector<float> logit(n), val(n);
+  for (int i = 0; i < n; ++i) logit[i] = nd(rng), val[i] = nd(rng);
+  auto state = [&](int lo, int hi, float& o, float& lse) {
+    float m = -INFINITY;
+    for (int i = lo; i < hi; ++i) m = std::max(m, logit[i]);
+    if (lo == hi) {
+      o = 0, lse = -INFINITY;
+      return;
+    }
+    float z = 0, acc = 0;
+    for (int i = lo; i < hi; ++i) z += std::exp2(logit[i] - m), acc += std::exp2(logit[i] - m) * val[i];
+    o = acc / z, lse = m + std::log2(z);
+  };
+  float o_all, l_all;
+  state(0, n, o_all, l_all);
+  for (int cut : {0, 3, n}) {  // cut 0 and n make one side empty (lse = -inf)
+    float o[2], l[2];
+    state(0, cut, o[0], l[0]);
+    state(cut, n, o[1], l[1]);
+    float lse = merged_lse(2, [&](int s) { return l[s]; });
+    float merged = merge_weight(l[0], lse) * o[0] + merge_weight(l[1], lse) * o[1];
+    EXPECT_NEAR(lse, l_all, 1e-5);
+    EXPECT_NEAR(merged, o_all, 1e-5);
+    EXPECT_FALSE(std::isnan(merged));
+  }
+  float lse_empty = merged_lse(2, [](int) { return -INFINITY; });
+  EXPECT_TRUE(std::isinf(lse_empty) && lse_empty < 0);
+  EXPECT_EQ(merge_weight(-INFINITY, lse_empty), 0.f);
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,51 @@
+// SentencePiece tokenizer and the incremental detokenizer used for streaming.
+// This header does not include SentencePiece; tokenizer/sentencepiece_tokenizer.cpp is the only
+// file that does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flashserve {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Loads a SentencePiece .model file; throws flashserve::Error naming the file on failure.
+  static std::unique_ptr<Tokenizer> load(const std::string& model_path);
+
+  // Encodes UTF-8 text; with add_bos the BOS id comes first. Invalid UTF-8 throws
+  // flashserve::Error (callers at the API edge turn that into a 400).
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  // Decodes ids as SentencePiece does for a whole sequence (leading-space rule, byte fallback);
+  // BOS/EOS/control ids decode to nothing.
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual std::string piece(int32_t id) const = 0;  // the raw piece, e.g. "▁Once" or "<0xE2>"
+  virtual int vocab_size() const = 0;
+  virtual int bos_id() const = 0;
+  virtual int eos_id() const = 0;
+};
+
+// Turns a stream of token ids into text deltas whose concatenation is exactly
+// tokenizer.decode(all ids). Emits only complete UTF-8 code points and never takes back text it
+// has emitted. `context` ids (e.g. the prompt) are decoded as context only and never emitted,
+// so the first generated piece gets its leading space right.
+class IncrementalDetokenizer {
+ public:
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer,
+                                  std::vector<int32_t> context = {});
+  std::string push(int32_t id);  // the newly completed text (possibly empty)
+  std::string flush();           // whatever is held back at the end (incomplete bytes)
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> ids_;   // context + generated ids
+  size_t num_context_ = 0;
+  size_t emitted_bytes_ = 0;   // bytes of decode(generated part) already emitted
+  std::string prefix_text_;    // decode(context) as it stands, to strip from full decodes
+};
+
+}  // namespace flashserve

@@ -1,0 +1,85 @@
+// A loaded model: its configuration and named tensor views over memory-mapped weight files.
+// Both HF directories (config.json + safetensors, single or sharded) and llama2.c checkpoints
+// (.bin) load into this one shape, with tensors under their Hugging Face names:
+//   model.embed_tokens.weight                     [vocab_size, hidden_size]
+//   model.layers.{i}.input_layernorm.weight       [hidden_size]
+//   model.layers.{i}.self_attn.q_proj.weight      [num_q_heads * head_dim, hidden_size]
+//   model.layers.{i}.self_attn.k_proj.weight      [num_kv_heads * head_dim, hidden_size]
+//   model.layers.{i}.self_attn.v_proj.weight      [num_kv_heads * head_dim, hidden_size]
+//   model.layers.{i}.self_attn.o_proj.weight      [hidden_size, num_q_heads * head_dim]
+//   model.layers.{i}.post_attention_layernorm.weight [hidden_size]
+//   model.layers.{i}.mlp.gate_proj.weight         [intermediate_size, hidden_size]
+//   model.layers.{i}.mlp.up_proj.weight           [intermediate_size, hidden_size]
+//   model.layers.{i}.mlp.down_proj.weight         [hidden_size, intermediate_size]
+//   model.norm.weight                             [hidden_size]
+//   lm_head.weight                                [vocab_size, hidden_size]  (absent when tied)
+// RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
+// llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
+// q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
+// Loading errors throw flashserve::Error naming the file and the problem.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace flashserve {
+
+struct RopeScaling {  // rope_scaling of type "llama3" (Llama 3.1/3.2); type "none" = plain RoPE
+  std::string type = "none";
+  float factor = 1.f;
+  float low_freq_factor = 1.f;
+  float high_freq_factor = 4.f;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // config's head_dim when given, else hidden_size / num_q_heads
+  int vocab_size = 0;
+  int max_position_embeddings = 0;
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.f;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  int bos_token_id = 1;
+  std::vector<int> eos_token_ids = {2};
+};
+
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // points into a mapped file (or a loader-owned buffer)
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+};
+
+class LoadedModel {
+ public:
+  virtual ~LoadedModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  // The tensor called `name`; throws flashserve::Error naming the model path if it is missing.
+  virtual const TensorView& tensor(const std::string& name) const = 0;
+  virtual bool has_tensor(const std::string& name) const = 0;
+  // Where the weights came from (a directory or a .bin file), for messages.
+  virtual const std::string& path() const = 0;
+  // tokenizer.model beside the weights (or tok*.model for llama2.c), "" if none was found.
+  virtual const std::string& tokenizer_path() const = 0;
+};
+
+// Loads a model from a directory (HF: config.json + *.safetensors; llama2.c: one *.bin) or a
+// llama2.c .bin file. Validates every tensor's presence, dtype and shape against the config.
+std::unique_ptr<LoadedModel> load_model(const std::string& path);
+
+}  // namespace flashserve
