@@ -1,0 +1,86 @@
+// Engine: one thread owns the ModelRunner and the KV cache and runs continuous batching steps;
+// HTTP handler threads submit requests to its inbox and read each request's events from a
+// RequestStream. All public methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "engine/sampling.h"
+
+namespace flashserve {
+
+struct EngineOptions {
+  int max_num_seqs = 64;             // running sequences per step
+  int max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
+  int max_queue = 256;               // waiting requests; submit() refuses beyond this
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;        // token ids, BOS included when wanted
+  int max_tokens = 16;                // prompt + max_tokens must fit max_position_embeddings
+  SamplingParams sampling;
+  bool ignore_eos = false;            // keep generating through EOS (fixed-length benchmarks)
+  bool prompt_logprobs = false;       // also report the prompt tokens' logprobs (echo+logprobs)
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+struct StreamEvent {
+  enum class Kind { kToken, kPromptLogprobs, kFinished } kind = Kind::kToken;
+  SampledToken token;                        // kToken
+  std::vector<SampledToken> prompt_logprobs; // kPromptLogprobs: one per prompt token (the first
+                                             // has no logprob: NaN)
+  FinishReason finish = FinishReason::kNone; // kFinished
+  std::string error;                         // kFinished with kError
+};
+
+// A request's output channel. The engine pushes; the handler thread pops.
+class RequestStream {
+ public:
+  virtual ~RequestStream() = default;
+  virtual uint64_t id() const = 0;
+  // Next event, waiting at most `timeout`; nullopt on timeout. After kFinished, nullopt forever.
+  virtual std::optional<StreamEvent> next(std::chrono::milliseconds timeout) = 0;
+  // Asks the engine to stop this request (client gone, stop string matched): it is aborted at
+  // the next step and its KV blocks are freed. A kFinished event still follows.
+  virtual void cancel() = 0;
+};
+
+struct EngineMetrics {
+  int num_running = 0;
+  int num_waiting = 0;
+  int kv_blocks_used = 0;
+  int kv_blocks_total = 0;
+  uint64_t num_preemptions = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t requests_finished_total = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static std::unique_ptr<Engine> create(std::unique_ptr<ModelRunner> runner,
+                                        const EngineOptions& options);
+  virtual const ModelConfig& config() const = 0;
+  virtual const ModelRunner& runner() const = 0;
+
+  // Queues a request. Returns nullptr when the waiting queue is full (back-pressure: the caller
+  // answers 429/503 with Retry-After). Requests that can never fit the KV cache finish at once
+  // with kError.
+  virtual std::shared_ptr<RequestStream> submit(GenerationRequest request) = 0;
+  virtual EngineMetrics metrics() const = 0;
+  // Stops the engine thread after aborting every request (each stream gets kFinished/kAbort).
+  virtual void shutdown() = 0;
+  // True once the engine thread died from a backend fault (the server then exits non-zero).
+  virtual bool failed() const = 0;
+};
+
+}  // namespace flashserve
