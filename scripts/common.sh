@@ -1,0 +1,38 @@
+# Shared by scripts/run.sh and scripts/test.sh: installs what the build needs (Debian/Ubuntu,
+# when root), and configures + builds a tree. Sourced, not run.
+
+FS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+fs_install_packages() {
+  local pkgs=(cmake ninja-build g++ pkg-config libsentencepiece-dev libcpp-httplib-dev
+              nlohmann-json3-dev libgtest-dev python3-numpy "$@")
+  local missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "missing packages: ${missing[*]} (install them with apt-get as root)" >&2
+    return 1
+  fi
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
+}
+
+# fs_build DIR [cmake args...]: configure (once) and build everything in DIR.
+fs_build() {
+  local dir=$1; shift
+  cmake -S "$FS_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j"$(nproc)"
+}
+
+# The default model: ../shared/models/stories260K beside the checkout, else models/stories260K
+# (what scripts/fetch_model.sh downloads).
+fs_default_model() {
+  for d in "$FS_ROOT/../shared/models/stories260K" "$FS_ROOT/models/stories260K"; do
+    [ -f "$d/stories260K.bin" ] && { echo "$d"; return 0; }
+  done
+  echo "no default model: run scripts/fetch_model.sh, or pass --model DIR" >&2
+  return 1
+}
