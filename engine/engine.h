@@ -26,6 +26,9 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;        // token ids, BOS included when wanted
   int max_tokens = 16;                // prompt + max_tokens must fit max_position_embeddings
   SamplingParams sampling;
+  // false: the engine replaces sampling.seed with a fresh random seed (the request gave none);
+  // true: sampling.seed is used as given, so the same request gives the same tokens.
+  bool has_seed = false;
   bool ignore_eos = false;            // keep generating through EOS (fixed-length benchmarks)
   bool prompt_logprobs = false;       // also report the prompt tokens' logprobs (echo+logprobs)
 };

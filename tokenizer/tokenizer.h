@@ -38,14 +38,16 @@ class IncrementalDetokenizer {
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer,
                                   std::vector<int32_t> context = {});
   std::string push(int32_t id);  // the newly completed text (possibly empty)
-  std::string flush();           // whatever is held back at the end (incomplete bytes)
+  // Whatever is held back at the end of the stream: bytes of an incomplete UTF-8 sequence come
+  // out as one U+FFFD each, exactly as decode() renders them. Call once, at the end.
+  std::string flush();
 
  private:
+  // Only a short window of ids is decoded per push (see incremental_detokenizer.cpp).
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> ids_;   // context + generated ids
-  size_t num_context_ = 0;
-  size_t emitted_bytes_ = 0;   // bytes of decode(generated part) already emitted
-  std::string prefix_text_;    // decode(context) as it stands, to strip from full decodes
+  std::vector<int32_t> window_;  // ids from the anchor piece on
+  size_t read_offset_ = 0;       // window_[0, read_offset_) is context or already emitted
+  std::string prefix_text_;      // decode(window_[0, read_offset_))
 };
 
 }  // namespace flashserve

@@ -93,4 +93,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Returns x unchanged but hides its value from the optimizer, so address arithmetic derived
+// from it is recomputed where it is used instead of being hoisted into many live registers.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 }  // namespace flashserve::cuda::detail

@@ -1,0 +1,252 @@
+// Benchmark of split-K decode attention (kernels/attention_decode.h): effective bandwidth =
+// (K and V bytes the batch needs + Q + output) / time of partial + merge, captured together in a
+// CUDA graph, median of >= 50 after warm-up. L2: by default each timed run reads the next of N
+// KV-cache copies, N * copy >= 3 x L2 ("rotate"); --l2 flush instead clears L2 with a memset before
+// each run (bench_util.cuh), which leaves L2 full of dirty lines whose write-back is charged to the
+// timed kernel (see docs/decode_attention.md). Also the device-to-device copy bandwidth in the
+// same run (the ceiling). One JSON line per record on stdout.
+// Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush]
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.cuh"
+#include "core/dtype.h"
+#include "kernels/attention_decode.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace flashserve {
+namespace {
+
+// Deterministic pseudo-random bf16 in [-1, 1) written on the device (GBs in milliseconds).
+__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ (uint32_t(i >> 32) + seed) * 2246822519u;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    p[i] = __float2bfloat16(float(x >> 8) * (2.f / 16777216.f) - 1.f);
+  }
+}
+
+void fill(void* p, size_t n, uint32_t seed) {
+  fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
+  CUDA_CHECK_LAUNCH();
+}
+
+struct Shape {
+  int B, L, hq, hkv, d;
+};
+
+std::string g_command, g_gpu;
+double g_copy_gb_s = 0;
+int g_iters = 50;
+bool g_flush = false;  // --l2 flush: memset flush instead of rotating KV copies
+size_t g_l2_bytes = 50u << 20;
+
+void emit(const char* impl, const Shape& s, int splits, int chunk, const bench::Stats& st, double bytes,
+          int copies) {
+  const double gb_s = bytes / (st.p50 * 1e-6) / 1e9;
+  bench::JsonLine()
+      .add("bench", "attention_decode")
+      .add("impl", impl)
+      .add("B", s.B)
+      .add("kv_len", s.L)
+      .add("hq", s.hq)
+      .add("hkv", s.hkv)
+      .add("d", s.d)
+      .add("dtype", "bf16")
+      .add("block_size", 16)
+      .add("num_splits", splits)
+      .add("chunk_len", chunk)
+      .add("time_us_p50", st.p50)
+      .add("time_us_p10", st.p10)
+      .add("time_us_p90", st.p90)
+      .add("iters", st.n)
+      .add("l2", g_flush ? std::string("memset_flush") : "rotate_x" + std::to_string(copies))
+      .add("bytes", bytes)
+      .add("gb_s", gb_s)
+      .add("frac_of_copy_bw", g_copy_gb_s > 0 ? gb_s / g_copy_gb_s : 0.0)
+      .add("gpu", g_gpu)
+      .add("command", g_command)
+      .print();
+  std::fprintf(stderr, "%-18s B=%-4d L=%-6d hq=%-3d hkv=%-3d d=%-4d splits=%-3d %9.2f us %8.1f GB/s (%.2f of copy)\n",
+               impl, s.B, s.L, s.hq, s.hkv, s.d, splits, st.p50, gb_s, g_copy_gb_s > 0 ? gb_s / g_copy_gb_s : 0.0);
+}
+
+void measure_copy(cudaStream_t stream) {
+  const size_t bytes = size_t(2) << 30;
+  void *a = nullptr, *b = nullptr;
+  CUDA_CHECK(cudaMalloc(&a, bytes));
+  CUDA_CHECK(cudaMalloc(&b, bytes));
+  CUDA_CHECK(cudaMemset(a, 1, bytes));
+  auto us = bench::time_runs([&] { CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream)); },
+                             stream, 5, g_iters, false);
+  const bench::Stats st = bench::compute_stats(us);
+  g_copy_gb_s = 2.0 * bytes / (st.p50 * 1e-6) / 1e9;  // read + write
+  bench::JsonLine()
+      .add("bench", "attention_decode")
+      .add("impl", "d2d_copy")
+      .add("bytes", 2.0 * bytes)
+      .add("time_us_p50", st.p50)
+      .add("gb_s", g_copy_gb_s)
+      .add("gpu", g_gpu)
+      .add("command", g_command)
+      .print();
+  std::fprintf(stderr, "d2d copy: %.1f GB/s (read + write)\n", g_copy_gb_s);
+  CUDA_CHECK(cudaFree(a));
+  CUDA_CHECK(cudaFree(b));
+}
+
+// forced_splits: 0 = plan_decode's choice; both are run on the same data.
+void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stream, int num_sms) {
+  const int bs = 16;
+  const int blocks_per_seq = (s.L + bs - 1) / bs;
+  const size_t num_blocks = size_t(s.B) * blocks_per_seq;
+  const size_t cache_elems = num_blocks * bs * s.hkv * s.d;
+  const size_t q_elems = size_t(s.B) * s.hq * s.d;
+  // Enough KV copies that a copy is evicted before it is read again (>= 3 x L2 in between).
+  const size_t kv_alloc = 2 * cache_elems * 2;
+  const int copies = g_flush ? 1 : int(std::min<size_t>(128, (3 * g_l2_bytes + kv_alloc - 1) / kv_alloc));
+  std::vector<void*> k(copies), v(copies);
+  void *q = nullptr, *out = nullptr;
+  int32_t *kv_lens = nullptr, *table = nullptr;
+  for (int c = 0; c < copies; ++c) {
+    CUDA_CHECK(cudaMalloc(&k[c], cache_elems * 2));
+    CUDA_CHECK(cudaMalloc(&v[c], cache_elems * 2));
+    fill(k[c], cache_elems, 1 + 2 * c);
+    fill(v[c], cache_elems, 2 + 2 * c);
+  }
+  CUDA_CHECK(cudaMalloc(&q, q_elems * 2));
+  CUDA_CHECK(cudaMalloc(&out, q_elems * 2));
+  fill(q, q_elems, 1000);
+  std::vector<int32_t> h_lens(s.B, s.L), h_table(num_blocks);
+  std::iota(h_table.begin(), h_table.end(), 0);
+  std::shuffle(h_table.begin(), h_table.end(), std::mt19937(5));  // pages scattered as in serving
+  CUDA_CHECK(cudaMalloc(&kv_lens, s.B * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc(&table, num_blocks * sizeof(int32_t)));
+  CUDA_CHECK(cudaMemcpy(kv_lens, h_lens.data(), s.B * sizeof(int32_t), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(table, h_table.data(), num_blocks * sizeof(int32_t), cudaMemcpyHostToDevice));
+
+  PagedAttentionArgs a;
+  a.num_seqs = s.B;
+  a.kv_lens = kv_lens;
+  a.block_table = table;
+  a.max_blocks_per_seq = blocks_per_seq;
+  a.block_size = bs;
+  a.num_q_heads = s.hq;
+  a.num_kv_heads = s.hkv;
+  a.head_dim = s.d;
+  a.scale = 1.f / std::sqrt(float(s.d));
+  const double bytes = 2.0 * s.B * double(s.L) * s.hkv * s.d * 2 + 2.0 * q_elems * 2;
+
+  DecodePlanConfig cfg;
+  cfg.num_sms = num_sms;
+  cfg.ctas_per_sm = cuda::attention_decode_ctas_per_sm(s.d, DType::kBF16);
+  for (int f : forced) {
+    const DecodePlan plan = f > 0 ? plan_decode_fixed(s.L, f, bs) : plan_decode(h_lens.data(), s.B, s.hkv, bs, cfg);
+    const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s.B, s.hq, s.d, plan);
+    void* ws = nullptr;
+    if (ws_bytes) CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+    // One graph (partial + merge) per KV copy; eager launches if capture is refused.
+    std::vector<cudaGraphExec_t> execs;
+    try {
+      for (int c = 0; c < copies; ++c) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        cuda::attention_decode(a, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        execs.push_back(exec);
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "graph capture failed (%s): timing eager launches\n", e.what());
+      cudaGraph_t graph;
+      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      for (cudaGraphExec_t e2 : execs) cudaGraphExecDestroy(e2);
+      execs.clear();
+    }
+    int it = 0;
+    auto us = bench::time_runs(
+        [&] {
+          const int c = it++ % copies;
+          if (!execs.empty())
+            CUDA_CHECK(cudaGraphLaunch(execs[c], stream));
+          else
+            cuda::attention_decode(a, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
+        },
+        stream, 5, g_iters, g_flush);
+    emit(f > 0 ? "flashserve_forced" : "flashserve", s, plan.num_splits, plan.chunk_len, bench::compute_stats(us),
+         bytes, copies);
+    for (cudaGraphExec_t e : execs) CUDA_CHECK(cudaGraphExecDestroy(e));
+    if (ws) CUDA_CHECK(cudaFree(ws));
+  }
+  for (int c = 0; c < copies; ++c) {
+    CUDA_CHECK(cudaFree(k[c]));
+    CUDA_CHECK(cudaFree(v[c]));
+  }
+  for (void* p : {q, out, static_cast<void*>(kv_lens), static_cast<void*>(table)}) CUDA_CHECK(cudaFree(p));
+}
+
+}  // namespace
+}  // namespace flashserve
+
+int main(int argc, char** argv) {
+  using namespace flashserve;
+  bool quick = false;
+  for (int i = 0; i < argc; ++i) {
+    if (i) g_command += ' ';
+    g_command += argv[i];
+    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = std::max(50, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--l2") && i + 1 < argc) g_flush = !std::strcmp(argv[i + 1], "flush");
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  g_gpu = bench::device_name(dev);
+  int l2 = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  g_l2_bytes = size_t(l2);
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  measure_copy(stream);
+
+  const double kMaxKvBytes = 17.5e9;  // both K and V; keeps the largest shapes within 80 GB
+  const std::vector<int> batches = quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 128};
+  const std::vector<int> lens = quick ? std::vector<int>{2048} : std::vector<int>{512, 2048, 8192, 32768};
+  struct Family {
+    int hq, hkv, d;
+    bool forced_one;
+  };
+  const Family families[] = {{32, 8, 128, true}, {32, 8, 64, false}, {32, 32, 128, false}};
+  for (const Family& f : families)
+    for (int B : batches)
+      for (int L : lens) {
+        const Shape s{B, L, f.hq, f.hkv, f.d};
+        if (4.0 * B * double(L) * f.hkv * f.d > kMaxKvBytes) continue;
+        std::vector<int> forced = {0};
+        if (f.forced_one) forced.push_back(1);
+        if (f.forced_one && B <= 8 && !quick)  // split-count sweep: data for tuning plan_decode
+          for (int n : {2, 4, 8, 16, 32, 64, 128})
+            if (L / n >= 64) forced.push_back(n);
+        run_shape(s, forced, stream, sms);
+      }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}

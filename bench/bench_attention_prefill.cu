@@ -1,0 +1,193 @@
+// Benchmark of the CUDA prefill attention kernel (bf16, paged KV cache, block size 16 with a
+// shuffled block table) on the shapes of docs/prefill_attention.md. One JSON line per
+// (shape, implementation): the public launcher ("flashserve") and every compiled tile variant
+// ("flashserve:<variant>"). FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
+// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.cuh"
+#include "kernels/attention_prefill.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace {
+
+using flashserve::DType;
+using flashserve::PagedAttentionArgs;
+namespace fb = flashserve::bench;
+
+struct Shape {
+  const char* name;
+  int batch, heads, q_len, kv_len, head_dim;
+  bool causal;
+};
+
+const Shape kShapes[] = {
+    {"b1_h32_l4096_d128_causal", 1, 32, 4096, 4096, 128, true},
+    {"b4_h32_l4096_d128_causal", 4, 32, 4096, 4096, 128, true},
+    {"b1_h32_l16384_d128_causal", 1, 32, 16384, 16384, 128, true},
+    {"b16_h16_l1024_d64_causal", 16, 16, 1024, 1024, 64, true},
+    {"b1_h8_l8192_d128_noncausal", 1, 8, 8192, 8192, 128, false},
+    {"b4_h32_l4096_d64_causal", 4, 32, 4096, 4096, 64, true},
+    {"chunked_b1_h32_q512_kv8192_d128_causal", 1, 32, 512, 8192, 128, true},
+};
+
+// Deterministic pseudo-random bf16 fill on the device: uniform in [-1.7, 1.7) + offset.
+__global__ void fill_random(__nv_bfloat16* x, size_t n, uint32_t seed, float offset) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9e3779b9u ^ seed ^ uint32_t(i >> 32) * 0x85ebca6bu;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    x[i] = __float2bfloat16(float(h) * (3.4f / 4294967296.f) - 1.7f + offset);
+  }
+}
+
+__global__ void max_abs_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, size_t n, float* out) {
+  float m = 0.f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
+  atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // non-negative floats order as ints
+}
+
+double visible_pairs(const Shape& s) {
+  double pairs = 0;
+  const long long off = (long long)s.kv_len - s.q_len;
+  for (int i = 0; i < s.q_len; ++i)
+    pairs += s.causal ? double(std::min<long long>(s.kv_len, std::max<long long>(0, i + off + 1)))
+                      : double(s.kv_len);
+  return pairs * s.batch;
+}
+
+template <class T>
+T* device_alloc(size_t n) {
+  T* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  return p;
+}
+
+void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& rng,
+               const std::string& impl_filter) {
+  const int bs = 16, d = s.head_dim, h = s.heads;
+  const int blocks_per_seq = (s.kv_len + bs - 1) / bs;
+  const int num_blocks = blocks_per_seq * s.batch;
+  const int num_tokens = s.batch * s.q_len;
+  std::vector<int32_t> cu(s.batch + 1), kv(s.batch, s.kv_len);
+  std::vector<int32_t> table(static_cast<size_t>(num_blocks));
+  for (int b = 0; b <= s.batch; ++b) cu[b] = b * s.q_len;
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);  // non-contiguous blocks, as a real cache
+
+  int32_t* d_cu = device_alloc<int32_t>(cu.size());
+  int32_t* d_kv = device_alloc<int32_t>(kv.size());
+  int32_t* d_table = device_alloc<int32_t>(table.size());
+  CUDA_CHECK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_kv, kv.data(), kv.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  const size_t q_elems = size_t(num_tokens) * h * d;
+  const size_t cache_elems = size_t(num_blocks) * bs * h * d;
+  auto* q = device_alloc<__nv_bfloat16>(q_elems);
+  auto* k = device_alloc<__nv_bfloat16>(cache_elems);
+  auto* v = device_alloc<__nv_bfloat16>(cache_elems);
+  auto* out = device_alloc<__nv_bfloat16>(q_elems);
+  auto* ref_out = device_alloc<__nv_bfloat16>(q_elems);
+  float* lse = device_alloc<float>(size_t(num_tokens) * h);
+  float* diff = device_alloc<float>(1);
+  fill_random<<<1024, 256>>>(q, q_elems, 1u, 0.25f);
+  fill_random<<<1024, 256>>>(k, cache_elems, 2u, 0.5f);
+  fill_random<<<1024, 256>>>(v, cache_elems, 3u, 0.5f);
+  CUDA_CHECK_LAUNCH();
+
+  PagedAttentionArgs a;
+  a.num_seqs = s.batch;
+  a.cu_q_lens = d_cu;
+  a.kv_lens = d_kv;
+  a.block_table = d_table;
+  a.max_blocks_per_seq = blocks_per_seq;
+  a.block_size = bs;
+  a.num_q_heads = h;
+  a.num_kv_heads = h;
+  a.head_dim = d;
+  a.scale = 1.f / std::sqrt(float(d));
+  a.causal = s.causal;
+  const double flops = 4.0 * h * d * visible_pairs(s);
+  cudaStream_t stream = nullptr;
+
+  flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, ref_out, lse, DType::kBF16, stream);
+  const int nv = flashserve::cuda::detail::prefill_num_variants(d);
+  for (int variant = -1; variant < nv; ++variant) {  // -1: the public launcher
+    const std::string impl = variant < 0 ? std::string("flashserve")
+                                         : std::string("flashserve:") +
+                                               flashserve::cuda::detail::prefill_variant_name(d, variant);
+    if (!impl_filter.empty() && impl.find(impl_filter) == std::string::npos) continue;
+    auto fn = [&] {
+      if (variant < 0)
+        flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+      else
+        flashserve::cuda::detail::attention_prefill_variant(variant, a, num_tokens, q, k, v, out,
+                                                            lse, DType::kBF16, stream);
+    };
+    const fb::Stats st = fb::compute_stats(fb::time_runs(fn, stream, 5, iters));
+    CUDA_CHECK(cudaMemset(diff, 0, 4));
+    max_abs_diff<<<1024, 256, 0, stream>>>(out, ref_out, q_elems, diff);
+    CUDA_CHECK_LAUNCH();
+    float h_diff = 0;
+    CUDA_CHECK(cudaMemcpy(&h_diff, diff, 4, cudaMemcpyDeviceToHost));
+    fb::JsonLine()
+        .add("bench", "attention_prefill")
+        .add("impl", impl)
+        .add("shape", s.name)
+        .add("dtype", "bf16")
+        .add("batch", s.batch)
+        .add("num_heads", s.heads)
+        .add("q_len", s.q_len)
+        .add("kv_len", s.kv_len)
+        .add("head_dim", d)
+        .add("causal", s.causal)
+        .add("block_size", bs)
+        .add("time_us_p50", st.p50)
+        .add("time_us_p10", st.p10)
+        .add("time_us_p90", st.p90)
+        .add("iters", st.n)
+        .add("flop", flops)
+        .add("tflops", flops / (st.p50 * 1e-6) / 1e12)
+        .add("max_abs_diff_vs_default", double(h_diff))
+        .add("gpu", gpu)
+        .print();
+    std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,
+                 flops / (st.p50 * 1e-6) / 1e12);
+  }
+  for (void* p : {(void*)d_cu, (void*)d_kv, (void*)d_table, (void*)q, (void*)k, (void*)v,
+                  (void*)out, (void*)ref_out, (void*)lse, (void*)diff})
+    CUDA_CHECK(cudaFree(p));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::max(30, std::atoi(argv[1])) : 40;
+  const std::string filter = argc > 2 ? argv[2] : "";
+  const std::string impl_filter = argc > 3 ? argv[3] : "";
+  try {
+    const std::string gpu = fb::device_name();
+    std::mt19937 rng(1234);
+    for (const Shape& s : kShapes)
+      if (filter.empty() || std::string(s.name).find(filter) != std::string::npos)
+        run_shape(s, iters, gpu, rng, impl_filter);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_attention_prefill: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

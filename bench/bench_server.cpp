@@ -1,0 +1,245 @@
+// bench_server: a load generator for a running flashserve (or any OpenAI-compatible completions
+// server). It keeps `concurrency` streaming requests in flight until `num-requests` are done and
+// prints one JSON line per concurrency level: requests/s, output tokens/s, TTFT / TPOT / latency
+// p50 and p99 (client-side), errors and 429/503 rejections, and the CPU/GPU it ran on.
+// Prompts are token-id lists of a fixed length and outputs run to max_tokens (ignore_eos), so
+// runs are comparable.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/http_client.h"
+
+using json = nlohmann::json;
+namespace http = flashserve::http;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::vector<int> concurrency = {1, 8, 32};
+  int num_requests = 200;
+  int prompt_len = 64;
+  int max_tokens = 128;
+  int token_lo = 259, token_hi = 459;  // prompt ids drawn from [lo, hi): common pieces
+  std::string api_key;
+  std::string label;
+  std::string server_command;  // recorded with the results: how the server was started
+};
+
+const char* kUsage =
+    "usage: bench_server [--host H] [--port P] [--concurrency 1,8,32] [--num-requests N]\n"
+    "                    [--prompt-len L] [--max-tokens T] [--token-range LO,HI] [--api-key K]\n"
+    "                    [--label TEXT] [--server-command TEXT (recorded in the output)]\n";
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::max(1, std::atoi(item.c_str())));
+  return out;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n%s", f.c_str(), kUsage);
+      std::exit(2);
+    }
+    std::string v = argv[++i];
+    if (f == "--host") a.host = v;
+    else if (f == "--port") a.port = std::atoi(v.c_str());
+    else if (f == "--concurrency") a.concurrency = parse_list(v);
+    else if (f == "--num-requests") a.num_requests = std::atoi(v.c_str());
+    else if (f == "--prompt-len") a.prompt_len = std::atoi(v.c_str());
+    else if (f == "--max-tokens") a.max_tokens = std::atoi(v.c_str());
+    else if (f == "--token-range") {
+      auto r = parse_list(v);
+      if (r.size() == 2) a.token_lo = r[0], a.token_hi = r[1];
+    } else if (f == "--api-key") a.api_key = v;
+    else if (f == "--label") a.label = v;
+    else if (f == "--server-command") a.server_command = v;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage);
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+std::string gpu_name() {
+  FILE* p = popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1", "r");
+  if (!p) return "none";
+  char buf[256] = {0};
+  std::string s = fgets(buf, sizeof buf, p) ? buf : "";
+  pclose(p);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.empty() ? "none" : s;
+}
+
+struct Sample {
+  bool ok = false, rejected = false;
+  double ttft_s = 0, e2e_s = 0, tpot_s = -1;
+  int output_tokens = 0;
+};
+
+Sample one_request(const Args& a, const std::string& model, std::mt19937& rng) {
+  json prompt = json::array({1});
+  std::uniform_int_distribution<int> tok(a.token_lo, a.token_hi - 1);
+  for (int i = 1; i < a.prompt_len; ++i) prompt.push_back(tok(rng));
+  json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", a.max_tokens},
+               {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  std::vector<std::string> headers;
+  if (!a.api_key.empty()) headers.push_back("Authorization: Bearer " + a.api_key);
+  Sample s;
+  const auto t0 = Clock::now();
+  Clock::time_point first{}, last{};
+  bool got_first = false;
+  http::Connection c;
+  if (!c.connect(a.host, a.port, 600) ||
+      !c.send_request("POST", "/v1/completions", body.dump(), headers)) {
+    return s;
+  }
+  http::Response r = c.read_response([&](std::string_view piece) {
+    if (!got_first && piece.find("\"text\"") != std::string_view::npos) {
+      first = Clock::now();
+      got_first = true;
+    }
+    if (piece.find("\"text\"") != std::string_view::npos) last = Clock::now();
+    return true;
+  });
+  const auto t1 = Clock::now();
+  if (r.status == 429 || r.status == 503) {
+    s.rejected = true;
+    return s;
+  }
+  if (r.status != 200 || r.body.find("data: [DONE]") == std::string::npos) return s;
+  for (const auto& d : http::sse_data(r.body)) {
+    if (d == "[DONE]") continue;
+    json j = json::parse(d, nullptr, false);
+    if (j.is_object() && j.contains("usage")) s.output_tokens = j["usage"]["completion_tokens"];
+  }
+  s.ok = got_first;
+  s.ttft_s = std::chrono::duration<double>(first - t0).count();
+  s.e2e_s = std::chrono::duration<double>(t1 - t0).count();
+  if (s.output_tokens > 1) {
+    s.tpot_s = std::chrono::duration<double>(last - first).count() / (s.output_tokens - 1);
+  }
+  return s;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+
+  const Args a = parse_args(argc, argv);
+  std::string command;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) command.push_back(' ');
+    command.append(argv[i]);
+  }
+
+  std::vector<std::string> headers;
+  if (!a.api_key.empty()) headers.push_back("Authorization: Bearer " + a.api_key);
+  http::Response models = http::request(a.port, "GET", "/v1/models", "", headers);
+  json mj = json::parse(models.body, nullptr, false);
+  if (models.status != 200 || !mj.is_object()) {
+    std::fprintf(stderr, "bench_server: GET /v1/models on port %d failed (status %d)\n", a.port,
+                 models.status);
+    return 1;
+  }
+  const std::string model = mj["data"][0]["id"];
+  const std::string cpu = cpu_name(), gpu = gpu_name();
+
+  for (int concurrency : a.concurrency) {
+    std::vector<Sample> samples(static_cast<size_t>(a.num_requests));
+    std::atomic<int> next{0};
+    const auto t0 = Clock::now();
+    std::vector<std::thread> workers;
+    for (int w = 0; w < concurrency; ++w) {
+      workers.emplace_back([&, w] {
+        std::mt19937 rng(1000 + w);
+        for (int i = next++; i < a.num_requests; i = next++) samples[i] = one_request(a, model, rng);
+      });
+    }
+    for (auto& t : workers) t.join();
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::vector<double> ttft, tpot, e2e;
+    int ok = 0, rejected = 0, errors = 0;
+    long tokens = 0;
+    for (const auto& s : samples) {
+      if (s.rejected) ++rejected;
+      if (!s.ok) {
+        errors += s.rejected ? 0 : 1;
+        continue;
+      }
+      ++ok;
+      tokens += s.output_tokens;
+      ttft.push_back(s.ttft_s * 1e3);
+      e2e.push_back(s.e2e_s * 1e3);
+      if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
+    }
+    json rec = {{"bench", "server"},
+                {"model", model},
+                {"concurrency", concurrency},
+                {"num_requests", a.num_requests},
+                {"prompt_len", a.prompt_len},
+                {"max_tokens", a.max_tokens},
+                {"ok", ok},
+                {"rejected_429_503", rejected},
+                {"errors", errors},
+                {"wall_s", wall},
+                {"requests_per_s", ok / wall},
+                {"output_tokens_per_s", tokens / wall},
+                {"ttft_ms_p50", percentile(ttft, 0.5)},
+                {"ttft_ms_p99", percentile(ttft, 0.99)},
+                {"tpot_ms_p50", percentile(tpot, 0.5)},
+                {"tpot_ms_p99", percentile(tpot, 0.99)},
+                {"e2e_ms_p50", percentile(e2e, 0.5)},
+                {"e2e_ms_p99", percentile(e2e, 0.99)},
+                {"cpu", cpu},
+                {"gpu", gpu},
+                {"command", command}};
+    if (!a.label.empty()) rec["label"] = a.label;
+    if (!a.server_command.empty()) rec["server_command"] = a.server_command;
+    std::printf("%s\n", rec.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,138 @@
+// ModelRunner over a Backend: sizes and owns the KV cache, validates each StepBatch and turns it
+// into a StepLayout (positions, slot mapping, padded block table, wanted logit rows), then runs
+// LlamaModel::forward.
+#include "engine/model_runner.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "engine/llama_model.h"
+
+namespace flashserve {
+namespace {
+
+class BackendModelRunner final : public ModelRunner {
+ public:
+  BackendModelRunner(std::unique_ptr<Backend> backend, const LoadedModel& model,
+                     const ModelRunnerOptions& o)
+      : backend_(std::move(backend)), model_(*backend_, model) {
+    const ModelConfig& c = model_.config();
+    FS_CHECK(o.block_size > 0, "block_size must be > 0, got ", o.block_size);
+    KvCacheConfig kv;
+    kv.num_layers = c.num_layers;
+    kv.block_size = o.block_size;
+    kv.num_kv_heads = c.num_kv_heads;
+    kv.head_dim = c.head_dim;
+    int64_t tokens = o.kv_cache_tokens;
+    if (tokens <= 0) {
+      // Room for 8 full-length sequences, capped by the backend's memory budget.
+      const size_t per_token = kv.bytes_per_token(backend_->compute_dtype());
+      const double budget = double(backend_->memory_available()) * o.kv_memory_fraction;
+      const int64_t cap = int64_t(budget / double(per_token));
+      tokens = std::min<int64_t>(int64_t(std::max(c.max_position_embeddings, 2048)) * 8, cap);
+      FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (",
+               per_token, " bytes per token)");
+    }
+    const int64_t blocks = (tokens + o.block_size - 1) / o.block_size;
+    FS_CHECK(blocks <= (int64_t(1) << 31) / o.block_size, "KV cache of ", tokens,
+             " tokens is too large");
+    kv.num_blocks = int(blocks);
+    cache_ = std::make_unique<KvCache>(*backend_, kv);
+  }
+
+  const ModelConfig& config() const override { return model_.config(); }
+  std::string backend_name() const override { return backend_->name(); }
+  int block_size() const override { return cache_->config().block_size; }
+  int num_kv_blocks() const override { return cache_->config().num_blocks; }
+
+  void step(const StepBatch& batch, std::vector<float>* logits) override {
+    FS_CHECK(logits != nullptr, "step: logits must not be null");
+    if (batch.chunks.empty()) return;
+    build_layout(batch);
+    const size_t vocab = size_t(config().vocab_size);
+    const size_t old = logits->size();
+    logits->resize(old + layout_.logit_rows.size() * vocab);
+    try {
+      model_.forward(layout_, *cache_, logits->data() + old);
+    } catch (...) {
+      logits->resize(old);
+      throw;
+    }
+  }
+
+ private:
+  void build_layout(const StepBatch& batch) {
+    const int bs = block_size(), vocab = config().vocab_size;
+    StepLayout& s = layout_;
+    s.num_seqs = int(batch.chunks.size());
+    s.max_q_len = s.max_kv_len = s.max_blocks_per_seq = 0;
+    s.tokens.clear();
+    s.positions.clear();
+    s.slot_mapping.clear();
+    s.cu_q_lens.assign(1, 0);
+    s.kv_lens.clear();
+    s.logit_rows.clear();
+    for (size_t b = 0; b < batch.chunks.size(); ++b) {
+      const SeqChunk& ch = batch.chunks[b];
+      FS_CHECK(ch.num_tokens > 0 && ch.tokens != nullptr, "chunk ", b, " has no tokens");
+      FS_CHECK(ch.num_cached >= 0, "chunk ", b, ": num_cached ", ch.num_cached);
+      FS_CHECK(ch.block_table != nullptr, "chunk ", b, " has no block table");
+      const int kv_len = ch.num_cached + ch.num_tokens;
+      const int needed = (kv_len + bs - 1) / bs;
+      FS_CHECK(int(ch.block_table->size()) >= needed, "chunk ", b, ": ", kv_len,
+               " tokens need ", needed, " blocks, table has ", ch.block_table->size());
+      for (int i = 0; i < needed; ++i) {
+        const int32_t blk = (*ch.block_table)[i];
+        FS_CHECK(blk >= 0 && blk < num_kv_blocks(), "chunk ", b, ": block id ", blk,
+                 " outside the cache's ", num_kv_blocks(), " blocks");
+      }
+      const int row0 = int(s.tokens.size());
+      for (int i = 0; i < ch.num_tokens; ++i) {
+        const int32_t tok = ch.tokens[i];
+        FS_CHECK(tok >= 0 && tok < vocab, "chunk ", b, ": token id ", tok, " outside vocab ", vocab);
+        const int pos = ch.num_cached + i;
+        s.tokens.push_back(tok);
+        s.positions.push_back(pos);
+        s.slot_mapping.push_back((*ch.block_table)[pos / bs] * bs + pos % bs);
+      }
+      if (ch.logits == LogitsWanted::kLast) s.logit_rows.push_back(row0 + ch.num_tokens - 1);
+      if (ch.logits == LogitsWanted::kAll)
+        for (int i = 0; i < ch.num_tokens; ++i) s.logit_rows.push_back(row0 + i);
+      s.cu_q_lens.push_back(int32_t(s.tokens.size()));
+      s.kv_lens.push_back(kv_len);
+      s.max_q_len = std::max(s.max_q_len, ch.num_tokens);
+      s.max_kv_len = std::max(s.max_kv_len, kv_len);
+      s.max_blocks_per_seq = std::max(s.max_blocks_per_seq, needed);
+    }
+    s.block_table.assign(size_t(s.num_seqs) * s.max_blocks_per_seq, -1);
+    for (int b = 0; b < s.num_seqs; ++b) {
+      const std::vector<int32_t>& t = *batch.chunks[b].block_table;
+      const int needed = (s.kv_lens[b] + bs - 1) / bs;
+      std::copy(t.begin(), t.begin() + needed, s.block_table.begin() + size_t(b) * s.max_blocks_per_seq);
+    }
+  }
+
+  std::unique_ptr<Backend> backend_;
+  LlamaModel model_;
+  std::unique_ptr<KvCache> cache_;
+  StepLayout layout_;  // reused across steps to keep its capacity
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> ModelRunner::create(const LoadedModel& model,
+                                                 const ModelRunnerOptions& options) {
+  std::unique_ptr<Backend> backend;
+  if (options.backend == "cpu" || options.backend == "auto") {
+    backend = make_cpu_backend(options.threads);
+  } else if (options.backend == "cuda") {
+    FS_THROW("backend 'cuda' requested but flashserve was built without CUDA backend");
+  } else {
+    FS_THROW("unknown backend '", options.backend, "' (cpu, cuda or auto)");
+  }
+  return std::make_unique<BackendModelRunner>(std::move(backend), model, options);
+}
+
+}  // namespace flashserve

@@ -1,0 +1,53 @@
+// CUDA split-K decode attention over the paged KV cache (one query token per sequence).
+// plan_decode (kernels/decode_plan.h, host) -> attention_decode: a partial kernel per
+// (sequence, kv head, split) and, when the plan has more than one split, a merge kernel that
+// combines the splits by their base-2 LSE (kernels/attention_state.h). With one split the partial
+// kernel writes the output directly. Layouts and the LSE base: kernels/paged_attention.h.
+// C++17-clean; launchers never allocate and never synchronise.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/decode_plan.h"
+#include "kernels/paged_attention.h"
+
+namespace flashserve::cuda {
+
+// Supported: dtype kBF16 or kF16 (q, caches and out share it); head_dim 64 or 128; block_size a
+// power of two from 8 to 256; group_size = num_q_heads / num_kv_heads from 1 to 16.
+// args: device pointers; every sequence has q_len 1 (cu_q_lens is not read, may be null); causal
+// is irrelevant for a single query at the end of the sequence. Sequences with kv_len 0 get
+// out = 0 and lse = -inf.
+void attention_decode(const PagedAttentionArgs& args,
+                      const void* q,        // [num_seqs, num_q_heads, head_dim]
+                      const void* k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+                      const void* v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+                      void* out,            // [num_seqs, num_q_heads, head_dim]
+                      float* lse,           // [num_seqs, num_q_heads] base 2, or nullptr
+                      DType dtype, const DecodePlan& plan,
+                      void* workspace,  // attention_decode_workspace_bytes(...) bytes, 256-B aligned
+                      size_t workspace_bytes, cudaStream_t stream);
+
+// Bytes of split partials: o [num_seqs, num_q_heads, num_splits, head_dim] fp32 followed by
+// lse [num_seqs, num_q_heads, num_splits] fp32. Zero when plan.num_splits == 1.
+size_t attention_decode_workspace_bytes(int num_seqs, int num_q_heads, int head_dim,
+                                        const DecodePlan& plan);
+
+// The merge on its own: row r = seq * num_q_heads + head combines its num_splits states.
+// A state with lse -inf weighs zero and its o is not read; a row whose states are all empty
+// gets out = 0 and lse = -inf.
+void attention_decode_merge(const float* o_part,    // [num_rows, num_splits, head_dim]
+                            const float* lse_part,  // [num_rows, num_splits] base 2
+                            int num_rows, int num_splits, int head_dim,
+                            void* out,   // [num_rows, head_dim] of dtype
+                            float* lse,  // [num_rows] or nullptr
+                            DType dtype, cudaStream_t stream);
+
+// Resident partial-kernel thread blocks per SM on the current device (for DecodePlanConfig).
+int attention_decode_ctas_per_sm(int head_dim, DType dtype);
+
+}  // namespace flashserve::cuda

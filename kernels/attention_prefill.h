@@ -1,0 +1,44 @@
+// Host launcher for the CUDA prefill attention kernel (FlashAttention-2 style, mma.sync) over
+// the paged KV cache. Contract (layouts, causal alignment to the end of each sequence, base-2
+// LSE, empty rows -> out 0 / lse -inf): kernels/paged_attention.h. Design: docs/prefill_attention.md.
+// Plain C++17: callable from .cpp files without CUDA headers beyond cuda_runtime_api.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/paged_attention.h"
+
+namespace flashserve::cuda {
+
+// Attention of the packed queries over the paged K/V cache, written to `out` (and `lse`).
+// Every pointer, including those inside `args`, is a DEVICE pointer. Supported: head_dim 64 or
+// 128, dtype kBF16 or kF16, any block_size > 0, num_kv_heads dividing num_q_heads, scale > 0.
+// `num_tokens` is cu_q_lens[num_seqs] (the caller knows it; the launcher never reads device
+// memory or synchronizes). Work is a flattened list of (sequence, 128-row tile) pairs, so a
+// ragged batch launches only the tiles it has. Throws flashserve::Error on bad arguments or a
+// CUDA error.
+void attention_prefill(const PagedAttentionArgs& args, int num_tokens,
+                       const void* q,        // [num_tokens, num_q_heads, head_dim]
+                       const void* k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+                       const void* v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+                       void* out,            // [num_tokens, num_q_heads, head_dim]
+                       float* lse,           // [num_tokens, num_q_heads] base 2, or nullptr
+                       DType dtype, cudaStream_t stream);
+
+namespace detail {
+// Tile configurations compiled for a head_dim, for tests and benchmarks. Names read
+// "m128n64w8s2q" (BLOCK_M, BLOCK_N, warps, pipeline stages, q: Q fragments kept in registers,
+// _bN: N CTAs per SM requested). bf16 compiles every variant, fp16 only variant 0.
+// attention_prefill picks prefill_default_variant (bf16) by grid size against the SM count.
+int prefill_num_variants(int head_dim);
+int prefill_default_variant(int head_dim, int num_tokens, int num_seqs, int num_q_heads);
+const char* prefill_variant_name(int head_dim, int variant);
+void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int num_tokens,
+                               const void* q, const void* k_cache, const void* v_cache, void* out,
+                               float* lse, DType dtype, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace flashserve::cuda

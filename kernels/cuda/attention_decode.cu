@@ -1,0 +1,102 @@
+// Host launcher of split-K decode attention: validates the arguments once, fills the kernel
+// parameters, launches the partial kernel and, for more than one split, the merge kernel.
+#include "kernels/attention_decode.h"
+
+#include "kernels/cuda/attention_decode_partial.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace flashserve::cuda {
+namespace {
+
+constexpr size_t kWorkspaceAlign = 256;
+
+size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+size_t o_part_bytes(int num_seqs, int num_q_heads, int head_dim, int num_splits) {
+  return align_up(size_t(num_seqs) * num_q_heads * num_splits * head_dim * sizeof(float));
+}
+
+int log2_exact(int x) {
+  int l = 0;
+  while ((1 << l) < x) ++l;
+  return (1 << l) == x ? l : -1;
+}
+
+}  // namespace
+
+size_t attention_decode_workspace_bytes(int num_seqs, int num_q_heads, int head_dim,
+                                        const DecodePlan& plan) {
+  if (plan.num_splits <= 1) return 0;
+  return o_part_bytes(num_seqs, num_q_heads, head_dim, plan.num_splits) +
+         align_up(size_t(num_seqs) * num_q_heads * plan.num_splits * sizeof(float));
+}
+
+void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_cache,
+                      const void* v_cache, void* out, float* lse, DType dtype,
+                      const DecodePlan& plan, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) {
+  FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "attention_decode: dtype ",
+           dtype_name(dtype), " not supported (bf16, f16)");
+  FS_CHECK(a.head_dim == 64 || a.head_dim == 128, "attention_decode: head_dim ", a.head_dim,
+           " not supported (64, 128)");
+  FS_CHECK(a.num_kv_heads > 0 && a.num_q_heads % a.num_kv_heads == 0, "attention_decode: ",
+           a.num_q_heads, " q heads over ", a.num_kv_heads, " kv heads");
+  const int group = a.num_q_heads / a.num_kv_heads;
+  FS_CHECK(group >= 1 && group <= 16, "attention_decode: group size ", group, " outside 1..16");
+  const int bs_log2 = log2_exact(a.block_size);
+  FS_CHECK(bs_log2 >= 3 && bs_log2 <= 8, "attention_decode: block_size ", a.block_size,
+           " not a power of two in 8..256");
+  FS_CHECK(a.num_seqs >= 0 && a.num_seqs <= 65535 && a.num_kv_heads <= 65535,
+           "attention_decode: num_seqs ", a.num_seqs);
+  FS_CHECK(plan.num_splits >= 1 && plan.num_splits <= 256, "attention_decode: num_splits ",
+           plan.num_splits, " outside 1..256");
+  FS_CHECK(plan.num_splits == 1 || plan.chunk_len > 0, "attention_decode: chunk_len ",
+           plan.chunk_len);
+  if (a.num_seqs == 0) return;
+  FS_CHECK(q && k_cache && v_cache && out && a.kv_lens && a.block_table,
+           "attention_decode: null pointer");
+
+  detail::DecodeParams p{};
+  p.q = q;
+  p.k_cache = k_cache;
+  p.v_cache = v_cache;
+  p.out = out;
+  p.lse = lse;
+  p.kv_lens = a.kv_lens;
+  p.block_table = a.block_table;
+  p.max_blocks_per_seq = a.max_blocks_per_seq;
+  p.block_size_log2 = bs_log2;
+  p.num_q_heads = a.num_q_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.group_size = group;
+  p.num_splits = plan.num_splits;
+  p.chunk_len = plan.num_splits == 1 ? 0 : plan.chunk_len;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  if (plan.num_splits > 1) {
+    const size_t need = attention_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan);
+    FS_CHECK(workspace != nullptr && workspace_bytes >= need, "attention_decode: workspace of ",
+             workspace_bytes, " bytes, ", need, " needed");
+    FS_CHECK(reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign == 0,
+             "attention_decode: workspace not 256-byte aligned");
+    p.o_part = static_cast<float*>(workspace);
+    p.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                          o_part_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits));
+  }
+  const bool bf16 = dtype == DType::kBF16;
+  if (a.head_dim == 64)
+    detail::launch_decode_partial_hdim64(p, bf16, a.num_seqs, stream);
+  else
+    detail::launch_decode_partial_hdim128(p, bf16, a.num_seqs, stream);
+  if (plan.num_splits > 1)
+    attention_decode_merge(p.o_part, p.lse_part, a.num_seqs * a.num_q_heads, plan.num_splits,
+                           a.head_dim, out, lse, dtype, stream);
+}
+
+int attention_decode_ctas_per_sm(int head_dim, DType dtype) {
+  FS_CHECK(head_dim == 64 || head_dim == 128, "attention_decode: head_dim ", head_dim);
+  const bool bf16 = dtype == DType::kBF16;
+  return head_dim == 64 ? detail::decode_partial_ctas_per_sm_hdim64(bf16)
+                        : detail::decode_partial_ctas_per_sm_hdim128(bf16);
+}
+
+}  // namespace flashserve::cuda

@@ -1,0 +1,17 @@
+// Instantiates the split-K decode partial kernel for head_dim 64 (bf16 and fp16).
+#include "kernels/cuda/attention_decode_partial.cuh"
+
+namespace flashserve::cuda::detail {
+
+void launch_decode_partial_hdim64(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream) {
+  if (bf16)
+    launch_decode_partial<__nv_bfloat16, 64>(params, num_seqs, stream);
+  else
+    launch_decode_partial<__half, 64>(params, num_seqs, stream);
+}
+
+int decode_partial_ctas_per_sm_hdim64(bool bf16) {
+  return bf16 ? decode_partial_ctas_per_sm<__nv_bfloat16, 64>() : decode_partial_ctas_per_sm<__half, 64>();
+}
+
+}  // namespace flashserve::cuda::detail

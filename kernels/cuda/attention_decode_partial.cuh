@@ -1,0 +1,334 @@
+// The split-K decode partial kernel (KERNELS.md §4.1): one thread block per (sequence, kv head,
+// split) computes the G = num_q_heads / num_kv_heads query heads sharing that kv head, packed as
+// rows of one m16 mma tile, so each K/V byte is read once. K/V tiles of 64 keys are gathered
+// through the block table with 16-byte cp.async into a 3-4 stage ring (swizzled rows, zero-fill
+// past the split end); each of the 4 warps takes 16 keys of a tile and keeps its own online-softmax
+// state (base 2), and the warps' states are merged through shared memory at the end.
+// Included by attention_decode_hdim{64,128}.cu, which instantiate it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/attention_state.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ptx.cuh"
+
+namespace flashserve::cuda::detail {
+
+struct DecodeParams {
+  const void* q;        // [num_seqs, num_q_heads, head_dim]
+  const void* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* v_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* out;            // [num_seqs, num_q_heads, head_dim], written when num_splits == 1
+  float* lse;           // [num_seqs, num_q_heads] or nullptr, written when num_splits == 1
+  float* o_part;        // [num_seqs, num_q_heads, num_splits, head_dim] when num_splits > 1
+  float* lse_part;      // [num_seqs, num_q_heads, num_splits] when num_splits > 1
+  const int32_t* kv_lens;      // [num_seqs]
+  const int32_t* block_table;  // [num_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq;
+  int block_size_log2;
+  int num_q_heads;
+  int num_kv_heads;
+  int group_size;
+  int num_splits;
+  int chunk_len;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+template <class T, int kHeadDim>
+struct DecodeTraits {
+  static constexpr int kBlockN = 64;  // keys per tile; each warp takes 16
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;  // 96 KB / 64 KB: 2 / 3 blocks per SM
+  static constexpr int kChunksPerRow = kHeadDim * int(sizeof(T)) / 16;
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = kBlockN / kRowsPerPass;  // 16-B copies per thread per K tile
+  static constexpr int kRowBytes = kHeadDim * int(sizeof(T));
+  static constexpr int kTileBytes = kBlockN * kRowBytes;
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kPipeBytes = kStages * kStageBytes;
+  static constexpr int kOStride = kHeadDim + 8;  // fp32 row pitch of the warp-merge scratch
+  static constexpr int kMergeBytes = (kWarps * 16 * kOStride + 2 * kWarps * 16) * 4;
+  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static_assert(kHeadDim % 16 == 0 && kThreads % kChunksPerRow == 0, "bad head_dim");
+  static_assert(kBlockN % kRowsPerPass == 0 && kBlockN == 16 * kWarps, "bad tile");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+};
+
+// Byte offset of 16-B chunk `chunk` of tile row `row`: chunk XOR (row mod 8) spreads the 8 rows
+// of an ldmatrix phase over all banks for 128- and 256-byte rows (KERNELS.md §2.4).
+__device__ __forceinline__ uint32_t swizzle(int row, int chunk, int row_bytes) {
+  return uint32_t(row * row_bytes + ((chunk ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <class T, int kHeadDim>
+__global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
+    decode_partial_kernel(const __grid_constant__ DecodeParams p) {
+  using Tr = DecodeTraits<T, kHeadDim>;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;  // mma fragment row / column pair
+  const int G = p.group_size;
+
+  // Start-up loads are independent of each other, so their latencies overlap: kv_len, Q, and the
+  // block-table entries of the first kStages tiles (read while in bounds of the table row; an
+  // entry is used only for tokens < split_end, so unused slots may hold anything).
+  const int kv_len = p.kv_lens[b];
+  const int split_start = split * p.chunk_len;
+  const size_t row0 = size_t(b) * p.num_q_heads + size_t(kvh) * G;  // first q head of this block
+
+  // Q fragments (A operand, rows = query heads of the group, zero past G), straight from global.
+  uint32_t qf[kHeadDim / 16][4];
+  {
+    const T* q = static_cast<const T*>(p.q) + row0 * kHeadDim;
+    const bool r0 = g < G, r1 = g + 8 < G;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      const int c = kk * 16 + 2 * t;
+      qf[kk][0] = r0 ? *reinterpret_cast<const uint32_t*>(q + g * kHeadDim + c) : 0u;
+      qf[kk][1] = r1 ? *reinterpret_cast<const uint32_t*>(q + (g + 8) * kHeadDim + c) : 0u;
+      qf[kk][2] = r0 ? *reinterpret_cast<const uint32_t*>(q + g * kHeadDim + c + 8) : 0u;
+      qf[kk][3] = r1 ? *reinterpret_cast<const uint32_t*>(q + (g + 8) * kHeadDim + c + 8) : 0u;
+    }
+  }
+
+  // Copy roles: this thread moves chunk `ld_chunk` of rows ld_row + i * kRowsPerPass.
+  const int ld_chunk = tid % Tr::kChunksPerRow, ld_row = tid / Tr::kChunksPerRow;
+  const int32_t* table = p.block_table + size_t(b) * p.max_blocks_per_seq;
+  const int table_tokens = p.max_blocks_per_seq << p.block_size_log2;
+  auto read_pages = [&](int tile, int (&pages)[Tr::kPasses]) {
+#pragma unroll
+    for (int i = 0; i < Tr::kPasses; ++i) {
+      const int token = split_start + tile * Tr::kBlockN + ld_row + i * Tr::kRowsPerPass;
+      pages[i] = token < table_tokens ? __ldg(table + (token >> p.block_size_log2)) : 0;
+    }
+  };
+  int pro_pages[Tr::kStages][Tr::kPasses];  // tiles 0 .. kStages-1
+#pragma unroll
+  for (int s = 0; s < Tr::kStages; ++s) read_pages(s, pro_pages[s]);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Let the merge kernel (launched with programmatic stream serialisation) get scheduled as soon
+  // as every partial block has started; it waits in griddepcontrol.wait for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+
+  const int split_end = split == p.num_splits - 1 ? kv_len : min(kv_len, split_start + p.chunk_len);
+  if (split_start >= kv_len && p.num_splits > 1) {  // empty split: weighs zero, o is not read
+    if (tid < G) p.lse_part[(row0 + tid) * p.num_splits + split] = -INFINITY;
+    return;
+  }
+  const int num_tiles = split_end > split_start ? (split_end - split_start + Tr::kBlockN - 1) / Tr::kBlockN : 0;
+
+  const int bs_mask = (1 << p.block_size_log2) - 1;
+  const size_t tok_stride = size_t(p.num_kv_heads) * kHeadDim;  // elements between cache rows
+  const T* k_base = static_cast<const T*>(p.k_cache) + size_t(kvh) * kHeadDim + ld_chunk * 8;
+  const T* v_base = static_cast<const T*>(p.v_cache) + size_t(kvh) * kHeadDim + ld_chunk * 8;
+  const uint32_t smem_base = smem_addr(smem);
+
+  int pages[Tr::kPasses];  // block ids of this thread's rows in the next tile to issue
+  auto fetch_pages = [&](int tile) {
+#pragma unroll
+    for (int i = 0; i < Tr::kPasses; ++i) {
+      const int token = split_start + tile * Tr::kBlockN + ld_row + i * Tr::kRowsPerPass;
+      pages[i] = (tile < num_tiles && token < split_end) ? __ldg(table + (token >> p.block_size_log2)) : 0;
+    }
+  };
+  auto issue_tile = [&](int tile, int stage, const int (&tile_pages)[Tr::kPasses]) {
+    const uint32_t sk = smem_base + stage * Tr::kStageBytes, sv = sk + Tr::kTileBytes;
+#pragma unroll
+    for (int i = 0; i < Tr::kPasses; ++i) {
+      const int row = ld_row + i * Tr::kRowsPerPass;
+      const int token = split_start + tile * Tr::kBlockN + row;
+      const bool valid = token < split_end;
+      const size_t off = valid ? ((size_t(tile_pages[i]) << p.block_size_log2) + (token & bs_mask)) * tok_stride : 0;
+      const uint32_t dst = swizzle(row, ld_chunk, Tr::kRowBytes);
+      cp_async_16(sk + dst, k_base + off, valid);
+      cp_async_16(sv + dst, v_base + off, valid);
+    }
+  };
+
+  // Per-warp online-softmax state for rows g and g + 8: running max (base 2), per-thread partial
+  // sum of exponentials and the unnormalised output fragments.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+  // ldmatrix lane addresses: K plain (two n8 key tiles per x4), V transposed (two n8 d tiles).
+  const int k_row = warp * 16 + (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
+  const int v_row = warp * 16 + (lane & 15), v_chunk = lane >> 4;
+
+#pragma unroll
+  for (int s = 0; s < Tr::kStages - 1; ++s) {
+    if (s < num_tiles) issue_tile(s, s, pro_pages[s]);
+    cp_async_commit();  // empty groups keep the group count uniform
+  }
+#pragma unroll
+  for (int i = 0; i < Tr::kPasses; ++i) pages[i] = pro_pages[Tr::kStages - 1][i];
+
+  for (int j = 0; j < num_tiles; ++j) {
+    cp_async_wait<Tr::kStages - 2>();  // tile j has landed (this thread's copies) ...
+    __syncthreads();                   // ... and everyone's; stage (j-1) % kStages is free again
+    const int next = j + Tr::kStages - 1;
+    if (next < num_tiles) issue_tile(next, next % Tr::kStages, pages);
+    cp_async_commit();
+    fetch_pages(next + 1);
+
+    const uint32_t sk = smem_base + (j % Tr::kStages) * Tr::kStageBytes, sv = sk + Tr::kTileBytes;
+    // S = Q K^T for this warp's 16 keys: s[n] holds keys warp*16 + n*8 + 2t (+1), rows g / g+8.
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, sk + swizzle(k_row, 2 * kk + k_chunk, Tr::kRowBytes));
+      const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
+      mma_m16n8k16<T>(s[0], qf[kk], b0);
+      mma_m16n8k16<T>(s[1], qf[kk], b1);
+    }
+    const int tile_start = split_start + j * Tr::kBlockN;
+    const bool ragged = tile_start + Tr::kBlockN > split_end;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[n][i] *= p.scale_log2;
+        if (ragged && tile_start + warp * 16 + n * 8 + 2 * t + (i & 1) >= split_end) s[n][i] = -INFINITY;
+      }
+
+    float p_[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // r = 0: row g (elements 0, 1); r = 1: row g + 8 (2, 3)
+      const float tile_max = quad_max(fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+      const float m_new = fmaxf(m[r], tile_max);
+      const float m_sub = m_new == -INFINITY ? 0.f : m_new;  // nothing seen yet: p = alpha = 0
+      const float alpha = fast_exp2(m[r] - m_sub);
+      m[r] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        p_[n][2 * r] = fast_exp2(s[n][2 * r] - m_sub);
+        p_[n][2 * r + 1] = fast_exp2(s[n][2 * r + 1] - m_sub);
+        sum += p_[n][2 * r] + p_[n][2 * r + 1];
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < kHeadDim / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+    }
+    // P (fp32, rounded to T) as the A operand: two n8 C tiles are one k16 A tile (§2.3).
+    const uint32_t pa[4] = {pack2<T>(p_[0][0], p_[0][1]), pack2<T>(p_[0][2], p_[0][3]),
+                            pack2<T>(p_[1][0], p_[1][1]), pack2<T>(p_[1][2], p_[1][3])};
+#pragma unroll
+    for (int nn = 0; nn < kHeadDim / 16; ++nn) {
+      uint32_t vf[4];
+      ldmatrix_x4_trans(vf, sv + swizzle(v_row, 2 * nn + v_chunk, Tr::kRowBytes));
+      const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
+      mma_m16n8k16<T>(o[2 * nn], pa, b0);
+      mma_m16n8k16<T>(o[2 * nn + 1], pa, b1);
+    }
+  }
+
+  // Merge the 4 warps' states (each over a disjoint quarter of every tile) through shared memory.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* so = reinterpret_cast<float*>(smem);     // [kWarps][16][kOStride] unnormalised o
+  float* sm = so + Tr::kWarps * 16 * Tr::kOStride;  // [kWarps][16] running max
+  float* sl = sm + Tr::kWarps * 16;                 // [kWarps][16] sum of exponentials
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n) {
+    float* r0 = so + (warp * 16 + g) * Tr::kOStride + n * 8 + 2 * t;
+    *reinterpret_cast<float2*>(r0) = make_float2(o[n][0], o[n][1]);
+    *reinterpret_cast<float2*>(r0 + 8 * Tr::kOStride) = make_float2(o[n][2], o[n][3]);
+  }
+  l[0] = quad_sum(l[0]);
+  l[1] = quad_sum(l[1]);
+  if (t == 0) {
+    sm[warp * 16 + g] = m[0];
+    sm[warp * 16 + g + 8] = m[1];
+    sl[warp * 16 + g] = l[0];
+    sl[warp * 16 + g + 8] = l[1];
+  }
+  __syncthreads();
+
+  constexpr int kVecPerRow = kHeadDim / 4;
+  for (int item = tid; item < G * kVecPerRow; item += Tr::kThreads) {
+    const int r = item / kVecPerRow, c = (item % kVecPerRow) * 4;
+    float lse_w[Tr::kWarps];  // each warp's state in (o / l, lse) form for attention_state.h
+#pragma unroll
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float lw = sl[w * 16 + r];
+      lse_w[w] = lw > 0.f ? sm[w * 16 + r] + log2f(lw) : -INFINITY;
+    }
+    const float lse = merged_lse(Tr::kWarps, [&](int w) { return lse_w[w]; });
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float weight = merge_weight(lse_w[w], lse);
+      if (weight == 0.f) continue;
+      const float f = weight / sl[w * 16 + r];
+      const float4 x = *reinterpret_cast<const float4*>(so + (w * 16 + r) * Tr::kOStride + c);
+      acc.x += f * x.x;
+      acc.y += f * x.y;
+      acc.z += f * x.z;
+      acc.w += f * x.w;
+    }
+    const size_t row = row0 + r;
+    if (p.num_splits == 1) {
+      T* out = static_cast<T*>(p.out) + row * kHeadDim + c;
+      const uint2 packed = make_uint2(pack2<T>(acc.x, acc.y), pack2<T>(acc.z, acc.w));
+      *reinterpret_cast<uint2*>(out) = packed;
+      if (p.lse != nullptr && c == 0) p.lse[row] = lse;
+    } else {
+      const size_t prow = row * p.num_splits + split;
+      *reinterpret_cast<float4*>(p.o_part + prow * kHeadDim + c) = acc;
+      if (c == 0) p.lse_part[prow] = lse;
+    }
+  }
+}
+
+// Launches the partial kernel for one (T, kHeadDim); defined in attention_decode_hdim*.cu.
+template <class T, int kHeadDim>
+void launch_decode_partial(const DecodeParams& params, int num_seqs, cudaStream_t stream) {
+  using Tr = DecodeTraits<T, kHeadDim>;
+  auto kernel = decode_partial_kernel<T, kHeadDim>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  const dim3 grid(params.num_splits, params.num_kv_heads, num_seqs);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T, int kHeadDim>
+int decode_partial_ctas_per_sm() {
+  using Tr = DecodeTraits<T, kHeadDim>;
+  auto kernel = decode_partial_kernel<T, kHeadDim>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tr::kThreads, Tr::kSmemBytes));
+  return blocks;
+}
+
+// Non-template entry points, one translation unit per head_dim (compile time on 2-core builders).
+void launch_decode_partial_hdim64(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
+void launch_decode_partial_hdim128(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
+int decode_partial_ctas_per_sm_hdim64(bool bf16);
+int decode_partial_ctas_per_sm_hdim128(bool bf16);
+
+}  // namespace flashserve::cuda::detail

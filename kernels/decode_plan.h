@@ -1,0 +1,40 @@
+// Host-side plan for split-K decode attention (KERNELS.md §4.3): how many splits each sequence's
+// KV range is cut into and how long a split (chunk) is. Plain C++, no device memory; computed once
+// per decode step from the host copy of kv_lens and reused by every layer.
+#pragma once
+
+#include <cstdint>
+
+namespace flashserve {
+
+// The decode kernels launch num_seqs x num_kv_heads x num_splits thread blocks. Split s of a
+// sequence covers keys [s * chunk_len, (s + 1) * chunk_len), the last split (s == num_splits - 1)
+// everything from s * chunk_len to kv_len, so a plan made for shorter sequences stays correct
+// (only slower). Splits that start at or past kv_len are empty and weigh zero in the merge.
+struct DecodePlan {
+  int num_splits = 1;  // splits of the longest sequence; 1 means no merge kernel
+  int chunk_len = 0;   // keys per split, a multiple of block_size and of tile_len
+};
+
+// What the plan needs to know about the GPU and the kernel.
+struct DecodePlanConfig {
+  int num_sms = 132;         // cudaDevAttrMultiProcessorCount
+  int ctas_per_sm = 2;       // resident decode thread blocks per SM (attention_decode_ctas_per_sm)
+  int min_chunk_len = 128;   // partials cost 2 * group * 4 B per head_dim element per split (fp32
+                            // write + read) vs 4 B per key and element of K/V: ~6% at 128 keys, G = 4;
+                            // below that they cost more than the parallelism gains (bench v1 sweep)
+  int max_splits = 128;
+  int tile_len = 64;         // keys per kernel tile: chunks are whole tiles
+  double fill_fraction = 0.8;  // no split once the batch alone fills this fraction of the slots
+  double eff_fraction = 0.85;  // take the fewest splits within this fraction of the best wave efficiency
+};
+
+// Chooses the plan for a batch; kv_lens is a host array [num_seqs].
+DecodePlan plan_decode(const int32_t* kv_lens,  // [num_seqs]
+                       int num_seqs, int num_kv_heads, int block_size,
+                       const DecodePlanConfig& config = DecodePlanConfig());
+
+// A plan with exactly num_splits splits over max_kv_len keys (tests and benchmarks force this).
+DecodePlan plan_decode_fixed(int max_kv_len, int num_splits, int block_size, int tile_len = 64);
+
+}  // namespace flashserve

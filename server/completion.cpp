@@ -1,0 +1,372 @@
+// Completion (see completion.h): per choice, engine token events go through the incremental
+// detokenizer (prompt as context, so leading spaces and multi-byte characters come out right)
+// and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
+// texts are equal by construction.
+#include "server/completion.h"
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <random>
+
+#include "server/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+uint64_t random_u64() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
+}
+
+std::string new_completion_id() {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "cmpl-%016llx%08llx", static_cast<unsigned long long>(random_u64()),
+                static_cast<unsigned long long>(random_u64() & 0xffffffffu));
+  return buf;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+struct Completion::Choice {
+  int index = 0;
+  size_t prompt_idx = 0;
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopMatcher> stop;
+  LogprobsAccumulator logprobs;
+  size_t logprobs_sent = 0;   // streaming: entries already in a chunk
+  std::string text;           // everything emitted, echo included
+  size_t decoded_bytes = 0;   // echo + decoded generation before stop truncation (text_offset)
+  bool echo_pending = false;
+  int completion_tokens = 0;
+  bool done = false;
+  std::string finish_reason;  // "stop" | "length"
+  bool aborted = false;       // the engine aborted it (shutdown)
+  std::string error;          // the engine failed it
+  bool has_first = false;
+  Clock::time_point first_token, last_token, end;
+};
+
+Completion::Completion(const CompletionContext& ctx, CompletionRequest request)
+    : ctx_(ctx), req_(std::move(request)), id_(new_completion_id()),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()),
+      start_(Clock::now()) {}
+
+Completion::~Completion() { cancel_all(); }
+
+void Completion::cancel_all() {
+  for (auto& c : choices_) {
+    if (!c->done && c->stream) c->stream->cancel();
+    c->done = true;
+  }
+}
+
+std::optional<ApiError> Completion::start() {
+  const bool want_prompt_lp = req_.echo && req_.logprobs >= 0;
+  int index = 0;
+  for (size_t p = 0; p < req_.prompts.size(); ++p) {
+    for (int j = 0; j < req_.n; ++j) {
+      auto c = std::make_unique<Choice>();
+      c->index = index++;
+      c->prompt_idx = p;
+      c->detok = std::make_unique<IncrementalDetokenizer>(*ctx_.tokenizer, req_.prompts[p]);
+      c->stop = std::make_unique<StopMatcher>(req_.stop);
+      c->echo_pending = req_.echo;
+      GenerationRequest g;
+      g.prompt = req_.prompts[p];
+      g.max_tokens = req_.max_tokens;
+      g.sampling = req_.sampling;
+      // Choice j of a seeded request uses seed + j: reproducible, yet the n choices differ.
+      g.sampling.seed = req_.has_seed ? req_.sampling.seed + static_cast<uint64_t>(j) : random_u64();
+      g.has_seed = true;  // the seed above is always the one to use
+      g.ignore_eos = req_.ignore_eos;
+      g.prompt_logprobs = want_prompt_lp;
+      if (req_.max_tokens == 0 && !want_prompt_lp) {
+        // Nothing to generate: answer without the engine.
+        c->done = true;
+        c->finish_reason = "length";
+        if (req_.echo) {
+          c->text = req_.echo_texts[p];
+          c->echo_pending = false;
+        }
+      } else {
+        c->stream = ctx_.engine->submit(std::move(g));
+        if (!c->stream) {
+          cancel_all();
+          ApiError e;
+          e.status = 503;
+          e.type = "server_error";
+          e.code = "server_overloaded";
+          e.message = "The server is overloaded (admission queue full); retry later";
+          e.retry_after_s = 1;
+          return e;
+        }
+      }
+      choices_.push_back(std::move(c));
+    }
+  }
+  return std::nullopt;
+}
+
+std::string Completion::handle(Choice& c, const StreamEvent& ev) {
+  if (c.done) return "";
+  std::string out;
+  const bool want_prompt_lp = req_.echo && req_.logprobs >= 0;
+  if (c.echo_pending && (ev.kind == StreamEvent::Kind::kPromptLogprobs || !want_prompt_lp)) {
+    c.echo_pending = false;
+    out += req_.echo_texts[c.prompt_idx];
+    c.decoded_bytes = out.size();
+    if (ev.kind == StreamEvent::Kind::kPromptLogprobs) {
+      const auto& prompt = req_.prompts[c.prompt_idx];
+      IncrementalDetokenizer d(*ctx_.tokenizer);
+      size_t offset = 0;
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        SampledToken t = i < ev.prompt_logprobs.size() ? ev.prompt_logprobs[i] : SampledToken{};
+        t.token = prompt[i];
+        if (i == 0) t.logprob = std::nanf("");  // nothing precedes the first prompt token
+        c.logprobs.add(*ctx_.tokenizer, t, offset, /*has_top=*/true);
+        offset += d.push(prompt[i]).size();
+      }
+    }
+  }
+  if (ev.kind == StreamEvent::Kind::kToken) {
+    const auto now = Clock::now();
+    if (!c.has_first) c.first_token = now;
+    c.has_first = true;
+    c.last_token = now;
+    ++c.completion_tokens;
+    const auto& eos = ctx_.engine->config().eos_token_ids;
+    bool is_eos = !req_.ignore_eos &&
+                  std::find(eos.begin(), eos.end(), ev.token.token) != eos.end();
+    std::string piece = is_eos ? "" : c.detok->push(ev.token.token);
+    if (req_.logprobs >= 0 && !is_eos) {
+      c.logprobs.add(*ctx_.tokenizer, ev.token, c.decoded_bytes, /*has_top=*/true);
+    }
+    c.decoded_bytes += piece.size();
+    out += c.stop->push(piece);
+    if (c.stop->matched()) {
+      c.stream->cancel();  // the engine frees its blocks at the next step
+      finish_choice(c, "stop");
+    }
+  } else if (ev.kind == StreamEvent::Kind::kFinished) {
+    std::string tail = c.detok->flush();
+    c.decoded_bytes += tail.size();
+    out += c.stop->push(tail);
+    if (c.stop->matched()) {
+      finish_choice(c, "stop");
+    } else {
+      out += c.stop->flush();
+      switch (ev.finish) {
+        case FinishReason::kStop: finish_choice(c, "stop"); break;
+        case FinishReason::kLength: finish_choice(c, "length"); break;
+        case FinishReason::kAbort: c.aborted = true; finish_choice(c, ""); break;
+        default:
+          c.error = ev.error.empty() ? "engine error" : ev.error;
+          finish_choice(c, "");
+      }
+    }
+  }
+  c.text += out;
+  return out;
+}
+
+void Completion::finish_choice(Choice& c, const std::string& reason) {
+  c.done = true;
+  c.finish_reason = reason;
+  c.end = Clock::now();
+}
+
+bool Completion::pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas) {
+  bool any = false;
+  auto take = [&](size_t i, std::chrono::milliseconds timeout) {
+    Choice& c = *choices_[i];
+    auto ev = c.stream->next(timeout);
+    if (!ev) return false;
+    const bool was_done = c.done;
+    Delta d;
+    d.choice = i;
+    d.text = handle(c, *ev);
+    d.logprobs_end = c.logprobs.tokens.size();
+    d.finished = c.done && !was_done;
+    deltas->push_back(std::move(d));
+    return true;
+  };
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    while (!choices_[i]->done && take(i, std::chrono::milliseconds(0))) any = true;
+  }
+  if (!any) {
+    size_t waiting = 0, first = choices_.size();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (!choices_[i]->done) {
+        ++waiting;
+        first = std::min(first, i);
+      }
+    }
+    if (waiting == 0) return false;
+    // With several choices, wait briefly on one so the others' events are not held up long.
+    take(first, waiting == 1 ? wait : std::min(wait, std::chrono::milliseconds(5)));
+  }
+  return std::any_of(choices_.begin(), choices_.end(), [](const auto& c) { return !c->done; });
+}
+
+std::optional<ApiError> Completion::failure() const {
+  for (const auto& c : choices_) {
+    if (!c->error.empty()) {
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.code = "engine_error";
+      e.message = "The engine failed this request: " + c->error;
+      return e;
+    }
+  }
+  for (const auto& c : choices_) {
+    if (c->aborted) {
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.code = "request_aborted";
+      e.message = "The request was aborted (the server is shutting down)";
+      e.retry_after_s = 1;
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+CompletionResult Completion::run(ClientConnection& conn) {
+  std::vector<Delta> deltas;
+  while (std::any_of(choices_.begin(), choices_.end(), [](const auto& c) { return !c->done; })) {
+    if (conn.gone()) {
+      cancel_all();
+      if (ctx_.metrics) ctx_.metrics->count_disconnect();
+      record_metrics();
+      return CompletionResult{499, json(), 0, true};
+    }
+    deltas.clear();
+    pump(ctx_.poll, &deltas);
+  }
+  record_metrics();
+  if (auto e = failure()) return CompletionResult{e->status, error_json(*e), e->retry_after_s};
+  json choices = json::array();
+  for (const auto& c : choices_) {
+    choices.push_back(choice_json(c->index, c->text,
+                                  req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr),
+                                  c->finish_reason));
+  }
+  Usage u{prompt_tokens(), completion_tokens()};
+  return CompletionResult{200, completion_json(id_, created_, ctx_.model->id, choices, usage_json(u))};
+}
+
+bool Completion::stream(ClientConnection& conn) {
+  std::vector<Delta> deltas;
+  auto logprobs_delta = [&](Choice& c, size_t end) -> json {
+    if (req_.logprobs < 0 || end <= c.logprobs_sent) return nullptr;
+    auto part = [&](const json& all) {
+      return json(all.begin() + static_cast<long>(c.logprobs_sent),
+                  all.begin() + static_cast<long>(end));
+    };
+    json out = {{"tokens", part(c.logprobs.tokens)},
+                {"token_logprobs", part(c.logprobs.token_logprobs)},
+                {"top_logprobs", part(c.logprobs.top_logprobs)},
+                {"text_offset", part(c.logprobs.text_offset)}};
+    c.logprobs_sent = end;
+    return out;
+  };
+  auto send_choice = [&](Choice& c, const std::string& delta, size_t logprobs_end,
+                         bool finished) {
+    bool finishing = finished && !c.finish_reason.empty();
+    json lp = logprobs_delta(c, logprobs_end);
+    if (delta.empty() && lp.is_null() && !finishing) return true;
+    json chunk = completion_json(id_, created_, ctx_.model->id,
+                                 json::array({choice_json(c.index, delta, lp,
+                                                          finishing ? c.finish_reason : "")}),
+                                 nullptr);
+    return conn.write(sse_event(chunk));
+  };
+  auto gone = [&] {
+    cancel_all();
+    if (ctx_.metrics) ctx_.metrics->count_disconnect();
+    record_metrics();
+    return false;
+  };
+  // Choices answered without the engine (max_tokens 0) go first.
+  for (auto& c : choices_) {
+    if (c->done && !send_choice(*c, c->text, c->logprobs.tokens.size(), true)) return gone();
+  }
+  bool more = std::any_of(choices_.begin(), choices_.end(), [](const auto& c) { return !c->done; });
+  while (more) {
+    if (conn.gone()) return gone();
+    deltas.clear();
+    more = pump(ctx_.poll, &deltas);
+    if (auto e = failure()) {
+      cancel_all();
+      record_metrics();
+      conn.write(sse_event(error_json(*e)));
+      conn.write(std::string(kSseDone));
+      return true;
+    }
+    for (const Delta& d : deltas) {
+      if (!send_choice(*choices_[d.choice], d.text, d.logprobs_end, d.finished)) return gone();
+    }
+  }
+  record_metrics();
+  if (req_.include_usage) {
+    Usage u{prompt_tokens(), completion_tokens()};
+    if (!conn.write(sse_event(completion_json(id_, created_, ctx_.model->id, json::array(),
+                                              usage_json(u))))) {
+      return false;
+    }
+  }
+  return conn.write(std::string(kSseDone));
+}
+
+int Completion::prompt_tokens() const {
+  int n = 0;
+  for (const auto& p : req_.prompts) n += static_cast<int>(p.size()) * req_.n;
+  return n;
+}
+
+int Completion::completion_tokens() const {
+  int n = 0;
+  for (const auto& c : choices_) n += c->completion_tokens;
+  return n;
+}
+
+double Completion::ttft_s() const {
+  double best = -1;
+  for (const auto& c : choices_) {
+    if (c->has_first) {
+      double t = seconds(c->first_token - start_);
+      if (best < 0 || t < best) best = t;
+    }
+  }
+  return best;
+}
+
+void Completion::record_metrics() {
+  if (recorded_ || !ctx_.metrics) return;
+  recorded_ = true;
+  for (const auto& c : choices_) {
+    if (!c->has_first) continue;
+    ctx_.metrics->observe_ttft(seconds(c->first_token - start_));
+    if (c->completion_tokens > 1) {
+      ctx_.metrics->observe_tpot(seconds(c->last_token - c->first_token) /
+                                 (c->completion_tokens - 1));
+    }
+  }
+  ctx_.metrics->observe_e2e(seconds(Clock::now() - start_));
+}
+
+}  // namespace flashserve

@@ -1,0 +1,248 @@
+// The `flashserve` binary: parses flags, loads the model and tokenizer, starts the Engine and the
+// HTTP server, and shuts down cleanly on SIGINT/SIGTERM (exit 0) or on an engine fault (exit 1).
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+#include "weights/model.h"
+
+namespace fs = std::filesystem;
+using namespace flashserve;
+
+namespace {
+
+struct Flags {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model, tokenizer, served_model_name, api_key, backend = "auto";
+  int max_num_seqs = EngineOptions{}.max_num_seqs;
+  int max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
+  int max_queue = EngineOptions{}.max_queue;
+  int64_t kv_cache_tokens = 0;
+  double kv_memory_fraction = ModelRunnerOptions{}.kv_memory_fraction;
+  int64_t max_body_bytes = 4 << 20;
+  int threads = 0, block_size = 16, http_threads = 0;
+  bool log_requests = true;
+};
+
+const char* kHelp = R"(usage: flashserve [--model DIR] [options]
+An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /health, /metrics).
+
+  --model PATH               model directory (HF safetensors or llama2.c .bin) or .bin file
+                             (default: ../shared/models/stories260K when it exists)
+  --tokenizer PATH           SentencePiece .model (default: the one beside the weights)
+  --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
+  --host ADDR                listen address (default 127.0.0.1)
+  --port N                   listen port (default 8000; 0 = any free port, printed at start)
+  --api-key KEY              require "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY;
+                             /health is exempt; the key is never logged)
+  --backend cpu|cuda|auto    compute backend (default auto: cuda when available)
+  --threads N                CPU backend worker threads (default 0 = all cores)
+  --block-size N             tokens per KV-cache block (default 16)
+  --kv-cache-tokens N        KV-cache capacity in tokens (default 0 = from --kv-memory-fraction)
+  --kv-memory-fraction F     fraction of free device memory for the KV cache (default 0.9)
+  --max-num-seqs N           sequences running per engine step (default 64)
+  --max-num-batched-tokens N tokens per engine step (default 512)
+  --max-queue N              waiting requests; beyond it requests get 503 + Retry-After (default 256)
+  --max-body-bytes N         request body limit; larger bodies get 413 (default 4194304)
+  --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8)
+  --no-request-log           do not log one line per finished request
+  --help                     this text
+)";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "flashserve: %s (see --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+int64_t to_int(const std::string& flag, const std::string& v, int64_t lo) {
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo) usage_error("bad value for " + flag + ": '" + v + "'");
+  return x;
+}
+
+Flags parse_flags(int argc, char** argv) {
+  Flags f;
+  if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
+  std::map<std::string, std::function<void(const std::string&)>> with_value = {
+      {"--host", [&](const std::string& v) { f.host = v; }},
+      {"--port", [&](const std::string& v) { f.port = int(to_int("--port", v, 0)); }},
+      {"--model", [&](const std::string& v) { f.model = v; }},
+      {"--tokenizer", [&](const std::string& v) { f.tokenizer = v; }},
+      {"--served-model-name", [&](const std::string& v) { f.served_model_name = v; }},
+      {"--api-key", [&](const std::string& v) { f.api_key = v; }},
+      {"--backend", [&](const std::string& v) {
+         if (v != "cpu" && v != "cuda" && v != "auto") usage_error("--backend must be cpu|cuda|auto");
+         f.backend = v;
+       }},
+      {"--threads", [&](const std::string& v) { f.threads = int(to_int("--threads", v, 0)); }},
+      {"--block-size", [&](const std::string& v) { f.block_size = int(to_int("--block-size", v, 1)); }},
+      {"--kv-cache-tokens", [&](const std::string& v) { f.kv_cache_tokens = to_int("--kv-cache-tokens", v, 0); }},
+      {"--kv-memory-fraction", [&](const std::string& v) {
+         char* end = nullptr;
+         f.kv_memory_fraction = std::strtod(v.c_str(), &end);
+         if (*end || !(f.kv_memory_fraction > 0 && f.kv_memory_fraction <= 1)) {
+           usage_error("--kv-memory-fraction must be in (0, 1]");
+         }
+       }},
+      {"--max-num-seqs", [&](const std::string& v) { f.max_num_seqs = int(to_int("--max-num-seqs", v, 1)); }},
+      {"--max-num-batched-tokens", [&](const std::string& v) {
+         f.max_num_batched_tokens = int(to_int("--max-num-batched-tokens", v, 1));
+       }},
+      {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 0)); }},
+      {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1); }},
+      {"--http-threads", [&](const std::string& v) { f.http_threads = int(to_int("--http-threads", v, 1)); }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    }
+    if (arg == "--no-request-log") {
+      f.log_requests = false;
+      continue;
+    }
+    size_t eq = arg.find('=');
+    bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    auto it = with_value.find(arg);
+    if (it == with_value.end()) usage_error("unknown flag '" + arg + "'");
+    if (!inline_value) {
+      if (i + 1 >= argc) usage_error(arg + " needs a value");
+      value = argv[++i];
+    }
+    it->second(value);
+  }
+  if (f.model.empty()) {
+    if (!fs::exists("../shared/models/stories260K")) usage_error("--model is required");
+    f.model = "../shared/models/stories260K";
+  }
+  if (f.http_threads == 0) f.http_threads = std::min(f.max_num_seqs + f.max_queue + 8, 2048);
+  return f;
+}
+
+std::string default_model_name(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.extension() == ".bin" ? p.stem().string() : p.filename().string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags = parse_flags(argc, argv);
+
+  // Signals are taken by one watcher thread (sigtimedwait); every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
+
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+  try {
+    model = load_model(flags.model);
+    std::string tok_path = flags.tokenizer.empty() ? model->tokenizer_path() : flags.tokenizer;
+    if (tok_path.empty()) FS_THROW("no tokenizer found beside ", flags.model, "; pass --tokenizer");
+    tokenizer = Tokenizer::load(tok_path);
+    ModelRunnerOptions ro;
+    ro.backend = flags.backend;
+    ro.block_size = flags.block_size;
+    ro.kv_cache_tokens = flags.kv_cache_tokens;
+    ro.kv_memory_fraction = flags.kv_memory_fraction;
+    ro.threads = flags.threads;
+    auto runner = ModelRunner::create(*model, ro);
+    EngineOptions eo;
+    eo.max_num_seqs = flags.max_num_seqs;
+    eo.max_num_batched_tokens = flags.max_num_batched_tokens;
+    eo.max_queue = flags.max_queue;
+    engine = Engine::create(std::move(runner), eo);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flashserve: start-up failed: %s\n", e.what());
+    return 1;
+  }
+
+  const ModelConfig& c = engine->config();
+  const ModelRunner& r = engine->runner();
+  ServedModel served;
+  served.id = flags.served_model_name.empty() ? default_model_name(flags.model)
+                                              : flags.served_model_name;
+  served.max_model_len = c.max_position_embeddings;
+  served.vocab_size = c.vocab_size;
+  served.created = static_cast<int64_t>(std::time(nullptr));
+  std::fprintf(stderr,
+               "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
+               "(q/kv), head_dim %d, vocab %d, context %d\n"
+               "flashserve: backend %s; KV cache %d blocks x %d tokens = %lld tokens; "
+               "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d\n",
+               served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
+               c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
+               c.max_position_embeddings, r.backend_name().c_str(), r.num_kv_blocks(),
+               r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
+               flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue);
+
+  HttpServerOptions ho;
+  ho.host = flags.host;
+  ho.port = flags.port;
+  ho.api_key = flags.api_key;
+  ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
+  ho.threads = flags.http_threads;
+  ho.log_requests = flags.log_requests;
+  HttpServer server(*engine, *tokenizer, served, ho);
+  if (!server.bind()) {
+    engine->shutdown();
+    return 1;
+  }
+  std::printf("flashserve: listening on http://%s:%d%s\n", flags.host.c_str(), server.port(),
+              flags.api_key.empty() ? "" : " (API key required)");
+  std::fflush(stdout);
+
+  std::atomic<bool> done{false};
+  int exit_code = 0;
+  std::thread watcher([&] {
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+      int sig = sigtimedwait(&signals, nullptr, &tick);
+      bool failed = engine->failed();
+      if (sig <= 0 && !failed) continue;
+      if (failed) {
+        std::fprintf(stderr, "flashserve: the engine failed; shutting down\n");
+        exit_code = 1;
+      } else {
+        std::fprintf(stderr, "flashserve: signal %d; finishing in-flight requests and exiting\n", sig);
+      }
+      server.set_draining();  // new requests: 503
+      engine->shutdown();     // in-flight requests end (aborted) and their handlers return
+      server.stop();
+      return;
+    }
+  });
+  server.run();
+  done = true;
+  watcher.join();
+  engine->shutdown();
+  std::fprintf(stderr, "flashserve: stopped\n");
+  return exit_code;
+}

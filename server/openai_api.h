@@ -1,0 +1,108 @@
+// The OpenAI-compatible API edge as pure functions: request JSON -> a validated CompletionRequest
+// (or an ApiError with its HTTP status), and results -> response JSON / SSE events.
+// Nothing here touches HTTP or the engine, so all of it is unit-tested (tests/server/).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling.h"
+
+namespace flashserve {
+
+class Tokenizer;
+
+// An error in the OpenAI envelope: {"error":{"message","type","param","code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;        // "" -> null
+  std::string code;         // "" -> null
+  int retry_after_s = 0;    // > 0: send a Retry-After header
+};
+
+ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+nlohmann::json error_json(const ApiError& e);
+
+struct ServedModel {
+  std::string id;           // the served model name (request "model" must match it)
+  int max_model_len = 0;    // prompt + max_tokens must fit
+  int vocab_size = 0;       // valid token ids are [0, vocab_size)
+  int64_t created = 0;      // unix time the server started
+};
+
+struct CompletionRequest {
+  std::vector<std::vector<int32_t>> prompts;  // token ids (text prompts: BOS + encode(text))
+  std::vector<std::string> echo_texts;        // per prompt: the text `echo` prepends
+  int max_tokens = 16;
+  int n = 1;                                  // choices per prompt
+  SamplingParams sampling;
+  bool has_seed = false;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;                 // stream_options.include_usage
+  bool echo = false;
+  bool ignore_eos = false;                    // extension
+  int logprobs = -1;                          // -1: off; 0..5
+  std::string user;
+};
+
+constexpr int kMaxLogprobs = 5;
+constexpr int kMaxStops = 64;
+constexpr int kMaxChoices = 128;   // prompts x n per request
+
+// Parses and validates a POST /v1/completions body. Text prompts are encoded with `tokenizer`
+// (BOS first). Every field of API.md is handled; any other field is a 400.
+std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
+                                                                   const ServedModel& model,
+                                                                   const Tokenizer& tokenizer);
+
+// The printable text of one token for logprobs: the piece with "▁" as a space, byte pieces
+// <0xNN> as their byte; text that is not valid UTF-8 becomes "bytes:\xNN..." as OpenAI does.
+std::string token_text(const Tokenizer& tokenizer, int32_t id);
+
+bool is_valid_utf8(std::string_view s);
+
+// Legacy completions logprobs, accumulated token by token.
+struct LogprobsAccumulator {
+  nlohmann::json tokens = nlohmann::json::array();
+  nlohmann::json token_logprobs = nlohmann::json::array();
+  nlohmann::json top_logprobs = nlohmann::json::array();
+  nlohmann::json text_offset = nlohmann::json::array();
+  // `logprob` NaN -> null (the first prompt token); `has_top` false -> top entry null.
+  void add(const Tokenizer& tokenizer, const SampledToken& t, size_t offset, bool has_top);
+  bool empty() const { return tokens.empty(); }
+  nlohmann::json to_json() const;
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+nlohmann::json usage_json(const Usage& u);
+
+// One choice object: {"index","text","logprobs","finish_reason"}; finish_reason "" -> null.
+nlohmann::json choice_json(int index, const std::string& text, const nlohmann::json& logprobs,
+                           const std::string& finish_reason);
+
+// The response envelope (also the shape of a stream chunk; usage omitted when null).
+nlohmann::json completion_json(const std::string& id, int64_t created, const std::string& model,
+                               nlohmann::json choices, const nlohmann::json& usage);
+
+nlohmann::json models_json(const ServedModel& model);
+
+// JSON text with invalid UTF-8 replaced (U+FFFD) rather than throwing.
+std::string dump_json(const nlohmann::json& j);
+// One Server-Sent Event: "data: <json>\n\n".
+std::string sse_event(const nlohmann::json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace flashserve

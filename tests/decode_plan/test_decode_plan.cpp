@@ -1,0 +1,145 @@
+// Split-K decode plan (kernels/decode_plan.h): a lone long sequence fills the GPU, a large batch
+// is not split, chunks are whole blocks and tiles, every key is covered, fixed plans are exact.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/decode_plan.h"
+
+namespace flashserve {
+namespace {
+
+DecodePlanConfig h100(int ctas_per_sm = 2) {
+  DecodePlanConfig c;
+  c.num_sms = 132;
+  c.ctas_per_sm = ctas_per_sm;
+  return c;
+}
+
+int64_t num_ctas(const std::vector<int32_t>& lens, int kv_heads, const DecodePlan& p) {
+  int64_t n = 0;
+  for (int32_t L : lens) n += std::max<int64_t>(1, (L + p.chunk_len - 1) / p.chunk_len);
+  return n * kv_heads;
+}
+
+// Invariants every plan must satisfy.
+void check_plan(const std::vector<int32_t>& lens, int kv_heads, int block_size, const DecodePlan& p,
+                const DecodePlanConfig& c) {
+  int max_len = 0;
+  for (int32_t L : lens) max_len = std::max(max_len, int(L));
+  ASSERT_GE(p.num_splits, 1);
+  ASSERT_LE(p.num_splits, c.max_splits);
+  ASSERT_GT(p.chunk_len, 0);
+  EXPECT_EQ(p.chunk_len % block_size, 0) << "chunk not whole blocks";
+  EXPECT_EQ(p.chunk_len % c.tile_len, 0) << "chunk not whole tiles";
+  EXPECT_GE(int64_t(p.num_splits) * p.chunk_len, max_len) << "keys left uncovered";
+  if (p.num_splits > 1) {
+    EXPECT_LT(int64_t(p.num_splits - 1) * p.chunk_len, max_len) << "a split empty for every sequence";
+    EXPECT_GE(p.chunk_len, c.min_chunk_len);
+  }
+}
+
+TEST(DecodePlan, SingleLongSequenceFillsTheGpu) {
+  for (int ctas_per_sm : {1, 2, 3}) {
+    const DecodePlanConfig c = h100(ctas_per_sm);
+    const std::vector<int32_t> lens = {32768};
+    const DecodePlan p = plan_decode(lens.data(), 1, 8, 16, c);
+    check_plan(lens, 8, 16, p, c);
+    const double slots = double(c.num_sms) * c.ctas_per_sm;
+    EXPECT_GE(num_ctas(lens, 8, p), 0.8 * slots) << "ctas_per_sm " << ctas_per_sm;
+    EXPECT_LE(num_ctas(lens, 8, p), 2.0 * slots) << "needless splits, ctas_per_sm " << ctas_per_sm;
+  }
+}
+
+TEST(DecodePlan, LargeBatchIsNotSplit) {
+  const DecodePlanConfig c = h100();
+  for (int B : {27, 32, 64, 128, 1000}) {  // 27 * 8 = 216 >= 0.8 * 264
+    std::vector<int32_t> lens(B, 8192);
+    const DecodePlan p = plan_decode(lens.data(), B, 8, 16, c);
+    EXPECT_EQ(p.num_splits, 1) << "B " << B;
+    check_plan(lens, 8, 16, p, c);
+  }
+}
+
+// Powers of two: fewer splits as the batch grows. Near the no-split threshold (B = 26: 208 blocks
+// on 264 slots, 79% wave efficiency) more splits can win back the last wave, so only bound them.
+TEST(DecodePlan, SplitsShrinkAsTheBatchGrows) {
+  const DecodePlanConfig c = h100();
+  int prev = 1 << 30;
+  for (int B : {1, 2, 4, 8, 16, 20, 26}) {
+    std::vector<int32_t> lens(B, 8192);
+    const DecodePlan p = plan_decode(lens.data(), B, 8, 16, c);
+    check_plan(lens, 8, 16, p, c);
+    if (B <= 16) EXPECT_LE(p.num_splits, prev) << "B " << B;
+    EXPECT_GE(num_ctas(lens, 8, p), 0.8 * 264) << "B " << B << " leaves the GPU idle";
+    EXPECT_LE(num_ctas(lens, 8, p), 4 * 264) << "B " << B << " split needlessly";
+    prev = p.num_splits;
+  }
+}
+
+TEST(DecodePlan, ShortSequencesAreNotSplitBelowMinChunk) {
+  const DecodePlanConfig c = h100();
+  const std::vector<int32_t> lens = {1, 100, c.min_chunk_len};
+  const DecodePlan p = plan_decode(lens.data(), 3, 8, 16, c);
+  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_EQ(p.chunk_len, c.min_chunk_len);
+  const std::vector<int32_t> longer = {1000};
+  const DecodePlan q = plan_decode(longer.data(), 1, 1, 16, c);
+  EXPECT_LE(q.num_splits, (1000 + c.min_chunk_len - 1) / c.min_chunk_len);
+  check_plan(longer, 1, 16, q, c);
+}
+
+TEST(DecodePlan, RaggedRandomBatchesKeepInvariants) {
+  std::mt19937 rng(11);
+  const int block_sizes[] = {8, 16, 32, 128};
+  for (int it = 0; it < 500; ++it) {
+    const int B = 1 + rng() % 40, kv_heads = 1 + rng() % 8, bs = block_sizes[rng() % 4];
+    std::vector<int32_t> lens(B);
+    for (auto& L : lens) L = (rng() % 4 == 0) ? int(rng() % 32769) : int(rng() % 600);
+    DecodePlanConfig c = h100(1 + rng() % 3);
+    c.num_sms = 16 + rng() % 150;
+    const DecodePlan p = plan_decode(lens.data(), B, kv_heads, bs, c);
+    check_plan(lens, kv_heads, bs, p, c);
+    if (::testing::Test::HasFailure()) FAIL() << "iteration " << it;
+  }
+}
+
+TEST(DecodePlan, EmptyBatchAndZeroLengths) {
+  const DecodePlan p = plan_decode(nullptr, 0, 8, 16, h100());
+  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_GT(p.chunk_len, 0);
+  const std::vector<int32_t> zeros = {0, 0};
+  const DecodePlan z = plan_decode(zeros.data(), 2, 8, 16, h100());
+  EXPECT_EQ(z.num_splits, 1);
+  EXPECT_EQ(z.chunk_len, 64);
+}
+
+TEST(DecodePlan, FixedPlans) {
+  DecodePlan p = plan_decode_fixed(20, 7, 16);  // one real split, six empty
+  EXPECT_EQ(p.num_splits, 7);
+  EXPECT_EQ(p.chunk_len, 64);
+  p = plan_decode_fixed(32768, 15, 16);
+  EXPECT_EQ(p.num_splits, 15);
+  EXPECT_EQ(p.chunk_len, 2240);  // ceil(32768 / 15) = 2185 -> whole 64-key tiles
+  p = plan_decode_fixed(1000, 1, 32);
+  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_GE(p.chunk_len, 1000);
+  p = plan_decode_fixed(1000, 3, 128);
+  EXPECT_EQ(p.chunk_len % 128, 0);
+  EXPECT_THROW(plan_decode_fixed(10, 0, 16), Error);
+}
+
+TEST(DecodePlan, RejectsBadInput) {
+  const std::vector<int32_t> bad = {5, -1};
+  EXPECT_THROW(plan_decode(bad.data(), 2, 8, 16, h100()), Error);
+  const std::vector<int32_t> ok = {5};
+  EXPECT_THROW(plan_decode(ok.data(), 1, 0, 16, h100()), Error);
+  DecodePlanConfig c = h100();
+  c.num_sms = 0;
+  EXPECT_THROW(plan_decode(ok.data(), 1, 8, 16, c), Error);
+}
+
+}  // namespace
+}  // namespace flashserve

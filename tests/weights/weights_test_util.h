@@ -1,0 +1,72 @@
+// Helpers for the weights tests: a fresh temporary folder per test, whole-file reads, and a check
+// that a pointer lies in a memory mapping of a given file (/proc/self/maps), which proves the
+// loader mapped the file instead of reading it into a copy.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace flashserve::test {
+
+namespace fs = std::filesystem;
+
+// Folders made by fresh_dir, removed when the test program exits.
+struct TempDirs {
+  std::vector<fs::path> paths;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& p : paths) fs::remove_all(p, ec);
+  }
+};
+inline TempDirs temp_dirs;
+
+inline std::string fresh_dir(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path p = fs::temp_directory_path() /
+               ("fs_weights_" + std::to_string(::getpid()) + "_" + info->name() + "_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  temp_dirs.paths.push_back(p);
+  return p.string();
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+inline void write_bytes(const std::string& path, const void* data, size_t n) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), std::streamsize(n));
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  write_bytes(path, text.data(), text.size());
+}
+
+// True when `p` lies in a mapping of the file `path` in this process.
+inline bool is_mapped_from(const void* p, const std::string& path) {
+  const std::string want = fs::canonical(path).string();
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(maps, line)) {
+    std::istringstream ls(line);
+    std::string range, perms, offset, dev, inode, file;
+    ls >> range >> perms >> offset >> dev >> inode >> file;
+    const size_t dash = range.find('-');
+    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (addr >= lo && addr < hi) return file == want;
+  }
+  return false;
+}
+
+}  // namespace flashserve::test

@@ -1,0 +1,95 @@
+// Hugging Face Llama folders: config.json, then model.safetensors or the shards that
+// model.safetensors.index.json's weight_map names. Required tensors become views into the mapped
+// shards; extra tensors (e.g. rotary_emb.inv_freq) are ignored.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "weights/hf_config.h"
+#include "weights/llama_tensors.h"
+#include "weights/model_impl.h"
+#include "weights/safetensors.h"
+
+namespace flashserve {
+namespace fs = std::filesystem;
+
+namespace {
+
+// weight_map of model.safetensors.index.json: tensor name -> shard file name.
+std::map<std::string, std::string> read_weight_map(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) FS_THROW(path, ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    FS_THROW(path, ": not valid JSON: ", e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    FS_THROW(path, ": no \"weight_map\" object");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) FS_THROW(path, ": weight_map entry '", name, "' is not a file name");
+    std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      FS_THROW(path, ": weight_map entry '", name, "' names a bad file '", f, "'");
+    out[name] = f;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedModel> load_hf(const std::string& dir) {
+  auto model = std::make_unique<ModelImpl>(dir);
+  const fs::path root(dir);
+  model->config_ = read_hf_config((root / "config.json").string());
+  const ModelConfig& c = model->config_;
+
+  // Which file holds each required tensor.
+  std::map<std::string, std::string> file_of;  // tensor -> shard file name
+  std::string source;                          // for messages about missing tensors
+  const fs::path single = root / "model.safetensors", index = root / "model.safetensors.index.json";
+  const auto required = llama_tensor_shapes(c);
+  if (fs::exists(single)) {
+    source = single.string();
+    for (const auto& [name, shape] : required) file_of[name] = "model.safetensors";
+  } else if (fs::exists(index)) {
+    source = index.string();
+    const auto weight_map = read_weight_map(source);
+    for (const auto& [name, shape] : required) {
+      auto it = weight_map.find(name);
+      if (it == weight_map.end()) FS_THROW(source, ": missing tensor '", name, "' in weight_map");
+      file_of[name] = it->second;
+    }
+  } else {
+    FS_THROW(dir, ": no model.safetensors and no model.safetensors.index.json");
+  }
+
+  // Map and validate each needed shard once, then take views of the required tensors.
+  std::set<std::string> shard_names;
+  for (const auto& [name, file] : file_of) shard_names.insert(file);
+  for (const std::string& shard : shard_names) {
+    const std::string shard_path = (root / shard).string();
+    model->files_.push_back(std::make_unique<MappedFile>(shard_path));
+    const auto entries = parse_safetensors(*model->files_.back());
+    for (const auto& [name, file] : file_of) {
+      if (file != shard) continue;
+      auto it = entries.find(name);
+      if (it == entries.end()) FS_THROW(shard_path, ": missing tensor '", name, "'");
+      model->tensors_[name] = safetensors_view(it->second, name, shard_path);
+    }
+    model->check_required_tensors(shard_path, /*only_present=*/true);  // shapes vs config.json
+  }
+  model->check_required_tensors(source);
+  if (fs::exists(root / "tokenizer.model")) model->tokenizer_path_ = (root / "tokenizer.model").string();
+  return model;
+}
+
+}  // namespace flashserve

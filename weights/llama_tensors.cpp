@@ -1,0 +1,62 @@
+// Required Llama tensor names and shapes (see weights/model.h for the list) and config checks.
+#include "weights/llama_tensors.h"
+
+#include "core/error.h"
+
+namespace flashserve {
+
+TensorShapes llama_tensor_shapes(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, v = c.vocab_size;
+  const int64_t q = int64_t(c.num_q_heads) * c.head_dim, kv = int64_t(c.num_kv_heads) * c.head_dim;
+  TensorShapes out;
+  out.push_back({"model.embed_tokens.weight", {v, h}});
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = str_cat("model.layers.", i, ".");
+    out.push_back({p + "input_layernorm.weight", {h}});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    out.push_back({p + "post_attention_layernorm.weight", {h}});
+    out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
+    out.push_back({p + "mlp.up_proj.weight", {inter, h}});
+    out.push_back({p + "mlp.down_proj.weight", {h, inter}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}});
+  return out;
+}
+
+void validate_config(const ModelConfig& c, const std::string& source) {
+  auto positive = [&](int value, const char* name) {
+    if (value <= 0) FS_THROW(source, ": ", name, " must be positive, got ", value);
+  };
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.num_layers, "num_hidden_layers");
+  positive(c.num_q_heads, "num_attention_heads");
+  positive(c.num_kv_heads, "num_key_value_heads");
+  positive(c.head_dim, "head_dim");
+  positive(c.vocab_size, "vocab_size");
+  positive(c.max_position_embeddings, "max_position_embeddings");
+  // Far above any real Llama (405B: hidden 16384, 126 layers), low enough that sizes never
+  // overflow and a corrupt config cannot make the loader build billions of tensor names.
+  auto at_most = [&](int value, int limit, const char* name) {
+    if (value > limit) FS_THROW(source, ": ", name, " ", value, " is implausibly large (> ", limit, ")");
+  };
+  at_most(c.hidden_size, 1 << 20, "hidden_size");
+  at_most(c.intermediate_size, 1 << 22, "intermediate_size");
+  at_most(c.num_layers, 4096, "num_hidden_layers");
+  at_most(c.num_q_heads, 4096, "num_attention_heads");
+  at_most(c.head_dim, 4096, "head_dim");
+  at_most(c.vocab_size, 1 << 24, "vocab_size");
+  if (c.num_q_heads % c.num_kv_heads != 0)
+    FS_THROW(source, ": num_attention_heads ", c.num_q_heads,
+             " is not a multiple of num_key_value_heads ", c.num_kv_heads);
+  if (c.head_dim % 2 != 0) FS_THROW(source, ": head_dim ", c.head_dim, " must be even for RoPE");
+  if (!(c.rms_norm_eps > 0.f)) FS_THROW(source, ": rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0.f)) FS_THROW(source, ": rope_theta must be positive");
+  if (c.eos_token_ids.empty()) FS_THROW(source, ": no eos_token_id");
+}
+
+}  // namespace flashserve

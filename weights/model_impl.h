@@ -1,0 +1,40 @@
+// ModelImpl: the one LoadedModel implementation both loaders fill in. It owns the mapped files
+// and any loader-owned buffers that tensor views point into. Internal to weights/.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weights/mapped_file.h"
+#include "weights/model.h"
+
+namespace flashserve {
+
+class ModelImpl final : public LoadedModel {
+ public:
+  explicit ModelImpl(std::string path) : path_(std::move(path)) {}
+  const ModelConfig& config() const override { return config_; }
+  const TensorView& tensor(const std::string& name) const override;
+  bool has_tensor(const std::string& name) const override { return tensors_.count(name) > 0; }
+  const std::string& path() const override { return path_; }
+  const std::string& tokenizer_path() const override { return tokenizer_path_; }
+
+  // Checks that every tensor the config needs is present, floating point, and shaped right;
+  // errors name `source` (the file the tensors came from, or the model folder).
+  // With only_present, tensors not loaded yet are skipped (checking one shard at a time).
+  void check_required_tensors(const std::string& source, bool only_present = false) const;
+
+  ModelConfig config_;
+  std::map<std::string, TensorView> tensors_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<float[]>> owned_;  // loader-owned buffers (llama2.c q/k permutation)
+  std::string path_;
+  std::string tokenizer_path_;
+};
+
+std::unique_ptr<LoadedModel> load_llama2c(const std::string& bin_path);
+std::unique_ptr<LoadedModel> load_hf(const std::string& dir);
+
+}  // namespace flashserve

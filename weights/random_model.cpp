@@ -1,0 +1,129 @@
+// write_random_hf_model: streams each tensor's values (splitmix64, seeded per tensor name) to the
+// safetensors file(s), so even 7B-sized benchmark models never sit in memory whole.
+#include "weights/random_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "weights/hf_config.h"
+#include "weights/llama_tensors.h"
+#include "weights/safetensors_writer.h"
+
+namespace flashserve {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny portable generator, so values are the same on every platform and standard library.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) * (2.f / 16777216.f) - 1.f; }  // [-1, 1)
+};
+
+uint64_t name_hash(const std::string& name) {  // FNV-1a
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ull;
+  return h;
+}
+
+bool is_norm(const std::string& name) {
+  return name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+}
+
+// Generates tensor values in chunks and writes them as `dtype`, calling the same generator as
+// random_tensor_values.
+void write_random_tensor(const TensorSpec& spec, uint64_t seed, float scale, std::ostream& out) {
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) numel *= d;
+  SplitMix64 rng{seed ^ name_hash(spec.name)};
+  const bool norm = is_norm(spec.name);
+  const float amp = scale * 1.7320508f;  // uniform(-a, a) has std a / sqrt(3)
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<float> chunk;
+  for (int64_t done = 0; done < numel; done += kChunk) {
+    chunk.resize(size_t(std::min(kChunk, numel - done)));
+    for (float& v : chunk) v = norm ? 1.f + 0.1f * rng.uniform() : amp * rng.uniform();
+    std::vector<uint8_t> bytes = encode_values(chunk, spec.dtype);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+}
+
+std::string shard_name(int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "model-%05d-of-%05d.safetensors", i + 1, n);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<float> random_tensor_values(const std::string& name, const std::vector<int64_t>& shape,
+                                        uint64_t seed, float scale) {
+  std::ostringstream out;
+  write_random_tensor(TensorSpec{name, DType::kF32, shape}, seed, scale, out);
+  const std::string bytes = out.str();
+  std::vector<float> values(bytes.size() / 4);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+void write_random_hf_model(const std::string& dir, const ModelConfig& config, uint64_t seed,
+                           DType dtype, int num_shards, float scale) {
+  validate_config(config, dir + " (random model config)");
+  FS_CHECK(dtype != DType::kI32, "random models hold floating-point weights");
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, shape] : llama_tensor_shapes(config)) specs.push_back({name, dtype, shape});
+  FS_CHECK(num_shards >= 1 && size_t(num_shards) <= specs.size(), "bad num_shards ", num_shards);
+
+  fs::create_directories(dir);
+  const fs::path root(dir);
+  {
+    std::ofstream cfg(root / "config.json");
+    cfg << hf_config_json(config);
+    if (!cfg) FS_THROW((root / "config.json").string(), ": write failed");
+  }
+  // Remove the other layout's files so a reused folder is never ambiguous.
+  fs::remove(root / (num_shards == 1 ? "model.safetensors.index.json" : "model.safetensors"));
+
+  auto write_file = [&](const std::string& path, const std::vector<TensorSpec>& part) {
+    write_safetensors_streamed(path, part, [&](size_t i, std::ostream& out) {
+      write_random_tensor(part[i], seed, scale, out);
+    });
+  };
+  if (num_shards == 1) {
+    write_file((root / "model.safetensors").string(), specs);
+    return;
+  }
+  // Contiguous groups of about equal tensor count.
+  nlohmann::json weight_map = nlohmann::json::object();
+  uint64_t total_size = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    const size_t begin = specs.size() * s / num_shards, end = specs.size() * (s + 1) / num_shards;
+    std::vector<TensorSpec> part(specs.begin() + begin, specs.begin() + end);
+    const std::string name = shard_name(s, num_shards);
+    write_file((root / name).string(), part);
+    for (const auto& t : part) {
+      weight_map[t.name] = name;
+      uint64_t n = dtype_size(dtype);
+      for (int64_t d : t.shape) n *= uint64_t(d);
+      total_size += n;
+    }
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+  std::ofstream idx(root / "model.safetensors.index.json");
+  idx << index.dump(2) << "\n";
+  if (!idx) FS_THROW((root / "model.safetensors.index.json").string(), ": write failed");
+}
+
+}  // namespace flashserve
