@@ -147,11 +147,9 @@ void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stre
   a.scale = 1.f / std::sqrt(float(s.d));
   const double bytes = 2.0 * s.B * double(s.L) * s.hkv * s.d * 2 + 2.0 * q_elems * 2;
 
-  DecodePlanConfig cfg;
-  cfg.num_sms = num_sms;
-  cfg.ctas_per_sm = cuda::attention_decode_ctas_per_sm(s.d, DType::kBF16);
   for (int f : forced) {
-    const DecodePlan plan = f > 0 ? plan_decode_fixed(s.L, f, bs) : plan_decode(h_lens.data(), s.B, s.hkv, bs, cfg);
+    const DecodePlan plan = f > 0 ? plan_decode_fixed(s.L, f, bs)
+                                  : cuda::plan_attention_decode(h_lens.data(), s.B, s.hq, s.hkv, s.d, bs, DType::kBF16);
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s.B, s.hq, s.d, plan);
     void* ws = nullptr;
     if (ws_bytes) CUDA_CHECK(cudaMalloc(&ws, ws_bytes));

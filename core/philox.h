@@ -59,9 +59,7 @@ FS_PHILOX_FN Philox4x32 philox_draw(uint64_t seed, uint64_t step, uint32_t index
 }
 
 // A uniform float in [0, 1) from the top 24 bits of a word (every value exactly representable).
-FS_PHILOX_FN float philox_uniform(uint32_t word) {
-  return float(word >> 8) * (1.0f / 16777216.0f);
-}
+FS_PHILOX_FN float philox_uniform(uint32_t word) { return float(word >> 8) * (1.0f / 16777216.0f); }
 
 // A uniform double in [0, 1) with 53 random bits from two words (what the host sampler uses:
 // 24 bits would bias tokens whose probability is below 2^-24 in a large vocabulary).

@@ -19,15 +19,15 @@ namespace flashserve {
 struct AttentionBatch {
   int num_seqs = 0;
   int num_tokens = 0;
-  int max_q_len = 0;            // longest chunk of the step (1 for a pure decode step)
+  int max_q_len = 0;  // longest chunk of the step (1 for a pure decode step)
   int max_kv_len = 0;
   int block_size = 0;
   int max_blocks_per_seq = 0;
-  Tensor positions;             // [num_tokens] position of each new token in its sequence
-  Tensor slot_mapping;          // [num_tokens] block * block_size + offset where its K/V go
-  Tensor cu_q_lens;             // [num_seqs + 1] prefix sums of q_len
-  Tensor kv_lens;               // [num_seqs] cached tokens including this step's
-  Tensor block_table;           // [num_seqs, max_blocks_per_seq], padded with -1
+  Tensor positions;     // [num_tokens] position of each new token in its sequence
+  Tensor slot_mapping;  // [num_tokens] block * block_size + offset where its K/V go
+  Tensor cu_q_lens;     // [num_seqs + 1] prefix sums of q_len
+  Tensor kv_lens;       // [num_seqs] cached tokens including this step's
+  Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
 };
 
 class Backend {
@@ -55,46 +55,47 @@ class Backend {
   virtual void synchronize() = 0;
 
   // out[i] = table[token_ids[i]]
-  virtual void embedding(Tensor out,               // [num_tokens, hidden_size]
-                         const Tensor& token_ids,  // [num_tokens] int32
-                         const Tensor& table) = 0; // [vocab_size, hidden_size]
+  virtual void embedding(Tensor out,                // [num_tokens, hidden_size]
+                         const Tensor& token_ids,   // [num_tokens] int32
+                         const Tensor& table) = 0;  // [vocab_size, hidden_size]
   // out = x / sqrt(mean(x^2) + eps) * weight, per row (out may alias x).
-  virtual void rms_norm(Tensor out,                // [n, hidden_size]
-                        const Tensor& x,           // [n, hidden_size]
-                        const Tensor& weight,      // [hidden_size]
+  virtual void rms_norm(Tensor out,            // [n, hidden_size]
+                        const Tensor& x,       // [n, hidden_size]
+                        const Tensor& weight,  // [hidden_size]
                         float eps) = 0;
   // out = x · wᵀ (w in the nn.Linear layout); out is f32 or compute_dtype().
-  virtual void matmul(Tensor out,                  // [m, n]
-                      const Tensor& x,             // [m, k]
-                      const Tensor& w) = 0;        // [n, k]
+  virtual void matmul(Tensor out,            // [m, n]
+                      const Tensor& x,       // [m, k]
+                      const Tensor& w) = 0;  // [n, k]
   // Rotate-half RoPE in place: pair (i, i + head_dim/2) turns by positions[t] * inv_freq[i].
-  virtual void rope(Tensor q,                      // [num_tokens, num_q_heads, head_dim]
-                    Tensor k,                      // [num_tokens, num_kv_heads, head_dim]
-                    const Tensor& positions,       // [num_tokens] int32
-                    const Tensor& inv_freq) = 0;   // [head_dim / 2] f32
+  virtual void rope(Tensor q,                     // [num_tokens, num_q_heads, head_dim]
+                    Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
+                    const Tensor& positions,      // [num_tokens] int32
+                    const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
   // out = silu(gate) * up (out may alias gate or up)
-  virtual void swiglu(Tensor out,                  // [n, intermediate_size]
-                      const Tensor& gate,          // [n, intermediate_size]
-                      const Tensor& up) = 0;       // [n, intermediate_size]
+  virtual void swiglu(Tensor out,             // [n, intermediate_size]
+                      const Tensor& gate,     // [n, intermediate_size]
+                      const Tensor& up) = 0;  // [n, intermediate_size]
   // out = a + b elementwise (out may alias a or b).
   virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;  // all the same shape
   // out[r] = x[row_ids[r]]
-  virtual void gather_rows(Tensor out,             // [num_rows, hidden_size]
-                           const Tensor& x,        // [num_tokens, hidden_size]
+  virtual void gather_rows(Tensor out,                  // [num_rows, hidden_size]
+                           const Tensor& x,             // [num_tokens, hidden_size]
                            const Tensor& row_ids) = 0;  // [num_rows] int32
   // Writes token t's K/V to slot slot_mapping[t] of one layer's cache.
-  virtual void write_kv(Tensor k_cache,            // [num_blocks, block_size, num_kv_heads, head_dim]
-                        Tensor v_cache,            // [num_blocks, block_size, num_kv_heads, head_dim]
-                        const Tensor& k,           // [num_tokens, num_kv_heads, head_dim]
-                        const Tensor& v,           // [num_tokens, num_kv_heads, head_dim]
+  virtual void write_kv(Tensor k_cache,   // [num_blocks, block_size, num_kv_heads, head_dim]
+                        Tensor v_cache,   // [num_blocks, block_size, num_kv_heads, head_dim]
+                        const Tensor& k,  // [num_tokens, num_kv_heads, head_dim]
+                        const Tensor& v,  // [num_tokens, num_kv_heads, head_dim]
                         const Tensor& slot_mapping) = 0;  // [num_tokens] int32
   // Causal paged attention over the block table (kernels/paged_attention.h); K/V of this
   // step's tokens must already be written.
-  virtual void paged_attention(Tensor out,         // [num_tokens, num_q_heads, head_dim]
-                               const Tensor& q,    // [num_tokens, num_q_heads, head_dim]
-                               const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
-                               const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
-                               const AttentionBatch& batch, float scale) = 0;
+  virtual void paged_attention(
+      Tensor out,             // [num_tokens, num_q_heads, head_dim]
+      const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
+      const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+      const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+      const AttentionBatch& batch, float scale) = 0;
 };
 
 // threads: worker threads for matmul and attention; 0 = hardware concurrency.

@@ -150,7 +150,9 @@ class CpuBackend final : public Backend {
     float* out = b.tensor.as<float>();
     const int64_t n = w.numel();
     switch (w.dtype) {
-      case DType::kF32: std::memcpy(out, w.data, size_t(n) * 4); break;
+      case DType::kF32:
+        std::memcpy(out, w.data, size_t(n) * 4);
+        break;
       case DType::kF16: {
         const uint16_t* in = static_cast<const uint16_t*>(w.data);
         for (int64_t i = 0; i < n; ++i) out[i] = f16_bits_to_float(in[i]);
@@ -161,7 +163,8 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(in[i]);
         break;
       }
-      default: FS_THROW("weights of dtype ", dtype_name(w.dtype), " are not supported");
+      default:
+        FS_THROW("weights of dtype ", dtype_name(w.dtype), " are not supported");
     }
     return b;
   }
@@ -218,7 +221,8 @@ class CpuBackend final : public Backend {
           for (int64_t j = jb; j < je; ++j)
             dot_rows<kRowsX>(xp + i * k, k, wp + j * k, k, op + i * n + j, n);
         for (; i < m; ++i)
-          for (int64_t j = jb; j < je; ++j) dot_rows<1>(xp + i * k, k, wp + j * k, k, op + i * n + j, n);
+          for (int64_t j = jb; j < je; ++j)
+            dot_rows<1>(xp + i * k, k, wp + j * k, k, op + i * n + j, n);
       }
     });
   }

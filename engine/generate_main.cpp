@@ -52,8 +52,8 @@ long parse_long(const std::string& flag, const std::string& v, long lo, long hi)
   errno = 0;
   const long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-    usage_error(flag + " wants an integer in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "], got '" + v + "'");
+    usage_error(flag + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
   return x;
 }
 
@@ -75,18 +75,27 @@ Args parse_args(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage_error("missing value for " + f);
     const std::string v = argv[++i];
-    if (f == "--model") a.model = v;
-    else if (f == "--tokenizer") a.tokenizer = v;
-    else if (f == "--prompt") a.prompt = v;
-    else if (f == "--max-tokens") a.max_tokens = parse_long(f, v, 1, 1 << 20);
-    else if (f == "--temperature") a.temperature = parse_double(f, v, 0.0, 100.0);
-    else if (f == "--seed") a.seed = parse_long(f, v, 0, 0x7fffffffffffffffL), a.has_seed = true;
-    else if (f == "--top-k") a.top_k = parse_long(f, v, 0, 1 << 30);
+    if (f == "--model")
+      a.model = v;
+    else if (f == "--tokenizer")
+      a.tokenizer = v;
+    else if (f == "--prompt")
+      a.prompt = v;
+    else if (f == "--max-tokens")
+      a.max_tokens = parse_long(f, v, 1, 1 << 20);
+    else if (f == "--temperature")
+      a.temperature = parse_double(f, v, 0.0, 100.0);
+    else if (f == "--seed")
+      a.seed = parse_long(f, v, 0, 0x7fffffffffffffffL), a.has_seed = true;
+    else if (f == "--top-k")
+      a.top_k = parse_long(f, v, 0, 1 << 30);
     else if (f == "--top-p") {
       a.top_p = parse_double(f, v, 0.0, 1.0);
       if (a.top_p <= 0.0) usage_error("--top-p must be > 0");
-    } else if (f == "--threads") a.threads = parse_long(f, v, 0, 1024);
-    else usage_error("unknown flag " + f);
+    } else if (f == "--threads")
+      a.threads = parse_long(f, v, 0, 1024);
+    else
+      usage_error("unknown flag " + f);
   }
   return a;
 }

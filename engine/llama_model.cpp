@@ -57,9 +57,8 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
     layers_.push_back(Layer{w(p + "input_layernorm.weight"), w(p + "self_attn.q_proj.weight"),
                             w(p + "self_attn.k_proj.weight"), w(p + "self_attn.v_proj.weight"),
                             w(p + "self_attn.o_proj.weight"),
-                            w(p + "post_attention_layernorm.weight"),
-                            w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"),
-                            w(p + "mlp.down_proj.weight")});
+                            w(p + "post_attention_layernorm.weight"), w(p + "mlp.gate_proj.weight"),
+                            w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight")});
   }
   std::vector<float> inv = rope_inv_freq(c);
   inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
@@ -86,7 +85,8 @@ void LlamaModel::forward(const StepLayout& s, KvCache& cache, float* logits) {
   const DType i32 = DType::kI32, act = backend_.compute_dtype();
 
   // Step metadata to the device.
-  auto upload = [&](Buffer& buf, const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+  auto upload = [&](Buffer& buf, const std::vector<int32_t>& v,
+                    std::initializer_list<int64_t> shape) {
     Tensor t = scratch(buf, i32, shape);
     backend_.copy_from_host(t, v.data());
     return t;
@@ -105,8 +105,8 @@ void LlamaModel::forward(const StepLayout& s, KvCache& cache, float* logits) {
   b.kv_lens = upload(ws_.kv_lens, s.kv_lens, {s.num_seqs});
   b.block_table = upload(ws_.block_table, s.block_table, {s.num_seqs, s.max_blocks_per_seq});
 
-  Tensor x = scratch(ws_.x, act, {n, hidden});          // residual stream
-  Tensor h = scratch(ws_.h, act, {n, hidden});          // normed input of a block / its output
+  Tensor x = scratch(ws_.x, act, {n, hidden});  // residual stream
+  Tensor h = scratch(ws_.h, act, {n, hidden});  // normed input of a block / its output
   Tensor q = scratch(ws_.q, act, {n, hq, d});
   Tensor k = scratch(ws_.k, act, {n, hkv, d});
   Tensor v = scratch(ws_.v, act, {n, hkv, d});

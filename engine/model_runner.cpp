@@ -31,9 +31,10 @@ class BackendModelRunner final : public ModelRunner {
       const size_t per_token = kv.bytes_per_token(backend_->compute_dtype());
       const double budget = double(backend_->memory_available()) * o.kv_memory_fraction;
       const int64_t cap = int64_t(budget / double(per_token));
-      tokens = std::min<int64_t>(int64_t(std::max(c.max_position_embeddings, 2048)) * 8, cap);
-      FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (",
-               per_token, " bytes per token)");
+      const int64_t max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048;
+      tokens = std::min<int64_t>(max_len * 8, cap);
+      FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (", per_token,
+               " bytes per token)");
     }
     const int64_t blocks = (tokens + o.block_size - 1) / o.block_size;
     FS_CHECK(blocks <= (int64_t(1) << 31) / o.block_size, "KV cache of ", tokens,
@@ -81,8 +82,8 @@ class BackendModelRunner final : public ModelRunner {
       FS_CHECK(ch.block_table != nullptr, "chunk ", b, " has no block table");
       const int kv_len = ch.num_cached + ch.num_tokens;
       const int needed = (kv_len + bs - 1) / bs;
-      FS_CHECK(int(ch.block_table->size()) >= needed, "chunk ", b, ": ", kv_len,
-               " tokens need ", needed, " blocks, table has ", ch.block_table->size());
+      FS_CHECK(int(ch.block_table->size()) >= needed, "chunk ", b, ": ", kv_len, " tokens need ",
+               needed, " blocks, table has ", ch.block_table->size());
       for (int i = 0; i < needed; ++i) {
         const int32_t blk = (*ch.block_table)[i];
         FS_CHECK(blk >= 0 && blk < num_kv_blocks(), "chunk ", b, ": block id ", blk,
@@ -91,7 +92,8 @@ class BackendModelRunner final : public ModelRunner {
       const int row0 = int(s.tokens.size());
       for (int i = 0; i < ch.num_tokens; ++i) {
         const int32_t tok = ch.tokens[i];
-        FS_CHECK(tok >= 0 && tok < vocab, "chunk ", b, ": token id ", tok, " outside vocab ", vocab);
+        FS_CHECK(tok >= 0 && tok < vocab, "chunk ", b, ": token id ", tok, " outside vocab ",
+                 vocab);
         const int pos = ch.num_cached + i;
         s.tokens.push_back(tok);
         s.positions.push_back(pos);
@@ -110,7 +112,8 @@ class BackendModelRunner final : public ModelRunner {
     for (int b = 0; b < s.num_seqs; ++b) {
       const std::vector<int32_t>& t = *batch.chunks[b].block_table;
       const int needed = (s.kv_lens[b] + bs - 1) / bs;
-      std::copy(t.begin(), t.begin() + needed, s.block_table.begin() + size_t(b) * s.max_blocks_per_seq);
+      std::copy(t.begin(), t.begin() + needed,
+                s.block_table.begin() + size_t(b) * s.max_blocks_per_seq);
     }
   }
 

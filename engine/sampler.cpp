@@ -17,8 +17,8 @@ void validate(const SamplingParams& p, int vocab_size) {
            " must be finite and >= 0");
   FS_CHECK(p.top_p > 0.f && p.top_p <= 1.f, "top_p ", p.top_p, " must be in (0, 1]");
   FS_CHECK(p.min_p >= 0.f && p.min_p <= 1.f, "min_p ", p.min_p, " must be in [0, 1]");
-  FS_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.f,
-           "repetition_penalty ", p.repetition_penalty, " must be > 0");
+  FS_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.f, "repetition_penalty ",
+           p.repetition_penalty, " must be > 0");
   FS_CHECK(std::isfinite(p.presence_penalty) && std::isfinite(p.frequency_penalty),
            "penalties must be finite");
   for (const auto& [token, bias] : p.logit_bias)
@@ -97,7 +97,9 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt,
     FS_CHECK(token >= 0 && token < vocab, "logit_bias token ", token, " outside vocab");
     logits[token] += bias;
   }
-  auto check_id = [&](int32_t t) { FS_CHECK(t >= 0 && t < vocab, "token id ", t, " outside vocab"); };
+  auto check_id = [&](int32_t t) {
+    FS_CHECK(t >= 0 && t < vocab, "token id ", t, " outside vocab");
+  };
   if (p.repetition_penalty != 1.f) {
     std::vector<char> seen(vocab, 0);
     for (int32_t t : prompt) check_id(t), seen[t] = 1;
@@ -110,8 +112,7 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt,
     std::vector<int> count(vocab, 0);
     for (int32_t t : generated) check_id(t), count[t]++;
     for (int i = 0; i < vocab; ++i)
-      if (count[i] > 0)
-        logits[i] -= p.frequency_penalty * float(count[i]) + p.presence_penalty;
+      if (count[i] > 0) logits[i] -= p.frequency_penalty * float(count[i]) + p.presence_penalty;
   }
 }
 

@@ -18,11 +18,11 @@
 namespace flashserve {
 
 struct SampleInput {
-  const float* logits = nullptr;          // [vocab_size] raw logits of the position
+  const float* logits = nullptr;  // [vocab_size] raw logits of the position
   int vocab_size = 0;
-  std::span<const int32_t> prompt;        // the request's prompt ids (repetition penalty)
-  std::span<const int32_t> generated;     // ids generated so far (all penalties)
-  uint64_t step = 0;                      // index of the token being sampled (0 = first)
+  std::span<const int32_t> prompt;     // the request's prompt ids (repetition penalty)
+  std::span<const int32_t> generated;  // ids generated so far (all penalties)
+  uint64_t step = 0;                   // index of the token being sampled (0 = first)
 };
 
 // Samples one token. Throws flashserve::Error on invalid parameters or a NaN logit.

@@ -47,7 +47,11 @@ void attention_decode_merge(const float* o_part,    // [num_rows, num_splits, he
                             float* lse,  // [num_rows] or nullptr
                             DType dtype, cudaStream_t stream);
 
-// Resident partial-kernel thread blocks per SM on the current device (for DecodePlanConfig).
-int attention_decode_ctas_per_sm(int head_dim, DType dtype);
+// plan_decode for this kernel: fills DecodePlanConfig with the device's SM count, the partial
+// kernel's occupancy and the thread blocks per (sequence, split) (one per kv head, or one per pair
+// of kv heads at head_dim 64). kv_lens is the host copy [num_seqs]; device -1 = current device.
+// Call once per decode step; every layer reuses the plan.
+DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,
+                                 int head_dim, int block_size, DType dtype, int device = -1);
 
 }  // namespace flashserve::cuda

@@ -19,7 +19,7 @@ struct DecodePlan {
 // What the plan needs to know about the GPU and the kernel.
 struct DecodePlanConfig {
   int num_sms = 132;         // cudaDevAttrMultiProcessorCount
-  int ctas_per_sm = 2;       // resident decode thread blocks per SM (attention_decode_ctas_per_sm)
+  int ctas_per_sm = 2;       // resident decode thread blocks per SM (occupancy of the partial kernel)
   int min_chunk_len = 128;   // partials cost 2 * group * 4 B per head_dim element per split (fp32
                             // write + read) vs 4 B per key and element of K/V: ~6% at 128 keys, G = 4;
                             // below that they cost more than the parallelism gains (bench v1 sweep)
@@ -29,7 +29,9 @@ struct DecodePlanConfig {
   double eff_fraction = 0.85;  // take the fewest splits within this fraction of the best wave efficiency
 };
 
-// Chooses the plan for a batch; kv_lens is a host array [num_seqs].
+// Chooses the plan for a batch; kv_lens is a host array [num_seqs]. num_kv_heads counts thread
+// blocks per (sequence, split): the kv heads, divided by the heads one block serves
+// (cuda::plan_attention_decode in kernels/attention_decode.h fills everything in for the GPU).
 DecodePlan plan_decode(const int32_t* kv_lens,  // [num_seqs]
                        int num_seqs, int num_kv_heads, int block_size,
                        const DecodePlanConfig& config = DecodePlanConfig());

@@ -122,12 +122,13 @@ std::optional<ApiError> Completion::start() {
 std::string Completion::handle(Choice& c, const StreamEvent& ev) {
   if (c.done) return "";
   std::string out;
-  const bool want_prompt_lp = req_.echo && req_.logprobs >= 0;
-  if (c.echo_pending && (ev.kind == StreamEvent::Kind::kPromptLogprobs || !want_prompt_lp)) {
+  // Echo goes out with the first event: the prompt logprobs when asked for (the engine sends
+  // them before any token), else whatever comes first.
+  if (c.echo_pending) {
     c.echo_pending = false;
     out += req_.echo_texts[c.prompt_idx];
     c.decoded_bytes = out.size();
-    if (ev.kind == StreamEvent::Kind::kPromptLogprobs) {
+    if (ev.kind == StreamEvent::Kind::kPromptLogprobs && req_.logprobs >= 0) {
       const auto& prompt = req_.prompts[c.prompt_idx];
       IncrementalDetokenizer d(*ctx_.tokenizer);
       size_t offset = 0;

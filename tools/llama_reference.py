@@ -91,12 +91,11 @@ def load_hf(folder):
     layer_w = []
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
-        layer_w.append({"ln1": t[p + "input_layernorm.weight"], "wq": t[p + "self_attn.q_proj.weight"],
-                        "wk": t[p + "self_attn.k_proj.weight"], "wv": t[p + "self_attn.v_proj.weight"],
-                        "wo": t[p + "self_attn.o_proj.weight"],
-                        "ln2": t[p + "post_attention_layernorm.weight"],
-                        "w1": t[p + "mlp.gate_proj.weight"], "w2": t[p + "mlp.down_proj.weight"],
-                        "w3": t[p + "mlp.up_proj.weight"]})
+        names = {"ln1": "input_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
+                 "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
+                 "ln2": "post_attention_layernorm", "w1": "mlp.gate_proj",
+                 "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
+        layer_w.append({k: t[p + n + ".weight"] for k, n in names.items()})
     embed = t["model.embed_tokens.weight"]
     head = t.get("lm_head.weight", embed)
     return cfg, embed, layer_w, t["model.norm.weight"], head

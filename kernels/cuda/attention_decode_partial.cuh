@@ -4,6 +4,10 @@
 // through the block table with 16-byte cp.async into a 3-4 stage ring (swizzled rows, zero-fill
 // past the split end); each of the 4 warps takes 16 keys of a tile and keeps its own online-softmax
 // state (base 2), and the warps' states are merged through shared memory at the end.
+// kHeads = 2 (head_dim 64, even num_kv_heads, 2G <= 16): one block serves two adjacent kv heads as
+// one 128-wide "virtual head": K/V rows of both heads are contiguous (256 B, as at head_dim 128),
+// Q is block-diagonal (head 0's queries are zero in columns 64..127 and vice versa), so each row's
+// scores see only its own head, and each row keeps only its own 64 output columns.
 // Included by attention_decode_hdim{64,128}.cu, which instantiate it.
 #pragma once
 
@@ -38,23 +42,25 @@ struct DecodeParams {
   float scale_log2;  // softmax scale * log2(e)
 };
 
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kHeads>
 struct DecodeTraits {
+  static constexpr int kDim = kHeadDim * kHeads;  // width of a K/V tile row (both heads)
   static constexpr int kBlockN = 64;  // keys per tile; each warp takes 16
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;  // 96 KB / 64 KB: 2 / 3 blocks per SM
-  static constexpr int kChunksPerRow = kHeadDim * int(sizeof(T)) / 16;
+  static constexpr int kStages = kDim == 128 ? 3 : 4;  // 96 KB / 64 KB: 2 / 3 blocks per SM
+  static constexpr int kChunksPerRow = kDim * int(sizeof(T)) / 16;
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kPasses = kBlockN / kRowsPerPass;  // 16-B copies per thread per K tile
-  static constexpr int kRowBytes = kHeadDim * int(sizeof(T));
+  static constexpr int kRowBytes = kDim * int(sizeof(T));
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
   static constexpr int kPipeBytes = kStages * kStageBytes;
-  static constexpr int kOStride = kHeadDim + 8;  // fp32 row pitch of the warp-merge scratch
+  static constexpr int kOStride = kDim + 8;  // fp32 row pitch of the warp-merge scratch
   static constexpr int kMergeBytes = (kWarps * 16 * kOStride + 2 * kWarps * 16) * 4;
   static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static_assert(kHeadDim % 16 == 0 && kThreads % kChunksPerRow == 0, "bad head_dim");
+  static_assert(kHeads == 1 || kHeads == 2, "one or two kv heads per block");
   static_assert(kBlockN % kRowsPerPass == 0 && kBlockN == 16 * kWarps, "bad tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
 };
@@ -74,16 +80,18 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <class T, int kHeadDim>
-__global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
+template <class T, int kHeadDim, int kHeads>
+__global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
     decode_partial_kernel(const __grid_constant__ DecodeParams p) {
-  using Tr = DecodeTraits<T, kHeadDim>;
+  using Tr = DecodeTraits<T, kHeadDim, kHeads>;
+  constexpr int kDim = Tr::kDim;
   extern __shared__ __align__(128) unsigned char smem[];
 
-  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int split = blockIdx.x, kvh = blockIdx.y * kHeads, b = blockIdx.z;  // kvh: first kv head
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;  // mma fragment row / column pair
   const int G = p.group_size;
+  const int rows = G * kHeads;  // query rows of the m16 tile (<= 16, checked by the launcher)
 
   // Start-up loads are independent of each other, so their latencies overlap: kv_len, Q, and the
   // block-table entries of the first kStages tiles (read while in bounds of the table row; an
@@ -92,14 +100,17 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
   const int split_start = split * p.chunk_len;
   const size_t row0 = size_t(b) * p.num_q_heads + size_t(kvh) * G;  // first q head of this block
 
-  // Q fragments (A operand, rows = query heads of the group, zero past G), straight from global.
-  uint32_t qf[kHeadDim / 16][4];
+  // Q fragments (A operand, rows = query heads, zero past `rows`), straight from global. Row r
+  // belongs to kv head kvh + r / G and is non-zero only in that head's kHeadDim columns.
+  uint32_t qf[kDim / 16][4];
   {
     const T* q = static_cast<const T*>(p.q) + row0 * kHeadDim;
-    const bool r0 = g < G, r1 = g + 8 < G;
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      const int c = kk * 16 + 2 * t;
+    for (int kk = 0; kk < kDim / 16; ++kk) {
+      const int half = kk * 16 / kHeadDim;  // which head's columns this k16 block holds
+      const int c = kk * 16 - half * kHeadDim + 2 * t;
+      const bool r0 = g < rows && (kHeads == 1 || g / G == half);
+      const bool r1 = g + 8 < rows && (kHeads == 1 || (g + 8) / G == half);
       qf[kk][0] = r0 ? *reinterpret_cast<const uint32_t*>(q + g * kHeadDim + c) : 0u;
       qf[kk][1] = r1 ? *reinterpret_cast<const uint32_t*>(q + (g + 8) * kHeadDim + c) : 0u;
       qf[kk][2] = r0 ? *reinterpret_cast<const uint32_t*>(q + g * kHeadDim + c + 8) : 0u;
@@ -130,7 +141,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
 
   const int split_end = split == p.num_splits - 1 ? kv_len : min(kv_len, split_start + p.chunk_len);
   if (split_start >= kv_len && p.num_splits > 1) {  // empty split: weighs zero, o is not read
-    if (tid < G) p.lse_part[(row0 + tid) * p.num_splits + split] = -INFINITY;
+    if (tid < rows) p.lse_part[(row0 + tid) * p.num_splits + split] = -INFINITY;
     return;
   }
   const int num_tiles = split_end > split_start ? (split_end - split_start + Tr::kBlockN - 1) / Tr::kBlockN : 0;
@@ -166,9 +177,9 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
   // Per-warp online-softmax state for rows g and g + 8: running max (base 2), per-thread partial
   // sum of exponentials and the unnormalised output fragments.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  float o[kHeadDim / 8][4];
+  float o[kDim / 8][4];
 #pragma unroll
-  for (int n = 0; n < kHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int n = 0; n < kDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
   // ldmatrix lane addresses: K plain (two n8 key tiles per x4), V transposed (two n8 d tiles).
   const int k_row = warp * 16 + (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
@@ -194,7 +205,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
     // S = Q K^T for this warp's 16 keys: s[n] holds keys warp*16 + n*8 + 2t (+1), rows g / g+8.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    for (int kk = 0; kk < kDim / 16; ++kk) {
       uint32_t kf[4];
       ldmatrix_x4(kf, sk + swizzle(k_row, 2 * kk + k_chunk, Tr::kRowBytes));
       const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
@@ -228,7 +239,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
       }
       l[r] = l[r] * alpha + sum;
 #pragma unroll
-      for (int n = 0; n < kHeadDim / 8; ++n) {
+      for (int n = 0; n < kDim / 8; ++n) {
         o[n][2 * r] *= alpha;
         o[n][2 * r + 1] *= alpha;
       }
@@ -237,7 +248,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
     const uint32_t pa[4] = {pack2<T>(p_[0][0], p_[0][1]), pack2<T>(p_[0][2], p_[0][3]),
                             pack2<T>(p_[1][0], p_[1][1]), pack2<T>(p_[1][2], p_[1][3])};
 #pragma unroll
-    for (int nn = 0; nn < kHeadDim / 16; ++nn) {
+    for (int nn = 0; nn < kDim / 16; ++nn) {
       uint32_t vf[4];
       ldmatrix_x4_trans(vf, sv + swizzle(v_row, 2 * nn + v_chunk, Tr::kRowBytes));
       const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
@@ -253,7 +264,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
   float* sm = so + Tr::kWarps * 16 * Tr::kOStride;  // [kWarps][16] running max
   float* sl = sm + Tr::kWarps * 16;                 // [kWarps][16] sum of exponentials
 #pragma unroll
-  for (int n = 0; n < kHeadDim / 8; ++n) {
+  for (int n = 0; n < kDim / 8; ++n) {
     float* r0 = so + (warp * 16 + g) * Tr::kOStride + n * 8 + 2 * t;
     *reinterpret_cast<float2*>(r0) = make_float2(o[n][0], o[n][1]);
     *reinterpret_cast<float2*>(r0 + 8 * Tr::kOStride) = make_float2(o[n][2], o[n][3]);
@@ -269,8 +280,9 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
   __syncthreads();
 
   constexpr int kVecPerRow = kHeadDim / 4;
-  for (int item = tid; item < G * kVecPerRow; item += Tr::kThreads) {
+  for (int item = tid; item < rows * kVecPerRow; item += Tr::kThreads) {
     const int r = item / kVecPerRow, c = (item % kVecPerRow) * 4;
+    const int cv = (kHeads == 1 ? 0 : r / G * kHeadDim) + c;  // column in the virtual head
     float lse_w[Tr::kWarps];  // each warp's state in (o / l, lse) form for attention_state.h
 #pragma unroll
     for (int w = 0; w < Tr::kWarps; ++w) {
@@ -284,7 +296,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
       const float weight = merge_weight(lse_w[w], lse);
       if (weight == 0.f) continue;
       const float f = weight / sl[w * 16 + r];
-      const float4 x = *reinterpret_cast<const float4*>(so + (w * 16 + r) * Tr::kOStride + c);
+      const float4 x = *reinterpret_cast<const float4*>(so + (w * 16 + r) * Tr::kOStride + cv);
       acc.x += f * x.x;
       acc.y += f * x.y;
       acc.z += f * x.z;
@@ -305,30 +317,38 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim>::kThreads)
 }
 
 // Launches the partial kernel for one (T, kHeadDim); defined in attention_decode_hdim*.cu.
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kHeads>
 void launch_decode_partial(const DecodeParams& params, int num_seqs, cudaStream_t stream) {
-  using Tr = DecodeTraits<T, kHeadDim>;
-  auto kernel = decode_partial_kernel<T, kHeadDim>;
+  using Tr = DecodeTraits<T, kHeadDim, kHeads>;
+  auto kernel = decode_partial_kernel<T, kHeadDim, kHeads>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-  const dim3 grid(params.num_splits, params.num_kv_heads, num_seqs);
+  const dim3 grid(params.num_splits, params.num_kv_heads / kHeads, num_seqs);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
   CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kHeads>
 int decode_partial_ctas_per_sm() {
-  using Tr = DecodeTraits<T, kHeadDim>;
-  auto kernel = decode_partial_kernel<T, kHeadDim>;
+  using Tr = DecodeTraits<T, kHeadDim, kHeads>;
+  auto kernel = decode_partial_kernel<T, kHeadDim, kHeads>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   int blocks = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tr::kThreads, Tr::kSmemBytes));
   return blocks;
 }
 
+// Kv heads one partial block serves: 2 for head_dim 64 when the heads pair up and the 2G query
+// rows fit one m16 tile, else 1.
+inline int decode_heads_per_block(int head_dim, int num_q_heads, int num_kv_heads) {
+  const int group = num_q_heads / num_kv_heads;
+  return head_dim == 64 && num_kv_heads % 2 == 0 && 2 * group <= 16 ? 2 : 1;
+}
+
 // Non-template entry points, one translation unit per head_dim (compile time on 2-core builders).
-void launch_decode_partial_hdim64(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
+void launch_decode_partial_hdim64(const DecodeParams& params, bool bf16, int heads_per_block, int num_seqs,
+                                  cudaStream_t stream);
 void launch_decode_partial_hdim128(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
-int decode_partial_ctas_per_sm_hdim64(bool bf16);
+int decode_partial_ctas_per_sm_hdim64(bool bf16, int heads_per_block);
 int decode_partial_ctas_per_sm_hdim128(bool bf16);
 
 }  // namespace flashserve::cuda::detail

@@ -56,17 +56,20 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
 
 }  // namespace
 
-// Default tile shape (bench/results/NVIDIA_H200/prefill_v2.jsonl, docs/prefill_attention.md):
-// 4-warp CTAs with 32 rows per warp win when the grid holds at least two CTAs per SM; below
-// that (chunked prefill of one short chunk, e.g. 512 queries x 32 heads = 128 CTAs) too few
-// warps run and the variant with 8 warps of 16 rows (d128) or 64-row CTAs (d64) is faster.
+// Default tile shape for bf16, from the H200 measurements in bench/results/NVIDIA_H200/
+// prefill_v3.jsonl (docs/prefill_attention.md): 4-warp CTAs with 32 rows per warp (BLOCK_N 48
+// for d128, 128 for d64) win when the grid holds at least two CTAs per SM; below that (one
+// short chunk, e.g. 512 queries x 32 heads = 128 CTAs) too few warps run, and 8 warps of 16
+// rows (d128) or 64-row CTAs (d64) are faster.
 int prefill_default_variant(int head_dim, int num_tokens, int num_seqs, int num_q_heads) {
   int device = 0, num_sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   const long long ctas = (long long)(num_tokens / 128 + num_seqs) * num_q_heads;  // BLOCK_M 128
   const bool small_grid = ctas < 2ll * num_sms;
-  return small_grid ? 1 : 0;  // variant 1: m128n64w8s2q (d128) / m64n64w4s2q_b4 (d64)
+  if (head_dim == 64)
+    return small_grid ? PrefillVariants<64>::kSmallGridVariant : PrefillVariants<64>::kLargeGridVariant;
+  return small_grid ? PrefillVariants<128>::kSmallGridVariant : PrefillVariants<128>::kLargeGridVariant;
 }
 
 int prefill_num_variants(int head_dim) {

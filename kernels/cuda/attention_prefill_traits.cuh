@@ -96,7 +96,8 @@ struct PrefillParams {
   bool causal;
 };
 
-// The tile shapes compiled per head_dim; variant 0 is attention_prefill's default.
+// The tile shapes compiled per head_dim. Variant 0 is the one fp16 compiles; bf16 compiles all
+// and attention_prefill picks kLargeGridVariant or kSmallGridVariant (see attention_prefill.cu).
 template <class... Ts>
 struct TraitsList {
   static constexpr int kCount = int(sizeof...(Ts));
@@ -116,6 +117,8 @@ struct PrefillVariants<128> {
   static constexpr int kCount = List::kCount;
   static constexpr const char* kNames[kCount] = {"m128n32w4s2", "m128n64w8s2q", "m128n32w4s3",
                                                  "m128n48w4s2", "m128n48w4s3", "m128n64w4s2"};
+  static constexpr int kLargeGridVariant = 3;  // m128n48w4s2
+  static constexpr int kSmallGridVariant = 1;  // m128n64w8s2q
 };
 
 template <>
@@ -129,6 +132,8 @@ struct PrefillVariants<64> {
   static constexpr int kCount = List::kCount;
   static constexpr const char* kNames[kCount] = {"m128n64w4s3", "m64n64w4s2q_b4", "m128n64w8s2q_b2",
                                                  "m128n96w4s2", "m128n128w4s2", "m128n64w4s2"};
+  static constexpr int kLargeGridVariant = 4;  // m128n128w4s2
+  static constexpr int kSmallGridVariant = 1;  // m64n64w4s2q_b4
 };
 
 template <class F, class T0, class... Ts>

@@ -32,8 +32,8 @@ std::vector<float> numpy_logits(const std::string& model, const std::vector<int3
     list += std::to_string(t);
   }
   const std::string cmd = "/usr/bin/python3 " + std::string(FS_SOURCE_DIR) +
-                          "/tools/llama_reference.py --model '" + model + "' --prompt-ids " +
-                          list + " --dump-logits '" + out_file + "'";
+                          "/tools/llama_reference.py --model '" + model + "' --prompt-ids " + list +
+                          " --dump-logits '" + out_file + "'";
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << "reference failed: " << cmd;
     return {};
@@ -94,12 +94,11 @@ TEST_P(RandomHf, LogitsMatchNumpy) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, RandomHf,
-    ::testing::Values(Case{"gqa_tied_d64_f32_llama3", 256, 8, 2, 64, true, DType::kF32, 1, true},
-                      Case{"gqa_untied_d128_bf16_3shards", 256, 4, 2, 128, false, DType::kBF16, 3,
-                           false},
-                      Case{"mha_untied_d64_f16_2shards", 256, 4, 4, 64, false, DType::kF16, 2,
-                           false},
-                      Case{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16, 1, false}),
+    ::testing::Values(
+        Case{"gqa_tied_d64_f32_llama3", 256, 8, 2, 64, true, DType::kF32, 1, true},
+        Case{"gqa_untied_d128_bf16_3shards", 256, 4, 2, 128, false, DType::kBF16, 3, false},
+        Case{"mha_untied_d64_f16_2shards", 256, 4, 4, 64, false, DType::kF16, 2, false},
+        Case{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16, 1, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Stories260K, LogitsMatchNumpy) {

@@ -51,9 +51,11 @@ TEST(ModelRunnerErrors, RejectsBadOptionsAndBatches) {
   std::vector<float> logits;
   EXPECT_THROW(r->step(batch_with([](SeqChunk&) {}), nullptr), Error);
   std::vector<int32_t> bad_tokens = {1, 300, 3};
-  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.tokens = bad_tokens.data(); }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.tokens = bad_tokens.data(); }), &logits),
+               Error);
   std::vector<int32_t> bad_blocks = {7};
-  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.block_table = &bad_blocks; }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.block_table = &bad_blocks; }), &logits),
+               Error);
   EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.num_cached = 14; }), &logits), Error);
   EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.block_table = nullptr; }), &logits), Error);
   EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.num_tokens = 0; }), &logits), Error);

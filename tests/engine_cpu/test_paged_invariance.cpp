@@ -136,7 +136,8 @@ TEST_F(PagedInvariance, AloneEqualsInRaggedBatchOfEight) {
       b.chunks.push_back(s.chunk(n, 16, p, LogitsWanted::kLast));
       alone->step(b, &got);
     }
-    EXPECT_LE(max_rel_diff(got, batched[i]), kTol) << "sequence " << i << " (len " << lens[i] << ")";
+    EXPECT_LE(max_rel_diff(got, batched[i]), kTol)
+        << "sequence " << i << " (len " << lens[i] << ")";
   }
 }
 

@@ -42,13 +42,13 @@ std::vector<int32_t> greedy(const LoadedModel& model, int block_size, int thread
   while (int(out.size()) < n) {
     StepBatch b;
     const int pending = int(seq.tokens.size()) - seq.num_cached;
-    b.chunks.push_back(seq.chunk(token_by_token ? 1 : pending, block_size, pool,
-                                 LogitsWanted::kLast));
+    b.chunks.push_back(
+        seq.chunk(token_by_token ? 1 : pending, block_size, pool, LogitsWanted::kLast));
     logits.clear();
     runner->step(b, &logits);
     if (seq.num_cached < int(seq.tokens.size())) continue;  // still in the prompt
-    const int32_t next = int32_t(std::max_element(logits.end() - vocab, logits.end()) -
-                                 (logits.end() - vocab));
+    const int32_t next =
+        int32_t(std::max_element(logits.end() - vocab, logits.end()) - (logits.end() - vocab));
     out.push_back(next);
     seq.tokens.push_back(next);
   }

@@ -138,13 +138,8 @@ Problem build(const Case& c) {
 DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
   const int max_len = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
   if (forced_splits > 0) return plan_decode_fixed(max_len, forced_splits, c.block_size);
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  DecodePlanConfig cfg;
-  cfg.num_sms = sms;
-  cfg.ctas_per_sm = cuda::attention_decode_ctas_per_sm(c.head_dim, c.dtype);
-  return plan_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_kv_heads, c.block_size, cfg);
+  return cuda::plan_attention_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_q_heads, c.num_kv_heads,
+                                     c.head_dim, c.block_size, c.dtype);
 }
 
 struct Result {
@@ -235,8 +230,8 @@ TEST(AttentionDecode, SweepDtypeHeadDimBlockSizeGroupSize) {
           c.dtype = dt;
           c.head_dim = d;
           c.block_size = bs;
-          c.num_kv_heads = 2;
-          c.num_q_heads = 2 * group;
+          c.num_kv_heads = seed % 3 == 0 ? 3 : 2;  // odd: one kv head per block even at d 64
+          c.num_q_heads = c.num_kv_heads * group;
           for (int b = 0; b < 4; ++b) c.kv_lens.push_back(kEdgeLens[rng() % std::size(kEdgeLens)]);
           const int forced[] = {2, 3, 5, 16};
           c.splits = {0, 1, forced[seed % 4]};
@@ -294,13 +289,33 @@ TEST(AttentionDecode, LargeLogitsAndTiedKeys) {
 }
 
 TEST(AttentionDecode, NoGqaManyHeads) {
-  Case c;
-  c.num_q_heads = 32;
-  c.num_kv_heads = 32;
-  c.kv_lens = {3000, 50, 1};
-  c.splits = {0, 1, 3};
-  c.seed = 12;
-  run_case(c);
+  for (int d : {64, 128}) {
+    Case c;
+    c.head_dim = d;
+    c.num_q_heads = 32;
+    c.num_kv_heads = 32;
+    c.kv_lens = {3000, 50, 1};
+    c.splits = {0, 1, 3};
+    c.seed = 12 + d;
+    run_case(c);
+  }
+}
+
+// head_dim 64 with two kv heads per block: the largest group that pairs (8 -> 16 rows), the
+// smallest (1), and group 5 (rows 0-4 / 5-9 straddle the fragment's row halves g and g + 8).
+TEST(AttentionDecode, HeadDim64PairedHeads) {
+  for (int group : {1, 5, 8})
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = 64;
+      c.num_kv_heads = 4;
+      c.num_q_heads = 4 * group;
+      c.kv_lens = {2500, 129, 1, 64};
+      c.splits = {0, 1, 5};
+      c.seed = 20 + group;
+      run_case(c);
+    }
 }
 
 // Small enough for compute-sanitizer (memcheck / racecheck / synccheck): both head dims, both

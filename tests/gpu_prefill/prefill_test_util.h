@@ -47,7 +47,7 @@ struct PrefillCase {
   bool causal = true;
   DType dtype = DType::kBF16;
   float q_scale = 1.f;  // > 1 gives large logits (peaked softmax)
-  int variant = 0;
+  int variant = -1;  // -1: cuda::attention_prefill (default choice); >= 0: that tile variant
 };
 
 // Host copy of one randomly filled problem, values already rounded to the 16-bit type.
@@ -70,7 +70,7 @@ struct CheckResult {
   std::string message;  // first failures and the error summary
 };
 
-// Runs variant c.variant on the GPU and compares with the fp64 reference and the naive bound.
+// Runs c.variant (or the public launcher) on the GPU and compares with the fp64 reference and the naive bound.
 // When `out_bits` is given, the raw output is stored there (determinism checks).
 CheckResult run_and_check(const PrefillCase& c, uint64_t seed,
                           std::vector<uint16_t>* out_bits = nullptr);

@@ -48,6 +48,9 @@ std::vector<PrefillCase> default_cases() {
   add("f16_ragged_d128", {{33, 33}, {100, 450}, {1, 1}}, 8, 2, 128, 16, true, DType::kF16);
   add("f16_d64_large_logits", {{257, 257}}, 4, 4, 64, 32, false, DType::kF16, 10.f);
   add("f16_long_d128", {{1100, 1100}}, 2, 2, 128, 16, true, DType::kF16);
+  // Grids of >= 2 CTAs per SM, so the public launcher takes its large-grid tile shape.
+  add("large_grid_causal_d128_g4", {{1100, 1100}}, 32, 8, 128, 16, true);
+  add("large_grid_noncausal_d64_g8", {{700, 700}, {300, 900}}, 32, 4, 64, 32, false);
   return cs;
 }
 
@@ -57,7 +60,7 @@ uint64_t seed_of(const std::string& name, int variant) {
   return h ^ (uint64_t(variant) << 56);
 }
 
-TEST(AttentionPrefill, MatchesReferenceDefaultVariant) {
+TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
   for (const PrefillCase& c : default_cases()) {
     const CheckResult r = run_and_check(c, seed_of(c.name, 0));
     std::printf("%s\n", r.message.c_str());
@@ -73,9 +76,9 @@ TEST(AttentionPrefill, MatchesReferenceEveryVariant) {
     bool pick = false;
     for (const char* s : subset) pick |= c.name == s;
     if (!pick) continue;
-    for (int v = 1; v < cuda::detail::prefill_num_variants(c.head_dim); ++v) {
+    for (int v = 0; v < cuda::detail::prefill_num_variants(c.head_dim); ++v) {
       c.variant = v;
-      const CheckResult r = run_and_check(c, seed_of(c.name, v));
+      const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
       std::printf("%s (%s)\n", r.message.c_str(), cuda::detail::prefill_variant_name(c.head_dim, v));
       EXPECT_TRUE(r.ok) << r.message;
     }
@@ -86,6 +89,7 @@ TEST(AttentionPrefill, Deterministic) {
   for (PrefillCase c : default_cases()) {
     if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32") continue;
     std::vector<uint16_t> a, b;
+    c.variant = 0;
     ASSERT_TRUE(run_and_check(c, 7, &a).ok);
     ASSERT_TRUE(run_and_check(c, 7, &b).ok);
     EXPECT_EQ(a, b) << c.name << ": two runs on the same input differ";
@@ -106,10 +110,13 @@ TEST(AttentionPrefillSmall, SanitizerSubset) {
   cs[1].head_dim = 64;
   cs[1].block_size = 32;
   cs[1].causal = false;
-  for (const PrefillCase& c : cs) {
-    const CheckResult r = run_and_check(c, seed_of(c.name, 0));
-    std::printf("%s\n", r.message.c_str());
-    EXPECT_TRUE(r.ok) << r.message;
+  for (PrefillCase c : cs) {
+    for (int v : {-1, 0}) {  // the launcher's small-grid choice, and the large-grid default
+      c.variant = v;
+      const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
+      std::printf("%s\n", r.message.c_str());
+      EXPECT_TRUE(r.ok) << r.message;
+    }
   }
 }
 

@@ -29,6 +29,25 @@ class FakeTokenizer : public Tokenizer {
       if (id >= 259) out += " " + words[id - 259].substr(3);
     }
     if (!out.empty() && out[0] == ' ') out.erase(0, 1);
+    return sanitize(out);
+  }
+  // As SentencePiece does: bytes that do not form valid UTF-8 become U+FFFD, one per byte.
+  static std::string sanitize(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size();) {
+      unsigned char c = static_cast<unsigned char>(s[i]);
+      size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c & 0xF0) == 0xE0 ? 3
+               : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+      bool ok = n > 0 && i + n <= s.size();
+      for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+      if (ok) {
+        out.append(s, i, n);
+        i += n;
+      } else {
+        out += "\xEF\xBF\xBD";
+        ++i;
+      }
+    }
     return out;
   }
   std::string piece(int32_t id) const override {

@@ -28,15 +28,18 @@ class ServerE2E : public ::testing::Test {
 ServerProcess* ServerE2E::server_ = nullptr;
 
 std::string run_generate(const std::string& prompt, int max_tokens) {
-  std::string cmd = std::string(FS_BINARY_DIR) + "/engine/flashserve-generate --model '" +
-                    model_dir() + "' --temperature 0 --threads 1 --max-tokens " +
-                    std::to_string(max_tokens) + " --prompt '" + prompt + "' 2>/dev/null";
+  std::string cmd = std::string(FS_BINARY_DIR);
+  cmd.append("/engine/flashserve-generate --model '").append(model_dir());
+  cmd.append("' --temperature 0 --threads 1 --max-tokens ").append(std::to_string(max_tokens));
+  cmd.append(" --prompt '").append(prompt).append("' 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
   size_t n;
   while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (p) EXPECT_EQ(pclose(p), 0) << cmd;
+  if (p) {
+    EXPECT_EQ(pclose(p), 0) << cmd;
+  }
   return out;
 }
 

@@ -1,0 +1,100 @@
+// Prompt templates: plain ("User:"/"Assistant:" lines), Llama-2 chat ([INST] with <<SYS>>),
+// ChatML (<|im_start|>role ... <|im_end|>) and Zephyr (<|user|> ... </s>).
+#include "client/chat_template.h"
+
+namespace flashserve::chat {
+
+std::optional<TemplateKind> parse_template_kind(const std::string& name) {
+  if (name == "plain") return TemplateKind::kPlain;
+  if (name == "llama2") return TemplateKind::kLlama2;
+  if (name == "chatml") return TemplateKind::kChatml;
+  if (name == "zephyr") return TemplateKind::kZephyr;
+  return std::nullopt;
+}
+
+std::string template_name(TemplateKind kind) {
+  switch (kind) {
+    case TemplateKind::kPlain: return "plain";
+    case TemplateKind::kLlama2: return "llama2";
+    case TemplateKind::kChatml: return "chatml";
+    case TemplateKind::kZephyr: return "zephyr";
+  }
+  return "plain";
+}
+
+namespace {
+
+std::string render_plain(const std::string& system, const std::vector<Turn>& turns,
+                         const std::string& user) {
+  std::string out;
+  if (!system.empty()) out += system + "\n\n";
+  for (const Turn& t : turns) out += "User: " + t.user + "\nAssistant: " + t.assistant + "\n";
+  return out + "User: " + user + "\nAssistant:";
+}
+
+// Llama-2 chat: the system block sits inside the first [INST]; each finished exchange is closed
+// with </s> and the next opens with <s> (the very first <s> is the server's BOS).
+std::string render_llama2(const std::string& system, const std::vector<Turn>& turns,
+                          const std::string& user) {
+  std::string out;
+  auto inst = [&](const std::string& u, bool first) {
+    std::string body = u;
+    if (first && !system.empty()) body = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + u;
+    return "[INST] " + body + " [/INST]";
+  };
+  bool first = true;
+  for (const Turn& t : turns) {
+    if (!first) out += "<s>";
+    out += inst(t.user, first) + " " + t.assistant + " </s>";
+    first = false;
+  }
+  if (!first) out += "<s>";
+  return out + inst(user, first);
+}
+
+std::string render_chatml(const std::string& system, const std::vector<Turn>& turns,
+                          const std::string& user) {
+  auto block = [](const std::string& role, const std::string& text) {
+    return "<|im_start|>" + role + "\n" + text + "<|im_end|>\n";
+  };
+  std::string out;
+  if (!system.empty()) out += block("system", system);
+  for (const Turn& t : turns) out += block("user", t.user) + block("assistant", t.assistant);
+  return out + block("user", user) + "<|im_start|>assistant\n";
+}
+
+std::string render_zephyr(const std::string& system, const std::vector<Turn>& turns,
+                          const std::string& user) {
+  auto block = [](const std::string& role, const std::string& text) {
+    return "<|" + role + "|>\n" + text + "</s>\n";
+  };
+  std::string out;
+  if (!system.empty()) out += block("system", system);
+  for (const Turn& t : turns) out += block("user", t.user) + block("assistant", t.assistant);
+  return out + block("user", user) + "<|assistant|>\n";
+}
+
+}  // namespace
+
+std::string render_prompt(TemplateKind kind, const std::string& system,
+                          const std::vector<Turn>& turns, const std::string& user) {
+  switch (kind) {
+    case TemplateKind::kPlain: return render_plain(system, turns, user);
+    case TemplateKind::kLlama2: return render_llama2(system, turns, user);
+    case TemplateKind::kChatml: return render_chatml(system, turns, user);
+    case TemplateKind::kZephyr: return render_zephyr(system, turns, user);
+  }
+  return render_plain(system, turns, user);
+}
+
+std::vector<std::string> stop_strings(TemplateKind kind) {
+  switch (kind) {
+    case TemplateKind::kPlain: return {"\nUser:"};
+    case TemplateKind::kLlama2: return {"</s>", "[INST]"};
+    case TemplateKind::kChatml: return {"<|im_end|>", "<|im_start|>"};
+    case TemplateKind::kZephyr: return {"</s>", "<|user|>"};
+  }
+  return {};
+}
+
+}  // namespace flashserve::chat

@@ -1,0 +1,20 @@
+// Reads the user's lines: with libedit (line editing, in-session history) when the build found
+// it, else std::getline. Ctrl-C while typing discards the line instead of quitting.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+namespace flashserve::chat {
+
+// Set by the SIGINT handler (main.cpp); the reader clears it when it discards a line.
+extern std::atomic<bool> g_interrupted;
+
+// The next line without its newline; nullopt at end of input (Ctrl-D). A line interrupted by
+// Ctrl-C comes back as an empty string.
+std::optional<std::string> read_line(const std::string& prompt);
+void add_to_history(const std::string& line);
+bool line_editing_available();
+
+}  // namespace flashserve::chat

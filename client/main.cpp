@@ -1,0 +1,303 @@
+// flashserve-chat: a terminal chat client for a running flashserve (or any OpenAI-compatible
+// /v1/completions server). Interactive on a terminal; with stdin piped (or --prompt) it sends one
+// message and prints one reply. Exit codes are listed in kHelp and docs/CLIENT.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <string>
+
+#include "client/chat_session.h"
+#include "client/chat_template.h"
+#include "client/http_stream.h"
+#include "client/line_reader.h"
+
+using namespace flashserve::chat;
+
+namespace {
+
+enum ExitCode { kExitOk = 0, kExitUsage = 1, kExitUnreachable = 2, kExitServer = 3, kExitAuth = 4,
+                kExitInterrupted = 130 };
+
+const char* kHelp = R"(usage: flashserve-chat [options]
+Chat with a flashserve server from the terminal. The reply streams as it is generated; the
+conversation is kept and sent each turn through a prompt template, trimmed to the model's context.
+With stdin not a terminal (a pipe or file) or with --prompt, sends one message and prints one reply.
+
+  --url URL          server base URL (default http://127.0.0.1:8000)
+  --api-key KEY      API key sent as "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY)
+  --template NAME    prompt format: plain (default) | llama2 | chatml | zephyr
+  --system TEXT      system prompt
+  --temp X           sampling temperature 0..2 (default 0.8; 0 = greedy)
+  --max N            the most tokens per reply (default 256)
+  --prompt TEXT      send TEXT as one message, print the reply, exit
+  --help             this text
+
+Commands (interactive): /reset  /system [TEXT]  /temp X  /max N  /help  /quit
+Ctrl-C stops the reply being written (the server cancels it); Ctrl-D or /quit leaves.
+
+Exit status: 0 ok; 1 usage error; 2 server unreachable; 3 server error (an error status or a
+broken stream); 4 API key missing or rejected (401); 130 interrupted (one-shot mode).
+)";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "flashserve-chat: %s (see --help)\n", msg.c_str());
+  std::exit(kExitUsage);
+}
+
+struct Flags {
+  std::string url = "http://127.0.0.1:8000";
+  std::string api_key;
+  std::string prompt;
+  bool has_prompt = false;
+  SessionOptions session;
+};
+
+Flags parse_flags(int argc, char** argv) {
+  Flags f;
+  if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      std::exit(kExitOk);
+    }
+    size_t eq = arg.find('=');
+    bool inline_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inline_value) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[i + 1];
+    }
+    static const char* kWithValue[] = {"--url", "--api-key", "--template", "--system", "--temp",
+                                       "--max", "--prompt"};
+    bool known = false;
+    for (const char* k : kWithValue) known = known || arg == k;
+    if (!known) usage_error("unknown argument '" + arg + "'");
+    if (!inline_value) {
+      if (i + 1 >= argc) usage_error(arg + " needs a value");
+      ++i;
+    }
+    char* end = nullptr;
+    if (arg == "--url") {
+      f.url = value;
+    } else if (arg == "--api-key") {
+      f.api_key = value;
+    } else if (arg == "--template") {
+      auto kind = parse_template_kind(value);
+      if (!kind) usage_error("--template must be plain, llama2, chatml or zephyr");
+      f.session.kind = *kind;
+    } else if (arg == "--system") {
+      f.session.system = value;
+    } else if (arg == "--temp") {
+      f.session.temperature = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(f.session.temperature >= 0 && f.session.temperature <= 2)) {
+        usage_error("--temp must be a number in [0, 2]");
+      }
+    } else if (arg == "--max") {
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end || n < 1 || n > 1000000) usage_error("--max must be an integer >= 1");
+      f.session.max_tokens = static_cast<int>(n);
+    } else if (arg == "--prompt") {
+      f.prompt = value;
+      f.has_prompt = true;
+    }
+  }
+  return f;
+}
+
+void on_sigint(int) { g_interrupted = true; }
+
+void install_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read() waiting for input returns EINTR
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+std::string trim_right(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+    s.pop_back();
+  }
+  return s;
+}
+
+// One exchange: prepares the prompt (trimming the history), streams the reply to stdout, retries
+// with fewer turns when the server says the prompt is too long. Returns the stream's result.
+struct TurnOutput {
+  StreamResult result;
+  std::string reply;
+};
+
+TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& model_id,
+                    const std::string& user, bool interactive) {
+  TurnOutput out;
+  PreparedPrompt p = session.prepare(user);
+  int dropped = p.dropped_turns;
+  for (;;) {
+    nlohmann::json req = {{"prompt", p.prompt},
+                          {"max_tokens", session.options().max_tokens},
+                          {"temperature", session.options().temperature},
+                          {"stop", stop_strings(session.options().kind)},
+                          {"stream_options", {{"include_usage", true}}}};
+    if (!model_id.empty()) req["model"] = model_id;
+    bool at_start = true;
+    out.reply.clear();
+    auto on_text = [&](const std::string& t) {
+      std::string piece = t;
+      if (at_start) {  // the model's leading space/newline is not shown
+        size_t b = piece.find_first_not_of(" \n\r\t");
+        if (b == std::string::npos) return;
+        piece.erase(0, b);
+        at_start = false;
+      }
+      out.reply += piece;
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+    out.result = api.stream_completion(req, on_text, &g_interrupted);
+    if (out.result.outcome == Outcome::kHttpError && out.result.status == 400 &&
+        out.result.error_code == "context_length_exceeded" && session.drop_oldest()) {
+      ++dropped;
+      p = session.prepare(user);
+      dropped += p.dropped_turns;
+      continue;
+    }
+    if (out.result.prompt_tokens > 0) session.observe_usage(p.prompt.size(), out.result.prompt_tokens);
+    break;
+  }
+  if (interactive && dropped > 0) {
+    std::fprintf(stderr, "[dropped %d oldest turn%s to fit the context]\n", dropped,
+                 dropped == 1 ? "" : "s");
+  }
+  return out;
+}
+
+int exit_code_for(const StreamResult& r) {
+  switch (r.outcome) {
+    case Outcome::kOk: return kExitOk;
+    case Outcome::kCancelled: return kExitInterrupted;
+    case Outcome::kUnreachable: return kExitUnreachable;
+    case Outcome::kHttpError: return r.status == 401 ? kExitAuth : kExitServer;
+    case Outcome::kStreamError: return kExitServer;
+  }
+  return kExitServer;
+}
+
+std::string describe_error(const StreamResult& r, const std::string& url) {
+  switch (r.outcome) {
+    case Outcome::kUnreachable:
+      return r.message + " (is flashserve running there? see --url)";
+    case Outcome::kHttpError:
+      if (r.status == 401) {
+        return "the server rejected the API key (401: " + r.message +
+               "); pass --api-key or set FLASHSERVE_API_KEY";
+      }
+      if (r.error_code == "context_length_exceeded") {
+        return "the message does not fit the model's context (" + r.message + ")";
+      }
+      return "the server answered " + std::to_string(r.status) + ": " + r.message;
+    case Outcome::kStreamError:
+      return "the reply failed: " + r.message;
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags = parse_flags(argc, argv);
+  auto base = parse_base_url(flags.url);
+  if (!base) usage_error("--url must look like http://HOST:PORT, got '" + flags.url + "'");
+  const bool interactive = !flags.has_prompt && isatty(STDIN_FILENO);
+  install_sigint();
+
+  ApiClient api(*base, flags.api_key);
+  ModelsResult models = api.models();
+  if (models.outcome == Outcome::kUnreachable) {
+    std::fprintf(stderr, "flashserve-chat: %s (is flashserve running there? see --url)\n",
+                 models.message.c_str());
+    return kExitUnreachable;
+  }
+  if (models.outcome != Outcome::kOk) {
+    if (models.status == 401) {
+      std::fprintf(stderr, "flashserve-chat: the server rejected the API key (401: %s); pass "
+                   "--api-key or set FLASHSERVE_API_KEY\n", models.message.c_str());
+      return kExitAuth;
+    }
+    std::fprintf(stderr, "flashserve-chat: GET /v1/models: the server answered %d: %s\n",
+                 models.status, models.message.c_str());
+    return kExitServer;
+  }
+  flags.session.max_model_len = models.max_model_len;
+  if (models.max_model_len > 0 && flags.session.max_tokens >= models.max_model_len) {
+    flags.session.max_tokens = models.max_model_len / 2;
+    std::fprintf(stderr, "flashserve-chat: --max lowered to %d (the model's context is %d tokens)\n",
+                 flags.session.max_tokens, models.max_model_len);
+  }
+  ChatSession session(flags.session);
+
+  if (!interactive) {  // one message, one reply
+    std::string text = flags.prompt;
+    if (!flags.has_prompt) {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    text = trim_right(text);
+    if (text.empty()) usage_error("no message: stdin was empty");
+    TurnOutput t = run_turn(api, session, models.model_id, text, false);
+    if (!t.reply.empty()) std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (t.result.outcome != Outcome::kOk && t.result.outcome != Outcome::kCancelled) {
+      std::fprintf(stderr, "flashserve-chat: %s\n", describe_error(t.result, flags.url).c_str());
+    }
+    return exit_code_for(t.result);
+  }
+
+  std::printf("flashserve-chat: %s, model %s (context %d tokens), template %s\n",
+              base->scheme_host_port.c_str(), models.model_id.c_str(), models.max_model_len,
+              template_name(flags.session.kind).c_str());
+  std::printf("Type a message; /help lists commands; Ctrl-C stops a reply; /quit or Ctrl-D leaves.\n");
+  std::fflush(stdout);
+  for (;;) {
+    g_interrupted = false;
+    auto line = read_line("> ");
+    if (!line) {
+      std::fputs("\n", stdout);
+      break;
+    }
+    std::string text = trim_right(*line);
+    if (text.empty()) continue;
+    add_to_history(text);
+    CommandResult cmd = session.handle_command(text);
+    if (cmd.action == CommandAction::kQuit) break;
+    if (cmd.action == CommandAction::kHandled) {
+      if (!cmd.message.empty()) std::printf("%s\n", cmd.message.c_str());
+      continue;
+    }
+    TurnOutput t = run_turn(api, session, models.model_id, text, true);
+    switch (t.result.outcome) {
+      case Outcome::kOk:
+        std::fputs("\n", stdout);
+        session.commit(text, trim_right(t.reply));
+        break;
+      case Outcome::kCancelled:
+        std::fputs("\n[interrupted]\n", stdout);
+        if (!t.reply.empty()) session.commit(text, trim_right(t.reply));
+        break;
+      default:
+        if (!t.reply.empty()) std::fputs("\n", stdout);
+        std::printf("error: %s\n", describe_error(t.result, flags.url).c_str());
+        break;
+    }
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}

@@ -1,0 +1,282 @@
+// Completion (stream assembly) against a scripted fake engine and the byte-level fake tokenizer
+// (label unit): for scripted token sequences (words, multi-byte characters split into byte
+// pieces, invalid bytes), the concatenated SSE deltas equal the non-streamed text, which equals
+// decode(tokens) cut at the earliest stop; plus queue-full, engine error, disconnect and logprobs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+
+#include "server/completion.h"
+#include "tests/server/fake_tokenizer.h"
+
+namespace flashserve {
+namespace {
+
+using json = nlohmann::json;
+
+class ScriptedStream : public RequestStream {
+ public:
+  explicit ScriptedStream(std::deque<StreamEvent> events) : events_(std::move(events)) {}
+  uint64_t id() const override { return 1; }
+  std::optional<StreamEvent> next(std::chrono::milliseconds) override {
+    if (events_.empty()) return std::nullopt;
+    StreamEvent e = events_.front();
+    events_.pop_front();
+    return e;
+  }
+  void cancel() override { cancelled = true; }
+  bool cancelled = false;
+
+ private:
+  std::deque<StreamEvent> events_;
+};
+
+class FakeRunner : public ModelRunner {
+ public:
+  ModelConfig cfg;
+  const ModelConfig& config() const override { return cfg; }
+  std::string backend_name() const override { return "fake"; }
+  int block_size() const override { return 16; }
+  int num_kv_blocks() const override { return 64; }
+  void step(const StepBatch&, std::vector<float>*) override {}
+};
+
+// Every submit() gets the same script: tokens then a finish (or nullptr when `full`).
+class FakeEngine : public Engine {
+ public:
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kLength;
+  std::string error;
+  bool full = false;
+  std::vector<std::shared_ptr<ScriptedStream>> streams;
+  std::vector<GenerationRequest> requests;
+  FakeRunner runner_;
+
+  const ModelConfig& config() const override { return runner_.cfg; }
+  const ModelRunner& runner() const override { return runner_; }
+  std::shared_ptr<RequestStream> submit(GenerationRequest r) override {
+    if (full && !streams.empty()) return nullptr;
+    requests.push_back(r);
+    std::deque<StreamEvent> ev;
+    if (r.prompt_logprobs) {
+      StreamEvent p;
+      p.kind = StreamEvent::Kind::kPromptLogprobs;
+      for (size_t i = 0; i < r.prompt.size(); ++i) {
+        SampledToken t;
+        t.token = r.prompt[i];
+        t.logprob = i == 0 ? std::nanf("") : -1.5f;
+        p.prompt_logprobs.push_back(t);
+      }
+      ev.push_back(p);
+    }
+    for (int32_t t : tokens) {
+      StreamEvent e;
+      e.token.token = t;
+      e.token.logprob = -0.5f;
+      ev.push_back(e);
+    }
+    StreamEvent f;
+    f.kind = StreamEvent::Kind::kFinished;
+    f.finish = finish;
+    f.error = error;
+    ev.push_back(f);
+    streams.push_back(std::make_shared<ScriptedStream>(ev));
+    return streams.back();
+  }
+  EngineMetrics metrics() const override { return {}; }
+  void shutdown() override {}
+  bool failed() const override { return false; }
+};
+
+class RecordingConnection : public ClientConnection {
+ public:
+  bool is_gone = false;
+  std::string written;
+  bool gone() override { return is_gone; }
+  bool write(const std::string& d) override {
+    written += d;
+    return !is_gone;
+  }
+};
+
+class CompletionTest : public ::testing::Test {
+ protected:
+  testing::FakeTokenizer tok;
+  FakeEngine engine;
+  ServedModel model{"fake", 512, 262, 0};
+  CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
+
+  CompletionRequest request(std::vector<std::string> stop = {}) {
+    CompletionRequest r;
+    r.prompts = {{1, 259}};  // BOS "▁Once"
+    r.echo_texts = {"Once"};
+    r.max_tokens = 100;
+    r.stop = std::move(stop);
+    return r;
+  }
+  // Non-streamed text, and the streamed deltas concatenated (finish reasons too).
+  std::pair<json, std::string> run_both(const CompletionRequest& r, std::string* stream_finish) {
+    Completion plain(ctx, r);
+    EXPECT_FALSE(plain.start().has_value());
+    RecordingConnection c1;
+    CompletionResult res = plain.run(c1);
+    EXPECT_EQ(res.status, 200) << res.body.dump();
+    CompletionRequest sr = r;
+    sr.stream = true;
+    Completion streamed(ctx, sr);
+    EXPECT_FALSE(streamed.start().has_value());
+    RecordingConnection c2;
+    EXPECT_TRUE(streamed.stream(c2));
+    std::string text;
+    size_t pos = 0;
+    while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
+      size_t end = c2.written.find("\n\n", pos);
+      std::string d = c2.written.substr(pos + 6, end - pos - 6);
+      pos = end;
+      if (d == "[DONE]") break;
+      json j = json::parse(d);
+      for (const auto& ch : j["choices"]) {
+        text += ch["text"].get<std::string>();
+        if (!ch["finish_reason"].is_null()) *stream_finish = ch["finish_reason"];
+      }
+    }
+    EXPECT_NE(c2.written.find("data: [DONE]\n\n"), std::string::npos);
+    return {res.body, text};
+  }
+};
+
+int32_t byte_id(unsigned char b) { return 3 + b; }
+
+TEST_F(CompletionTest, StreamEqualsWholeOverScriptedSequences) {
+  const int32_t once = 259, upon = 260, a = 261;
+  const std::vector<std::vector<int32_t>> scripts = {
+      {upon, a, once, upon},
+      {upon, byte_id(0xE2), byte_id(0x82), byte_id(0xAC), a},                  // " upon€ a"
+      {byte_id(0xF0), byte_id(0x9F), byte_id(0x98), byte_id(0x80), upon},      // emoji, 4 pieces
+      {upon, byte_id(0xE2), byte_id(0x82), a, byte_id(0xC3), byte_id(0xA9)},   // invalid, then é
+      {byte_id('x'), byte_id('\n'), byte_id('\n'), byte_id('y')},
+  };
+  const std::vector<std::vector<std::string>> stop_sets = {
+      {}, {"pon a"}, {"\xE2\x82\xAC"}, {"n\xE2\x82\xAC a"}, {"\n\n"}, {"\xF0\x9F\x98\x80 u"},
+      {"zz", "a"}};
+  for (const auto& script : scripts) {
+    for (const auto& stops : stop_sets) {
+      engine.tokens = script;
+      std::vector<int32_t> all = {1, 259};
+      all.insert(all.end(), script.begin(), script.end());
+      const std::string full = tok.decode(all).substr(std::string("Once").size());
+      size_t cut = std::string::npos;
+      for (const auto& s : stops) cut = std::min(cut, full.find(s));
+      const std::string expected = full.substr(0, cut);
+      std::string stream_finish;
+      auto [whole, streamed] = run_both(request(stops), &stream_finish);
+      const std::string text = whole["choices"][0]["text"];
+      EXPECT_EQ(text, expected) << "stops " << json(stops).dump();
+      EXPECT_EQ(streamed, expected) << "stops " << json(stops).dump();
+      const std::string reason = cut == std::string::npos ? "length" : "stop";
+      EXPECT_EQ(whole["choices"][0]["finish_reason"], reason);
+      EXPECT_EQ(stream_finish, reason);
+    }
+  }
+}
+
+TEST_F(CompletionTest, StopCancelsTheEngineRequest) {
+  engine.tokens = {260, 261, 259, 260};
+  Completion c(ctx, request({" a"}));
+  ASSERT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  CompletionResult r = c.run(conn);
+  EXPECT_EQ(r.body["choices"][0]["text"], " upon");
+  EXPECT_TRUE(engine.streams[0]->cancelled);
+}
+
+TEST_F(CompletionTest, QueueFullIs503AndCancelsSubmitted) {
+  engine.full = true;
+  CompletionRequest r = request();
+  r.n = 3;
+  Completion c(ctx, r);
+  auto e = c.start();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 503);
+  EXPECT_EQ(e->retry_after_s, 1);
+  EXPECT_TRUE(engine.streams[0]->cancelled);
+}
+
+TEST_F(CompletionTest, EngineErrorIs500OrAnErrorEvent) {
+  engine.tokens = {260};
+  engine.finish = FinishReason::kError;
+  engine.error = "device fault";
+  Completion c(ctx, request());
+  ASSERT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  CompletionResult r = c.run(conn);
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body["error"]["type"], "server_error");
+  CompletionRequest sr = request();
+  sr.stream = true;
+  Completion s(ctx, sr);
+  ASSERT_FALSE(s.start().has_value());
+  RecordingConnection sc;
+  s.stream(sc);
+  EXPECT_NE(sc.written.find("data: {\"error\":"), std::string::npos) << sc.written;
+  EXPECT_NE(sc.written.find("data: [DONE]"), std::string::npos);
+}
+
+TEST_F(CompletionTest, DisconnectCancels) {
+  engine.tokens = {260, 261};
+  Completion c(ctx, request());
+  ASSERT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  conn.is_gone = true;
+  CompletionResult r = c.run(conn);
+  EXPECT_TRUE(r.client_gone);
+  EXPECT_TRUE(engine.streams[0]->cancelled);
+}
+
+TEST_F(CompletionTest, SeedsPerChoiceAndRequestFields) {
+  engine.tokens = {260};
+  CompletionRequest r = request();
+  r.n = 3;
+  r.has_seed = true;
+  r.sampling.seed = 10;
+  r.ignore_eos = true;
+  Completion c(ctx, r);
+  ASSERT_FALSE(c.start().has_value());
+  ASSERT_EQ(engine.requests.size(), 3u);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(engine.requests[j].sampling.seed, 10u + j);
+    EXPECT_TRUE(engine.requests[j].has_seed);
+    EXPECT_TRUE(engine.requests[j].ignore_eos);
+    EXPECT_EQ(engine.requests[j].max_tokens, 100);
+  }
+}
+
+TEST_F(CompletionTest, LogprobsOffsetsAndEcho) {
+  engine.tokens = {260, byte_id(0xC3), byte_id(0xA9), 261};  // " upon", "é" in two, " a"
+  CompletionRequest r = request();
+  r.logprobs = 0;
+  r.echo = true;
+  Completion c(ctx, r);
+  ASSERT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  json body = c.run(conn).body;
+  const json& ch = body["choices"][0];
+  EXPECT_EQ(ch["text"], "Once upon\xC3\xA9 a");
+  EXPECT_EQ(ch["logprobs"]["tokens"],
+            json::parse(R"(["<s>"," Once"," upon","bytes:\\xc3","bytes:\\xa9"," a"])"));
+  EXPECT_EQ(ch["logprobs"]["text_offset"], json::parse("[0,0,4,9,9,11]"));
+  EXPECT_TRUE(ch["logprobs"]["token_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(ch["logprobs"]["token_logprobs"][1].get<double>(), -1.5);
+  // Echo without logprobs needs no prompt-logprobs event.
+  CompletionRequest e = request();
+  e.echo = true;
+  Completion c2(ctx, e);
+  ASSERT_FALSE(c2.start().has_value());
+  EXPECT_EQ(c2.run(conn).body["choices"][0]["text"], "Once upon\xC3\xA9 a");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 2);
+}
+
+}  // namespace
+}  // namespace flashserve
