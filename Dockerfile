@@ -44,7 +44,7 @@ COPY --from=build /out/runtime-packages.txt /usr/share/doc/flashserve/runtime-pa
 RUN apt-get update \
  && apt-get install -y --no-install-recommends $(cat /usr/share/doc/flashserve/runtime-packages.txt) \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
+ && useradd --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin flashserve
 COPY --from=build /out/bin/ /usr/local/bin/
 USER flashserve

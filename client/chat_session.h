@@ -67,7 +67,9 @@ class ChatSession {
  private:
   SessionOptions options_;
   std::vector<Turn> history_;
-  double bytes_per_token_ = 2.0;  // conservative start: 2 bytes per token (tok512 averages ~4)
+  // Start: 2 bytes per token (Llama's 32k vocabulary averages ~4 on English; tok512 ~1.9, which
+  // the first reply's usage corrects, and the server's 400 catches in between).
+  double bytes_per_token_ = 2.0;
 };
 
 }  // namespace flashserve::chat

@@ -1,4 +1,4 @@
-// line_reader: libedit's readline interface when FS_HAVE_LIBEDIT, else std::getline.
+// line_reader: libedit's readline interface when FS_HAVE_LIBEDIT, else plain read() of lines.
 #include "client/line_reader.h"
 
 #include <unistd.h>
@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 
 #ifdef FS_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -69,21 +68,30 @@ std::optional<std::string> read_line(const std::string& prompt) {
 void add_to_history(const std::string& line) { add_history(line.c_str()); }
 bool line_editing_available() { return true; }
 
-#else  // plain std::getline
+#else  // plain line input
 
+// read() on fd 0 rather than std::getline: a Ctrl-C (EINTR) must discard the line, while
+// std::cin would take it for end of input.
 std::optional<std::string> read_line(const std::string& prompt) {
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
   std::string s;
-  if (!std::getline(std::cin, s)) {
-    if (g_interrupted.exchange(false) && !std::cin.eof()) {
-      std::cin.clear();
+  for (;;) {
+    char c = 0;
+    ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n == 1) {
+      if (c == '\n') return s;
+      s += c;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      if (!g_interrupted.exchange(false)) continue;
       std::fputs("\n", stdout);
       return std::string();
     }
-    return std::nullopt;
+    if (s.empty()) return std::nullopt;  // end of input
+    return s;
   }
-  return s;
 }
 
 void add_to_history(const std::string&) {}

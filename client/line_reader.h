@@ -1,5 +1,5 @@
 // Reads the user's lines: with libedit (line editing, in-session history) when the build found
-// it, else std::getline. Ctrl-C while typing discards the line instead of quitting.
+// it, else plain line input. Ctrl-C while typing discards the line instead of quitting.
 #pragma once
 
 #include <atomic>

@@ -142,6 +142,11 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
   PreparedPrompt p = session.prepare(user);
   int dropped = p.dropped_turns;
   for (;;) {
+    if (interactive && dropped > 0) {  // said before the reply that it starts from less history
+      std::fprintf(stderr, "[dropped %d oldest turn%s to fit the context]\n", dropped,
+                   dropped == 1 ? "" : "s");
+      dropped = 0;
+    }
     nlohmann::json req = {{"prompt", p.prompt},
                           {"max_tokens", session.options().max_tokens},
                           {"temperature", session.options().temperature},
@@ -165,17 +170,12 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
     out.result = api.stream_completion(req, on_text, &g_interrupted);
     if (out.result.outcome == Outcome::kHttpError && out.result.status == 400 &&
         out.result.error_code == "context_length_exceeded" && session.drop_oldest()) {
-      ++dropped;
       p = session.prepare(user);
-      dropped += p.dropped_turns;
+      dropped = 1 + p.dropped_turns;
       continue;
     }
     if (out.result.prompt_tokens > 0) session.observe_usage(p.prompt.size(), out.result.prompt_tokens);
     break;
-  }
-  if (interactive && dropped > 0) {
-    std::fprintf(stderr, "[dropped %d oldest turn%s to fit the context]\n", dropped,
-                 dropped == 1 ? "" : "s");
   }
   return out;
 }
@@ -218,7 +218,6 @@ int main(int argc, char** argv) {
   auto base = parse_base_url(flags.url);
   if (!base) usage_error("--url must look like http://HOST:PORT, got '" + flags.url + "'");
   const bool interactive = !flags.has_prompt && isatty(STDIN_FILENO);
-  install_sigint();
 
   ApiClient api(*base, flags.api_key);
   ModelsResult models = api.models();
@@ -244,6 +243,7 @@ int main(int argc, char** argv) {
                  flags.session.max_tokens, models.max_model_len);
   }
   ChatSession session(flags.session);
+  install_sigint();  // from here Ctrl-C stops a reply (before it, it ends the program as usual)
 
   if (!interactive) {  // one message, one reply
     std::string text = flags.prompt;

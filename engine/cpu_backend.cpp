@@ -1,6 +1,6 @@
 // The CPU backend: plain fp32 loops over host memory. Weights are converted to f32 at load.
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
-// sequences; each output element is computed by the same code whatever the split, so results
+// ranges of query rows; each output element is computed by the same code whatever the split, so results
 // do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention.
 #include <algorithm>
 #include <cmath>
@@ -305,18 +305,35 @@ class CpuBackend final : public Backend {
     args.num_q_heads = int(q.numel() / (int64_t(b.num_tokens) * args.head_dim));
     args.scale = scale;
     check_same(out, q, "paged_attention");
-    // Sequences are independent: give each worker a contiguous range of them. cu_q_lens holds
-    // absolute rows, so a sub-range needs only shifted metadata pointers.
-    const int chunks = std::min(b.num_seqs, pool_.size());
+    // Work pieces of query rows, so one long prefill still uses every thread. Rows [r0, r1) of
+    // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): causal
+    // alignment carries over, and each row is computed exactly as in one call.
+    struct Piece {
+      int32_t cu[2], kv_len, seq;
+    };
+    const int32_t* cu = b.cu_q_lens.as<int32_t>();
+    const int32_t* kv = b.kv_lens.as<int32_t>();
+    const int max_rows = std::max(16, (b.num_tokens + pool_.size() - 1) / pool_.size());
+    std::vector<Piece> pieces;
+    for (int s = 0; s < b.num_seqs; ++s) {
+      const int q_len = cu[s + 1] - cu[s];
+      FS_CHECK(q_len >= 0 && kv[s] >= q_len, "sequence ", s, ": q_len ", q_len, " kv_len ", kv[s]);
+      for (int r0 = 0; r0 < q_len; r0 += max_rows) {
+        const int r1 = std::min(q_len, r0 + max_rows);
+        pieces.push_back(Piece{{cu[s] + r0, cu[s] + r1}, kv[s] - (q_len - r1), s});
+      }
+    }
+    const int chunks = std::min<int>(int(pieces.size()), pool_.size());
     pool_.run(chunks, [&](int c) {
-      const int s0 = b.num_seqs * c / chunks, s1 = b.num_seqs * (c + 1) / chunks;
-      PagedAttentionArgs a = args;
-      a.num_seqs = s1 - s0;
-      a.cu_q_lens = b.cu_q_lens.as<int32_t>() + s0;
-      a.kv_lens = b.kv_lens.as<int32_t>() + s0;
-      a.block_table = b.block_table.as<int32_t>() + int64_t(s0) * b.max_blocks_per_seq;
-      ref::paged_attention<float>(a, q.as<float>(), k_cache.as<float>(), v_cache.as<float>(),
-                                  out.as<float>(), nullptr);
+      for (size_t i = size_t(c); i < pieces.size(); i += size_t(chunks)) {  // round robin
+        PagedAttentionArgs a = args;
+        a.num_seqs = 1;
+        a.cu_q_lens = pieces[i].cu;
+        a.kv_lens = &pieces[i].kv_len;
+        a.block_table = b.block_table.as<int32_t>() + int64_t(pieces[i].seq) * b.max_blocks_per_seq;
+        ref::paged_attention<float>(a, q.as<float>(), k_cache.as<float>(), v_cache.as<float>(),
+                                    out.as<float>(), nullptr);
+      }
     });
   }
 

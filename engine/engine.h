@@ -37,7 +37,8 @@ enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 
 struct StreamEvent {
   enum class Kind { kToken, kPromptLogprobs, kFinished } kind = Kind::kToken;
-  SampledToken token;                        // kToken
+  SampledToken token;                        // kToken; an EOS token that ends the request is
+                                             // delivered too, just before kFinished/kStop
   std::vector<SampledToken> prompt_logprobs; // kPromptLogprobs: one per prompt token (the first
                                              // has no logprob: NaN)
   FinishReason finish = FinishReason::kNone; // kFinished
@@ -56,15 +57,16 @@ class RequestStream {
   virtual void cancel() = 0;
 };
 
+// A consistent snapshot, published by the engine thread at least once per step.
 struct EngineMetrics {
-  int num_running = 0;
-  int num_waiting = 0;
+  int num_running = 0;      // sequences admitted to the batch (prefilling or decoding)
+  int num_waiting = 0;      // submitted and not running: queued, or preempted awaiting resume
   int kv_blocks_used = 0;
   int kv_blocks_total = 0;
-  uint64_t num_preemptions = 0;
-  uint64_t prompt_tokens_total = 0;
-  uint64_t generation_tokens_total = 0;
-  uint64_t requests_finished_total = 0;
+  uint64_t num_preemptions = 0;          // recompute-preemptions so far
+  uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
+  uint64_t generation_tokens_total = 0;  // kToken events
+  uint64_t requests_finished_total = 0;  // kFinished events, whatever the reason
 };
 
 class Engine {
@@ -77,7 +79,11 @@ class Engine {
 
   // Queues a request. Returns nullptr when the waiting queue is full (back-pressure: the caller
   // answers 429/503 with Retry-After). Requests that can never fit the KV cache finish at once
-  // with kError.
+  // with kError (so do an empty prompt, token ids outside the vocabulary, max_tokens < 0 and a
+  // prompt that fills the context); after shutdown() or a fault the stream finishes at once with
+  // kAbort or kError. Generation stops at max_tokens or when prompt + generated tokens reach
+  // max_position_embeddings (kLength). Determinism: a request's tokens depend only on the
+  // request (with has_seed), never on what shares its batch or on preemption.
   virtual std::shared_ptr<RequestStream> submit(GenerationRequest request) = 0;
   virtual EngineMetrics metrics() const = 0;
   // Stops the engine thread after aborting every request (each stream gets kFinished/kAbort).

@@ -65,6 +65,12 @@ if ! podman image exists "$base"; then
 fi
 
 # ---- build the image (layers are cached in the work folder's storage) -----------------------
+# Each source change leaves the previous build stage behind as an unnamed image (~0.6 GB); past
+# 4 GB they are removed (the next build then also reinstalls the build packages).
+if [ "$(du -sm "$W/storage" | cut -f1)" -gt 4096 ]; then
+  log "pruning unnamed images"
+  podman image prune -f >/dev/null || true
+fi
 log "podman build (log: $W/build.log)"
 t0=$(date +%s)
 if ! podman build --format docker --pull=never --network host \
@@ -73,7 +79,7 @@ if ! podman build --format docker --pull=never --network host \
   tail -40 "$W/build.log"
   fail "podman build failed"
 fi
-log "built in $(( $(date +%s) - t0 )) s; $(grep -m1 'runtime packages:' "$W/build.log" || true)"
+log "built in $(( $(date +%s) - t0 )) s; $(grep -m1 '^runtime packages:' "$W/build.log" || true)"
 [ "$(podman image inspect -f '{{.Config.User}}' "$image")" = flashserve ] || fail "image does not run as a non-root user"
 
 # ---- run it on a free loopback port ---------------------------------------------------------

@@ -1,7 +1,10 @@
 // stories260K (a real trained llama2.c checkpoint) generates greedily from BOS + "Once upon a
-// time" exactly the 64 tokens that the independent numpy reference produced. How the expected
-// ids were made (exact command) is in data/stories260K_greedy.txt. Run with several block sizes
-// and thread counts, with the prompt prefilled whole or one token at a time.
+// time" exactly the 64 tokens that the independent numpy reference produced, stored in
+// data/stories260K_greedy.txt by (from the repo root):
+//   /usr/bin/python3 tools/llama_reference.py --model ../shared/models/stories260K/stories260K.bin
+//       --prompt-ids 1,403,407,261,378 --generate 64
+// (prompt ids: BOS=1 + `spm_encode --model=.../tok512.model --output_format=id` of the text).
+// Run with several block sizes and thread counts, the prompt prefilled whole or token by token.
 #include <gtest/gtest.h>
 
 #include <fstream>
