@@ -7,7 +7,8 @@ torch.nn.functional.scaled_dot_product_attention, once per SDPA backend that acc
 the timed region). Timing: CUDA events around a CUDA-graph replay when capture works (eager
 otherwise), median of >= 50 after warm-up. L2 as in the C++ bench: by default every timed run reads
 the next of N copies of K/V (N * copy >= 3 x L2); --l2 flush zeroes a 2 x L2 buffer before each
-run instead. Bytes counted as
+run instead; --hold queues the timed runs behind a spin kernel (torch.cuda._sleep) so no timed
+interval includes host launch gaps. Bytes counted as
 in the C++ bench: K + V the batch needs + Q + output. Prints JSON lines, one per backend plus a
 "torch_best" record per shape.
 """
@@ -31,12 +32,15 @@ MAX_REPEATED_KV_BYTES = 8e9    # repeat_interleave fallback only while the copy 
 MAX_MATH_KV_BYTES = 1e9        # the math backend materialises scores and repeats K/V
 
 
-def time_fn(fns, flush_buf, iters, warmup=5):
-    """fns: one callable per KV copy, called round-robin; flush_buf: zeroed before each run or None."""
+def time_fn(fns, flush_buf, iters, warmup=5, hold=False):
+    """fns: one callable per KV copy, called round-robin; flush_buf: zeroed before each run or None;
+    hold: queue every timed run behind a spin kernel (as the C++ bench's --hold)."""
     for i in range(warmup):
         fns[i % len(fns)]()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     stops = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    if hold:  # ~10 ms at 2 GHz: covers 50 Python-side enqueues of up to ~200 us (eager backends)
+        torch.cuda._sleep(20_000_000)
     for i in range(iters):
         if flush_buf is not None:
             flush_buf.zero_()
@@ -78,7 +82,9 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--l2", choices=["rotate", "flush"], default="rotate")
+    ap.add_argument("--hold", action="store_true", help="queue the timed runs behind a spin kernel")
     args = ap.parse_args()
+    hold = args.hold and args.l2 == "rotate" and hasattr(torch.cuda, "_sleep")  # as the C++ bench
     iters = max(50, args.iters)
     command = " ".join(["python3"] + sys.argv)
     dev = torch.cuda.current_device()
@@ -121,7 +127,7 @@ def main():
                                 kk, vv = ks, vs
                             runners = [make_runner(q, kc, vc, gqa, backend) for kc, vc in zip(kk, vv)]
                             graphed = all(r[1] for r in runners)
-                            p50, p10, p90 = time_fn([r[0] for r in runners], flush_buf, iters)
+                            p50, p10, p90 = time_fn([r[0] for r in runners], flush_buf, iters, hold=hold)
                         except Exception as e:  # backend rejects the shape / out of memory
                             print(f"{name} {gqa_mode} B={B} L={L} hq={hq} hkv={hkv} d={d}: "
                                   f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}",
@@ -132,6 +138,7 @@ def main():
                             torch.cuda.empty_cache()
                         rec = dict(bench="attention_decode", impl=name, gqa_mode=gqa_mode, graph=graphed,
                                    l2=("memset_flush" if args.l2 == "flush" else f"rotate_x{copies}"),
+                                   launch=("held" if hold else "stream"),
                                    B=B, kv_len=L, hq=hq, hkv=hkv, d=d, dtype="bf16", num_splits=None,
                                    time_us_p50=p50, time_us_p10=p10, time_us_p90=p90, iters=iters,
                                    bytes=nbytes, gb_s=nbytes / (p50 * 1e-6) / 1e9, gpu=gpu,

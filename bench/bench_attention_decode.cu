@@ -4,14 +4,17 @@
 // KV-cache copies, N * copy >= 3 x L2 ("rotate"); --l2 flush instead clears L2 with a memset before
 // each run (bench_util.cuh), which leaves L2 full of dirty lines whose write-back is charged to the
 // timed kernel (see docs/decode_attention.md). Also the device-to-device copy bandwidth in the
-// same run (the ceiling). One JSON line per record on stdout.
-// Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush]
+// same run (the ceiling), forced split counts and the plan under v2's tuning (min chunk 128) for
+// small batches. One JSON line per record on stdout.
+// --hold queues all timed runs behind a spin kernel (no host launch gaps inside a timed run).
+// Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush] [--hold]
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -49,9 +52,10 @@ std::string g_command, g_gpu;
 double g_copy_gb_s = 0;
 int g_iters = 50;
 bool g_flush = false;  // --l2 flush: memset flush instead of rotating KV copies
+bool g_hold = false;   // --hold: the GPU waits in a spin kernel while every timed run is enqueued
 size_t g_l2_bytes = 50u << 20;
 
-void emit(const char* impl, const Shape& s, int splits, int chunk, const bench::Stats& st, double bytes,
+void emit(const char* impl, const Shape& s, const DecodePlan& plan, const bench::Stats& st, double bytes,
           int copies) {
   const double gb_s = bytes / (st.p50 * 1e-6) / 1e9;
   bench::JsonLine()
@@ -64,13 +68,15 @@ void emit(const char* impl, const Shape& s, int splits, int chunk, const bench::
       .add("d", s.d)
       .add("dtype", "bf16")
       .add("block_size", 16)
-      .add("num_splits", splits)
-      .add("chunk_len", chunk)
+      .add("num_splits", plan.num_splits)
+      .add("chunk_len", plan.chunk_len)
+      .add("kv_heads_per_block", plan.kv_heads_per_block)
       .add("time_us_p50", st.p50)
       .add("time_us_p10", st.p10)
       .add("time_us_p90", st.p90)
       .add("iters", st.n)
       .add("l2", g_flush ? std::string("memset_flush") : "rotate_x" + std::to_string(copies))
+      .add("launch", g_hold ? "held" : "stream")
       .add("bytes", bytes)
       .add("gb_s", gb_s)
       .add("frac_of_copy_bw", g_copy_gb_s > 0 ? gb_s / g_copy_gb_s : 0.0)
@@ -78,7 +84,44 @@ void emit(const char* impl, const Shape& s, int splits, int chunk, const bench::
       .add("command", g_command)
       .print();
   std::fprintf(stderr, "%-18s B=%-4d L=%-6d hq=%-3d hkv=%-3d d=%-4d splits=%-3d %9.2f us %8.1f GB/s (%.2f of copy)\n",
-               impl, s.B, s.L, s.hq, s.hkv, s.d, splits, st.p50, gb_s, g_copy_gb_s > 0 ? gb_s / g_copy_gb_s : 0.0);
+               impl, s.B, s.L, s.hq, s.hkv, s.d, plan.num_splits, st.p50, gb_s, g_copy_gb_s > 0 ? gb_s / g_copy_gb_s : 0.0);
+}
+
+// Spins for `cycles` SM clocks: holds the stream while the host enqueues the timed runs.
+__global__ void hold_stream(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+// bench::time_runs, but with --hold every timed run is queued behind a ~2.5 ms spin kernel, so
+// the runs execute back to back as in a serving step (many layers enqueued ahead) and no timed
+// interval can include the host's launch latency when the GPU is faster than the host.
+std::vector<double> time_runs(const std::function<void()>& fn, cudaStream_t stream, int warmup, int iters) {
+  if (!g_hold || g_flush) return bench::time_runs(fn, stream, warmup, iters, g_flush);
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<cudaEvent_t> start(iters), stop(iters);
+  for (int i = 0; i < iters; ++i) {
+    CUDA_CHECK(cudaEventCreate(&start[i]));
+    CUDA_CHECK(cudaEventCreate(&stop[i]));
+  }
+  hold_stream<<<1, 1, 0, stream>>>(5000000);  // 2.5 ms at 2 GHz: >> iters x the host's enqueue time
+  CUDA_CHECK_LAUNCH();
+  for (int i = 0; i < iters; ++i) {
+    CUDA_CHECK(cudaEventRecord(start[i], stream));
+    fn();
+    CUDA_CHECK(cudaEventRecord(stop[i], stream));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> us(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
+    us[i] = double(ms) * 1e3;
+    CUDA_CHECK(cudaEventDestroy(start[i]));
+    CUDA_CHECK(cudaEventDestroy(stop[i]));
+  }
+  return us;
 }
 
 void measure_copy(cudaStream_t stream) {
@@ -105,8 +148,28 @@ void measure_copy(cudaStream_t stream) {
   CUDA_CHECK(cudaFree(b));
 }
 
-// forced_splits: 0 = plan_decode's choice; both are run on the same data.
-void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stream, int num_sms) {
+// One timed configuration of a shape: the plan's choice ("flashserve"), a forced split count
+// ("flashserve_forced") or the plan under other tuning, timed only where it plans differently from
+// the default: "flashserve_plan_v2" (v2's 128-key minimum chunk), "flashserve_unpaired" (head_dim
+// 64 with one kv head per block instead of pairs).
+struct Variant {
+  const char* impl;
+  int forced_splits = 0;       // > 0: plan_decode_fixed with this many splits
+  int min_chunk_len = 0;       // > 0: plan_attention_decode with this min_chunk_len
+  int kv_heads_per_block = 0;  // 1: plan_attention_decode with one kv head per block
+  bool tuned() const { return min_chunk_len > 0 || kv_heads_per_block > 0; }
+};
+
+DecodePlan make_plan(const Shape& s, const Variant& v, const std::vector<int32_t>& lens, int bs) {
+  if (v.forced_splits > 0) return plan_decode_fixed(s.L, v.forced_splits, bs);
+  DecodePlanConfig tuning;
+  if (v.min_chunk_len > 0) tuning.min_chunk_len = v.min_chunk_len;
+  tuning.kv_heads_per_block = v.kv_heads_per_block;
+  return cuda::plan_attention_decode(lens.data(), s.B, s.hq, s.hkv, s.d, bs, DType::kBF16, -1, tuning);
+}
+
+// All variants run on the same data.
+void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_t stream, int num_sms) {
   const int bs = 16;
   const int blocks_per_seq = (s.L + bs - 1) / bs;
   const size_t num_blocks = size_t(s.B) * blocks_per_seq;
@@ -147,9 +210,12 @@ void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stre
   a.scale = 1.f / std::sqrt(float(s.d));
   const double bytes = 2.0 * s.B * double(s.L) * s.hkv * s.d * 2 + 2.0 * q_elems * 2;
 
-  for (int f : forced) {
-    const DecodePlan plan = f > 0 ? plan_decode_fixed(s.L, f, bs)
-                                  : cuda::plan_attention_decode(h_lens.data(), s.B, s.hq, s.hkv, s.d, bs, DType::kBF16);
+  const DecodePlan default_plan = make_plan(s, Variant{"flashserve"}, h_lens, bs);
+  for (const Variant& var : variants) {
+    const DecodePlan plan = make_plan(s, var, h_lens, bs);
+    if (var.tuned() && plan.num_splits == default_plan.num_splits && plan.chunk_len == default_plan.chunk_len &&
+        plan.kv_heads_per_block == default_plan.kv_heads_per_block)
+      continue;  // same plan as the default: nothing to compare
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s.B, s.hq, s.d, plan);
     void* ws = nullptr;
     if (ws_bytes) CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
@@ -175,7 +241,7 @@ void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stre
       execs.clear();
     }
     int it = 0;
-    auto us = bench::time_runs(
+    auto us = time_runs(
         [&] {
           const int c = it++ % copies;
           if (!execs.empty())
@@ -183,9 +249,8 @@ void run_shape(const Shape& s, const std::vector<int>& forced, cudaStream_t stre
           else
             cuda::attention_decode(a, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
         },
-        stream, 5, g_iters, g_flush);
-    emit(f > 0 ? "flashserve_forced" : "flashserve", s, plan.num_splits, plan.chunk_len, bench::compute_stats(us),
-         bytes, copies);
+        stream, 5, g_iters);
+    emit(var.impl, s, plan, bench::compute_stats(us), bytes, copies);
     for (cudaGraphExec_t e : execs) CUDA_CHECK(cudaGraphExecDestroy(e));
     if (ws) CUDA_CHECK(cudaFree(ws));
   }
@@ -208,6 +273,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = std::max(50, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--l2") && i + 1 < argc) g_flush = !std::strcmp(argv[i + 1], "flush");
+    if (!std::strcmp(argv[i], "--hold")) g_hold = true;
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -230,7 +296,7 @@ int main(int argc, char** argv) {
   const std::vector<int> lens = quick ? std::vector<int>{2048} : std::vector<int>{512, 2048, 8192, 32768};
   struct Family {
     int hq, hkv, d;
-    bool forced_one;
+    bool forced_one;  // also time num_splits = 1 and, for B <= 8, a split-count sweep
   };
   const Family families[] = {{32, 8, 128, true}, {32, 8, 64, false}, {32, 32, 128, false}};
   for (const Family& f : families)
@@ -238,12 +304,15 @@ int main(int argc, char** argv) {
       for (int L : lens) {
         const Shape s{B, L, f.hq, f.hkv, f.d};
         if (4.0 * B * double(L) * f.hkv * f.d > kMaxKvBytes) continue;
-        std::vector<int> forced = {0};
-        if (f.forced_one) forced.push_back(1);
-        if (f.forced_one && B <= 8 && !quick)  // split-count sweep: data for tuning plan_decode
+        std::vector<Variant> variants = {{"flashserve"}};
+        if (B <= 8) variants.push_back({"flashserve_plan_v2", 0, 128});  // the v3 retune, side by side
+        if (B <= 8 && f.d == 64) variants.push_back({"flashserve_unpaired", 0, 0, 1});  // next step 4
+        if (f.forced_one) variants.push_back({"flashserve_forced", 1});
+        // Split-count sweep, data for tuning plan_decode: d128 GQA up to B = 8, d64 at B = 1.
+        if (!quick && ((f.forced_one && B <= 8) || (f.d == 64 && B == 1)))
           for (int n : {2, 4, 8, 16, 32, 64, 128})
-            if (L / n >= 64) forced.push_back(n);
-        run_shape(s, forced, stream, sms);
+            if (L / n >= 64) variants.push_back({"flashserve_forced", n});
+        run_shape(s, variants, stream, sms);
       }
   CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;

@@ -6,7 +6,7 @@ namespace flashserve::chat {
 
 std::optional<TemplateKind> parse_template_kind(const std::string& name) {
   if (name == "plain") return TemplateKind::kPlain;
-  if (name == "llama2") return TemplateKind::kLlama2;
+  if (name == "llama2" || name == "llama-2") return TemplateKind::kLlama2;
   if (name == "chatml") return TemplateKind::kChatml;
   if (name == "zephyr") return TemplateKind::kZephyr;
   return std::nullopt;

@@ -15,6 +15,31 @@ namespace flashserve::chat {
 
 std::atomic<bool> g_interrupted{false};
 
+namespace {
+// A key read after an unnoticed Ctrl-C: it ends the cancelled line and starts the next one.
+int g_pending_key = -1;
+}  // namespace
+
+int read_key() {
+  if (g_pending_key >= 0) {
+    int c = g_pending_key;
+    g_pending_key = -1;
+    return c;
+  }
+  for (;;) {
+    unsigned char c = 0;
+    ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    const bool interrupted = g_interrupted.exchange(false);
+    if (n == 1) {
+      if (!interrupted) return c;
+      g_pending_key = c;
+      return kKeyInterrupted;
+    }
+    if (interrupted) return kKeyInterrupted;
+    if (n == 0 || errno != EINTR) return EOF;
+  }
+}
+
 #ifdef FS_HAVE_LIBEDIT
 
 namespace {
@@ -24,17 +49,10 @@ bool g_line_cancelled = false;
 // libedit's character source. Our SIGINT handler is installed without SA_RESTART, so Ctrl-C
 // interrupts read(): we end the line there and read_line discards it.
 int getc_with_interrupt(FILE*) {
-  for (;;) {
-    unsigned char c = 0;
-    ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n == 1) return c;
-    if (n == 0) return EOF;
-    if (errno != EINTR) return EOF;
-    if (g_interrupted.exchange(false)) {
-      g_line_cancelled = true;
-      return '\n';
-    }
-  }
+  int c = read_key();
+  if (c != kKeyInterrupted) return c;
+  g_line_cancelled = true;
+  return '\n';
 }
 
 void init_once() {
@@ -77,20 +95,17 @@ std::optional<std::string> read_line(const std::string& prompt) {
   std::fflush(stdout);
   std::string s;
   for (;;) {
-    char c = 0;
-    ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n == 1) {
-      if (c == '\n') return s;
-      s += c;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) {
-      if (!g_interrupted.exchange(false)) continue;
+    int c = read_key();
+    if (c == kKeyInterrupted) {
       std::fputs("\n", stdout);
       return std::string();
     }
-    if (s.empty()) return std::nullopt;  // end of input
-    return s;
+    if (c == EOF) {
+      if (s.empty()) return std::nullopt;  // end of input
+      return s;
+    }
+    if (c == '\n') return s;
+    s += static_cast<char>(c);
   }
 }
 

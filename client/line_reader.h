@@ -17,4 +17,11 @@ std::optional<std::string> read_line(const std::string& prompt);
 void add_to_history(const std::string& line);
 bool line_editing_available();
 
+// One key from stdin, shared by both readers (exposed for tests): a byte (>= 0), kKeyInterrupted
+// when a Ctrl-C cancels the line being typed, or EOF. A Ctrl-C that did not interrupt a read()
+// (it came while a key was being handled) is noticed when the next key arrives; that key is
+// then returned by the following call, not lost.
+constexpr int kKeyInterrupted = -2;
+int read_key();
+
 }  // namespace flashserve::chat

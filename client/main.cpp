@@ -30,7 +30,7 @@ With stdin not a terminal (a pipe or file) or with --prompt, sends one message a
 
   --url URL          server base URL (default http://127.0.0.1:8000)
   --api-key KEY      API key sent as "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY)
-  --template NAME    prompt format: plain (default) | llama2 | chatml | zephyr
+  --template NAME    prompt format: plain (default) | llama2 (or llama-2) | chatml | zephyr
   --system TEXT      system prompt
   --temp X           sampling temperature 0..2 (default 0.8; 0 = greedy)
   --max N            the most tokens per reply (default 256)
@@ -64,6 +64,10 @@ Flags parse_flags(int argc, char** argv) {
     std::string arg = argv[i], value;
     if (arg == "--help" || arg == "-h") {
       std::fputs(kHelp, stdout);
+      std::fputs(line_editing_available()
+                     ? "\nLine editing and history (arrow keys): on (libedit).\n"
+                     : "\nLine editing: off (built without libedit): plain line input.\n",
+                 stdout);
       std::exit(kExitOk);
     }
     size_t eq = arg.find('=');

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "engine/tensor.h"
 #include "weights/model.h"
 
@@ -28,6 +29,8 @@ struct AttentionBatch {
   Tensor cu_q_lens;     // [num_seqs + 1] prefix sums of q_len
   Tensor kv_lens;       // [num_seqs] cached tokens including this step's
   Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
+  // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
+  const int32_t* host_kv_lens = nullptr;  // [num_seqs]
 };
 
 class Backend {
@@ -88,6 +91,30 @@ class Backend {
                         const Tensor& k,  // [num_tokens, num_kv_heads, head_dim]
                         const Tensor& v,  // [num_tokens, num_kv_heads, head_dim]
                         const Tensor& slot_mapping) = 0;  // [num_tokens] int32
+  // Fused ops of the forward (one kernel each on the GPU):
+  // x += delta; out = rms_norm(x) * weight (the residual add and the next block's norm).
+  virtual void add_rms_norm(Tensor out,            // [n, hidden_size]
+                            Tensor x,              // [n, hidden_size] residual, updated
+                            const Tensor& delta,   // [n, hidden_size]
+                            const Tensor& weight,  // [hidden_size]
+                            float eps) = 0;
+  // Splits the fused QKV projection, turns q and k by RoPE (as rope()), writes q to `q` and
+  // k, v to their cache slots (as write_kv()).
+  virtual void qkv_rope_write_kv(
+      Tensor q,                      // [num_tokens, num_q_heads, head_dim]
+      Tensor k_cache,                // [num_blocks, block_size, num_kv_heads, head_dim]
+      Tensor v_cache,                // [num_blocks, block_size, num_kv_heads, head_dim]
+      const Tensor& qkv,             // [num_tokens, (num_q_heads + 2 num_kv_heads) head_dim]
+      const Tensor& positions,       // [num_tokens] int32
+      const Tensor& inv_freq,        // [head_dim / 2] f32
+      const Tensor& slot_mapping) = 0;  // [num_tokens] int32
+  // out = silu(gate) * up with gate_up = [gate | up] per row (the fused gate/up projection).
+  virtual void swiglu_fused(Tensor out,                  // [n, intermediate_size]
+                            const Tensor& gate_up) = 0;  // [n, 2 * intermediate_size]
+  // ids[r] = argmax of logits row r, ties to the lowest id (the host sampler's greedy choice);
+  // -1 when the row holds a NaN.
+  virtual void argmax_rows(Tensor ids,               // [rows] int32
+                           const Tensor& logits) = 0;  // [rows, vocab] f32
   // Causal paged attention over the block table (kernels/paged_attention.h); K/V of this
   // step's tokens must already be written.
   virtual void paged_attention(
@@ -96,9 +123,39 @@ class Backend {
       const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const AttentionBatch& batch, float scale) = 0;
+
+  // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
+  // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see
+  // engine/decode_graphs.h) and asks here for the step's launch key. It is everything this
+  // backend decides from host data beyond the tensor shapes (the split-K decode plan, say); the
+  // call also sizes the backend's own workspaces for the step, so that nothing is allocated
+  // while recording. Returns false when this backend cannot replay the step.
+  virtual bool graph_launch_key(const AttentionBatch& batch, int num_q_heads, int num_kv_heads,
+                                int head_dim, uint64_t* key) {
+    return false;
+  }
+  // Bumped whenever the backend reallocates a workspace that a recorded graph may point at.
+  virtual uint64_t graph_epoch() const { return 0; }
+  // Between begin_capture() and end_capture() ops are recorded, not run (host copies and
+  // synchronize() are not allowed). end_capture() returns the replayable graph; abort_capture()
+  // ends a recording that failed half-way, dropping it.
+  virtual void begin_capture() { FS_THROW("backend ", name(), " cannot record graphs"); }
+  virtual std::shared_ptr<void> end_capture() { FS_THROW("backend ", name(), " cannot record graphs"); }
+  virtual void abort_capture() {}
+  virtual void replay(const std::shared_ptr<void>& graph) {
+    FS_THROW("backend ", name(), " cannot replay graphs");
+  }
 };
 
 // threads: worker threads for matmul and attention; 0 = hardware concurrency.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// The CUDA backend on `device` (engine/cuda_backend.cpp); throws flashserve::Error when built
+// without CUDA or when no device is present. Matmuls of up to gemv_max_rows rows go through the
+// skinny-matmul kernel instead of cuBLASLt (-1: the default, kernels/cuda_ops.h's kGemvDefaultRows; 0: always cuBLASLt,
+// the baseline the op benchmark compares against).
+std::unique_ptr<Backend> make_cuda_backend(int device, int gemv_max_rows = -1);
+// True when built with CUDA and at least one device is visible.
+bool cuda_backend_available();
 
 }  // namespace flashserve

@@ -272,6 +272,23 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = ap[i] + bp[i];
   }
 
+  void argmax_rows(Tensor ids, const Tensor& logits) override {
+    FS_CHECK(logits.dtype == DType::kF32 && ids.dtype == DType::kI32 && logits.ndim == 2 &&
+                 ids.numel() == logits.dim(0),
+             "argmax_rows: shapes");
+    const int64_t rows = logits.dim(0), cols = logits.dim(1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = logits.as<float>() + r * cols;
+      int32_t best = 0;
+      bool nan = false;
+      for (int64_t c = 0; c < cols; ++c) {
+        nan |= std::isnan(row[c]);
+        if (row[c] > row[best]) best = int32_t(c);  // ties keep the lowest id
+      }
+      ids.as<int32_t>()[r] = nan ? -1 : best;
+    }
+  }
+
   void gather_rows(Tensor out, const Tensor& x, const Tensor& row_ids) override {
     const int64_t rows = row_ids.numel(), width = out.numel() / std::max<int64_t>(rows, 1);
     const int64_t x_rows = x.numel() / std::max<int64_t>(width, 1);
@@ -293,6 +310,48 @@ class CpuBackend final : public Backend {
       std::memcpy(k_cache.as<float>() + slot * row, k.as<float>() + t * row, row * 4);
       std::memcpy(v_cache.as<float>() + slot * row, v.as<float>() + t * row, row * 4);
     }
+  }
+
+  void add_rms_norm(Tensor out, Tensor x, const Tensor& delta, const Tensor& weight,
+                    float eps) override {
+    add(x, x, delta);
+    rms_norm(out, x, weight, eps);
+  }
+
+  void qkv_rope_write_kv(Tensor q, Tensor k_cache, Tensor v_cache, const Tensor& qkv,
+                         const Tensor& positions, const Tensor& inv_freq,
+                         const Tensor& slot_mapping) override {
+    const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k_cache.dim(2);
+    const int64_t width = (hq + 2 * hkv) * d;
+    FS_CHECK(qkv.numel() == n * width && positions.numel() == n && slot_mapping.numel() == n,
+             "qkv_rope_write_kv: qkv has ", qkv.numel(), " elements, want ", n * width);
+    kv_tmp_.resize(size_t(2 * n * hkv * d));
+    float* kp = kv_tmp_.data();
+    float* vp = kp + n * hkv * d;
+    const float* src = qkv.as<float>();
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = src + t * width;
+      std::memcpy(q.as<float>() + t * hq * d, row, size_t(hq * d) * 4);
+      std::memcpy(kp + t * hkv * d, row + hq * d, size_t(hkv * d) * 4);
+      std::memcpy(vp + t * hkv * d, row + (hq + hkv) * d, size_t(hkv * d) * 4);
+    }
+    Tensor k(kp, DType::kF32, Device::kCpu, {n, hkv, d});
+    Tensor v(vp, DType::kF32, Device::kCpu, {n, hkv, d});
+    rope(q, k, positions, inv_freq);
+    write_kv(k_cache, v_cache, k, v, slot_mapping);
+  }
+
+  void swiglu_fused(Tensor out, const Tensor& gate_up) override {
+    const int64_t inter = out.dim(out.ndim - 1), n = out.numel() / std::max<int64_t>(inter, 1);
+    FS_CHECK(gate_up.numel() == 2 * n * inter, "swiglu_fused: gate_up has ", gate_up.numel(),
+             " elements, want ", 2 * n * inter);
+    const float* gu = gate_up.as<float>();
+    float* o = out.as<float>();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < inter; ++i) {
+        const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+        o[r * inter + i] = g / (1.f + std::exp(-g)) * u;
+      }
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -339,6 +398,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  std::vector<float> kv_tmp_;  // qkv_rope_write_kv: this step's k and v, split out
 };
 
 }  // namespace

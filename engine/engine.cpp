@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -42,7 +43,8 @@ class EngineImpl : public Engine {
  private:
   void loop();
   void admit(PendingRequest p);
-  void process_outputs(const SchedulerOutput& out, const std::vector<float>& logits);
+  void process_outputs(const SchedulerOutput& out, const StepBatch& batch,
+                       const std::vector<float>& logits, const std::vector<int32_t>& greedy_ids);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void finish_all(FinishReason reason, const std::string& error);
   void publish_metrics();
@@ -64,6 +66,8 @@ class EngineImpl : public Engine {
   std::unordered_map<uint64_t, ActiveRequest> active_;
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
+  uint64_t steps_ = 0;
+  double schedule_s_ = 0, forward_s_ = 0, sample_s_ = 0;  // EngineMetrics' step timings
 
   std::thread thread_;  // last: starts after everything above is built
 };
@@ -191,6 +195,10 @@ void EngineImpl::publish_metrics() {
   m.num_preemptions = scheduler_.num_preemptions();
   m.prompt_tokens_total = prompt_tokens_;
   m.generation_tokens_total = generation_tokens_;
+  m.steps_total = steps_;
+  m.schedule_seconds_total = schedule_s_;
+  m.forward_seconds_total = forward_s_;
+  m.sample_seconds_total = sample_s_;
   // Requests finished at submit() are counted there, under this same lock.
   m.requests_finished_total += finished_;
   finished_ = 0;
@@ -201,15 +209,28 @@ void EngineImpl::flush_events() {
   events_.clear();
 }
 
-void EngineImpl::process_outputs(const SchedulerOutput& out, const std::vector<float>& logits) {
+// Greedy decoding without penalties, bias or logprobs needs only the argmax of the row: the
+// runner computes it where the logits are (the GPU), and the row never travels to the host.
+bool argmax_is_enough(const SamplingParams& p) {
+  return p.temperature == 0.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f &&
+         p.repetition_penalty == 1.f && p.logit_bias.empty() && p.logprobs < 0;
+}
+
+void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& batch,
+                                 const std::vector<float>& logits,
+                                 const std::vector<int32_t>& greedy_ids) {
   const size_t vocab = static_cast<size_t>(vocab_size_);
-  size_t row = 0;
+  size_t row = 0, greedy_row = 0;
   std::vector<std::pair<uint64_t, FinishReason>> done;
   std::vector<std::pair<uint64_t, std::string>> errors;
-  for (const ScheduledChunk& c : out.chunks) {
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
     Sequence* seq = c.seq;
     ActiveRequest& a = active_.at(seq->id);
-    const int num_rows = c.logits == LogitsWanted::kAll ? c.num_tokens
+    const bool greedy = batch.chunks[i].greedy;
+    const int32_t greedy_id = greedy ? greedy_ids.at(greedy_row++) : -1;
+    const int num_rows = greedy ? 0
+                         : c.logits == LogitsWanted::kAll ? c.num_tokens
                          : c.logits == LogitsWanted::kLast ? 1 : 0;
     const float* rows = logits.data() + row * vocab;  // [num_rows, vocab_size]
     row += num_rows;
@@ -237,7 +258,8 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const std::vector<f
       a.prompt_counted = true;
       prompt_tokens_ += seq->num_prompt_tokens;
     }
-    if (num_rows == 0 || seq->num_computed < seq->num_tokens()) continue;  // mid-prompt chunk
+    if ((num_rows == 0 && !greedy) || seq->num_computed < seq->num_tokens())
+      continue;  // mid-prompt chunk
     if (seq->num_generated() >= seq->max_tokens) {  // max_tokens = 0 with prompt logprobs
       done.emplace_back(seq->id, FinishReason::kLength);
       continue;
@@ -251,7 +273,13 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const std::vector<f
     in.step = static_cast<uint64_t>(seq->num_generated());  // the same after a recompute
     SampledToken tok;
     try {
-      tok = sample_token(in, a.sampling);
+      if (greedy) {
+        FS_CHECK(greedy_id >= 0, "NaN logit reached the sampler");
+        tok.token = greedy_id;
+        tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
+      } else {
+        tok = sample_token(in, a.sampling);
+      }
       FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
                " outside vocab of ", vocab_size_);
     } catch (const std::exception& e) {  // this request's parameters or logits: fail it alone
@@ -274,12 +302,15 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const std::vector<f
   }
   FS_CHECK(row * vocab == logits.size(), "the model returned ", logits.size() / vocab,
            " logits rows, the batch asked for ", row);
+  FS_CHECK(greedy_row == greedy_ids.size(), "the model returned ", greedy_ids.size(),
+           " greedy ids, the batch asked for ", greedy_row);
   for (auto& [id, reason] : done) finish(id, reason);
   for (auto& [id, why] : errors) finish(id, FinishReason::kError, why);
 }
 
 void EngineImpl::loop() {
   std::vector<float> logits;
+  std::vector<int32_t> greedy_ids;
   std::string fault;
   for (;;) {
     std::deque<PendingRequest> incoming;
@@ -301,14 +332,30 @@ void EngineImpl::loop() {
       if (stop) break;
       for (uint64_t id : cancels) finish(id, FinishReason::kAbort);
       if (scheduler_.has_work()) {
+        using Clock = std::chrono::steady_clock;
+        const auto t0 = Clock::now();
         SchedulerOutput out = scheduler_.schedule();
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
+        StepBatch batch = out.to_step_batch();
+        for (size_t i = 0; i < batch.chunks.size(); ++i)
+          batch.chunks[i].greedy = batch.chunks[i].logits == LogitsWanted::kLast &&
+                                   argmax_is_enough(active_.at(out.chunks[i].seq->id).sampling);
+        const auto t1 = Clock::now();
         publish_metrics();
         flush_events();
+        const auto t2 = Clock::now();
         logits.clear();
-        runner_->step(out.to_step_batch(), &logits);
+        greedy_ids.clear();
+        runner_->step(batch, &logits, &greedy_ids);
+        const auto t3 = Clock::now();
         scheduler_.commit(out);
-        process_outputs(out, logits);
+        process_outputs(out, batch, logits, greedy_ids);
+        const auto t4 = Clock::now();
+        auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+        ++steps_;
+        schedule_s_ += sec(t0, t1);
+        forward_s_ += sec(t2, t3);
+        sample_s_ += sec(t3, t4);
       }
     } catch (const std::exception& e) {  // a backend fault (or a broken invariant)
       fault = str_cat("engine fault: ", e.what());

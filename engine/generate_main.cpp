@@ -25,18 +25,21 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashserve-generate [--model DIR|FILE] [--tokenizer PATH] [--prompt TEXT]\n"
     "         [--max-tokens N] [--temperature T] [--seed S] [--top-k K] [--top-p P]\n"
-    "         [--threads N]\n"
+    "         [--threads N] [--backend auto|cpu|cuda] [--enforce-eager]\n"
     "  --model       HF folder or llama2.c .bin (default ../shared/models/stories260K)\n"
     "  --tokenizer   SentencePiece .model (default: the one beside the model)\n"
     "  --prompt      text after BOS (default \"Once upon a time\")\n"
     "  --max-tokens  tokens to generate (default 256; stops early at EOS or the context end)\n"
     "  --temperature 0 = greedy (default 1)   --seed  random by default\n"
     "  --top-k       0 = off (default)        --top-p (0, 1], default 1\n"
-    "  --threads     CPU threads, 0 = all cores (default)\n";
+    "  --threads     CPU threads, 0 = all cores (default)\n"
+    "  --backend     auto (cuda when a GPU is present, else cpu; default), cpu or cuda\n"
+    "  --enforce-eager  cuda: run every step eagerly (no CUDA graphs)\n";
 
 struct Args {
-  std::string model, tokenizer, prompt = "Once upon a time";
+  std::string model, tokenizer, prompt = "Once upon a time", backend = "auto";
   long max_tokens = 256, top_k = 0, threads = 0;
+  bool enforce_eager = false;
   double temperature = 1.0, top_p = 1.0;
   unsigned long long seed = 0;
   bool has_seed = false;
@@ -73,6 +76,10 @@ Args parse_args(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
+    if (f == "--enforce-eager") {
+      a.enforce_eager = true;
+      continue;
+    }
     if (i + 1 >= argc) usage_error("missing value for " + f);
     const std::string v = argv[++i];
     if (f == "--model")
@@ -94,7 +101,10 @@ Args parse_args(int argc, char** argv) {
       if (a.top_p <= 0.0) usage_error("--top-p must be > 0");
     } else if (f == "--threads")
       a.threads = parse_long(f, v, 0, 1024);
-    else
+    else if (f == "--backend") {
+      if (v != "auto" && v != "cpu" && v != "cuda") usage_error("--backend must be auto, cpu or cuda");
+      a.backend = v;
+    } else
       usage_error("unknown flag " + f);
   }
   return a;
@@ -129,7 +139,9 @@ int run(const Args& a) {
   const int total = int(std::min<long>(long(tokens.size()) + a.max_tokens, max_len));
   ModelRunnerOptions o;
   o.threads = int(a.threads);
+  o.backend = a.backend;
   o.kv_cache_tokens = total;
+  if (a.enforce_eager) o.graph_max_batch = 0;
   auto runner = ModelRunner::create(*model, o);
   std::vector<int32_t> blocks;
   for (int b = 0; b < runner->num_kv_blocks(); ++b) blocks.push_back(b);

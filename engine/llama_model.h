@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/decode_graphs.h"
 #include "engine/kv_cache.h"
 #include "weights/model.h"
 
@@ -35,14 +36,42 @@ class LlamaModel {
  public:
   LlamaModel(Backend& backend, const LoadedModel& model);
   const ModelConfig& config() const { return config_; }
-  // Runs `step` (its K/V are written into `cache`) and copies the wanted logits to the host.
+  // Runs `step` (its K/V are written into `cache`) and copies the wanted rows' logits and/or
+  // their argmax (Backend::argmax_rows) to the host; either pointer may be null.
   void forward(const StepLayout& step, KvCache& cache,
-               float* logits);  // [num_logit_rows, vocab_size] host memory
+               float* logits,    // [num_logit_rows, vocab_size] host memory, or null
+               int32_t* argmax);  // [num_logit_rows] host memory, or null
+
+  // Pure decode steps of up to `max_batch` sequences are recorded once per shape bucket and
+  // replayed (engine/decode_graphs.h) when the backend can; 0 turns that off (every step eager).
+  void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
+  uint64_t graphs_recorded() const { return graphs_.captures(); }
 
  private:
-  struct Layer {
-    Buffer input_norm, wq, wk, wv, wo, post_norm, w_gate, w_up, w_down;
+  // The step's metadata on the device (one upload), as the ops take it.
+  struct StepTensors {
+    AttentionBatch attn;
+    Tensor tokens;      // [num_tokens] int32
+    Tensor logit_rows;  // [num_logit_rows] int32
   };
+  StepTensors upload_step(const StepLayout& step, KvCache& cache);
+  // Embedding .. lm_head for the uploaded step; logits land in ws_.logits [rows, vocab] f32,
+  // and with `argmax` their argmax in ws_.argmax [rows] int32.
+  void run_layers(const StepTensors& step, KvCache& cache, int64_t rows, bool argmax);
+  // Copies the first `wanted` of `rows` rows of ws_.argmax / ws_.logits where asked, then waits.
+  void copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax);
+  // The decode-step graph path; false when this step must run eagerly.
+  bool forward_graph(const StepLayout& step, KvCache& cache, float* logits, int32_t* argmax);
+
+  struct Layer {
+    Buffer input_norm;
+    Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
+    Buffer wo, post_norm;
+    Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
+    Buffer w_down;
+  };
+  // Loads the weights stacked along dim 0 as one (they must share dtype and row length).
+  Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
 
@@ -51,9 +80,14 @@ class LlamaModel {
   Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
   std::vector<Layer> layers_;
   struct Workspace {
-    Buffer tokens, positions, slots, cu_q_lens, kv_lens, block_table, logit_rows;
-    Buffer x, h, q, k, v, attn, gate, up, sel, logits;
+    Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows
+    Buffer x, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
   } ws_;
+  uint64_t ws_epoch_ = 0;           // bumped whenever a workspace buffer is reallocated
+  std::vector<int32_t> meta_host_;  // staging for the metadata upload
+  int graph_max_batch_ = 0;
+  StepLayout graph_layout_;  // the padded decode step
+  GraphCache graphs_;
 };
 
 }  // namespace flashserve

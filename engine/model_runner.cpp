@@ -27,12 +27,15 @@ class BackendModelRunner final : public ModelRunner {
     kv.head_dim = c.head_dim;
     int64_t tokens = o.kv_cache_tokens;
     if (tokens <= 0) {
-      // Room for 8 full-length sequences, capped by the backend's memory budget.
+      // GPU: the fraction of the memory left after weights and the backend's reserve. CPU:
+      // room for 8 full-length sequences, capped by the backend's memory budget.
+      FS_CHECK(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 1, "kv_memory_fraction ",
+               o.kv_memory_fraction, " must be in (0, 1]");
       const size_t per_token = kv.bytes_per_token(backend_->compute_dtype());
       const double budget = double(backend_->memory_available()) * o.kv_memory_fraction;
       const int64_t cap = int64_t(budget / double(per_token));
       const int64_t max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048;
-      tokens = std::min<int64_t>(max_len * 8, cap);
+      tokens = backend_->device() == Device::kCuda ? cap : std::min<int64_t>(max_len * 8, cap);
       FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (", per_token,
                " bytes per token)");
     }
@@ -41,25 +44,47 @@ class BackendModelRunner final : public ModelRunner {
              " tokens is too large");
     kv.num_blocks = int(blocks);
     cache_ = std::make_unique<KvCache>(*backend_, kv);
+    FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
+    if (backend_->device() == Device::kCuda) model_.set_graph_max_batch(o.graph_max_batch);
   }
 
   const ModelConfig& config() const override { return model_.config(); }
   std::string backend_name() const override { return backend_->name(); }
   int block_size() const override { return cache_->config().block_size; }
   int num_kv_blocks() const override { return cache_->config().num_blocks; }
+  uint64_t graphs_recorded() const override { return model_.graphs_recorded(); }
 
-  void step(const StepBatch& batch, std::vector<float>* logits) override {
+  void step(const StepBatch& batch, std::vector<float>* logits,
+            std::vector<int32_t>* greedy_ids) override {
     FS_CHECK(logits != nullptr, "step: logits must not be null");
     if (batch.chunks.empty()) return;
     build_layout(batch);
-    const size_t vocab = size_t(config().vocab_size);
-    const size_t old = logits->size();
-    logits->resize(old + layout_.logit_rows.size() * vocab);
-    try {
-      model_.forward(layout_, *cache_, logits->data() + old);
-    } catch (...) {
-      logits->resize(old);
-      throw;
+    const size_t vocab = size_t(config().vocab_size), rows = layout_.logit_rows.size();
+    const size_t greedy = size_t(std::count(row_greedy_.begin(), row_greedy_.end(), 1));
+    FS_CHECK(greedy == 0 || greedy_ids != nullptr, "step: greedy chunks need greedy_ids");
+    if (greedy == 0) {  // every row goes back whole, straight into the caller's vector
+      const size_t old = logits->size();
+      logits->resize(old + rows * vocab);
+      try {
+        model_.forward(layout_, *cache_, logits->data() + old, nullptr);
+      } catch (...) {
+        logits->resize(old);
+        throw;
+      }
+      return;
+    }
+    // Greedy rows come back as their argmax only; the rest (if any) as whole rows.
+    row_ids_.resize(rows);
+    row_logits_.resize(greedy < rows ? rows * vocab : 0);
+    model_.forward(layout_, *cache_, greedy < rows ? row_logits_.data() : nullptr,
+                   row_ids_.data());
+    for (size_t r = 0; r < rows; ++r) {
+      if (row_greedy_[r]) {
+        greedy_ids->push_back(row_ids_[r]);
+      } else {
+        logits->insert(logits->end(), row_logits_.begin() + r * vocab,
+                       row_logits_.begin() + (r + 1) * vocab);
+      }
     }
   }
 
@@ -75,6 +100,7 @@ class BackendModelRunner final : public ModelRunner {
     s.cu_q_lens.assign(1, 0);
     s.kv_lens.clear();
     s.logit_rows.clear();
+    row_greedy_.clear();
     for (size_t b = 0; b < batch.chunks.size(); ++b) {
       const SeqChunk& ch = batch.chunks[b];
       FS_CHECK(ch.num_tokens > 0 && ch.tokens != nullptr, "chunk ", b, " has no tokens");
@@ -99,9 +125,17 @@ class BackendModelRunner final : public ModelRunner {
         s.positions.push_back(pos);
         s.slot_mapping.push_back((*ch.block_table)[pos / bs] * bs + pos % bs);
       }
-      if (ch.logits == LogitsWanted::kLast) s.logit_rows.push_back(row0 + ch.num_tokens - 1);
+      FS_CHECK(!ch.greedy || ch.logits == LogitsWanted::kLast, "chunk ", b,
+               ": greedy needs LogitsWanted::kLast");
+      if (ch.logits == LogitsWanted::kLast) {
+        s.logit_rows.push_back(row0 + ch.num_tokens - 1);
+        row_greedy_.push_back(ch.greedy ? 1 : 0);
+      }
       if (ch.logits == LogitsWanted::kAll)
-        for (int i = 0; i < ch.num_tokens; ++i) s.logit_rows.push_back(row0 + i);
+        for (int i = 0; i < ch.num_tokens; ++i) {
+          s.logit_rows.push_back(row0 + i);
+          row_greedy_.push_back(0);
+        }
       s.cu_q_lens.push_back(int32_t(s.tokens.size()));
       s.kv_lens.push_back(kv_len);
       s.max_q_len = std::max(s.max_q_len, ch.num_tokens);
@@ -121,6 +155,9 @@ class BackendModelRunner final : public ModelRunner {
   LlamaModel model_;
   std::unique_ptr<KvCache> cache_;
   StepLayout layout_;  // reused across steps to keep its capacity
+  std::vector<char> row_greedy_;    // [logit rows] 1 where the row's chunk is greedy
+  std::vector<int32_t> row_ids_;    // [logit rows] argmax, for the greedy path
+  std::vector<float> row_logits_;   // [logit rows, vocab] whole rows, for a mixed step
 };
 
 }  // namespace
@@ -128,10 +165,10 @@ class BackendModelRunner final : public ModelRunner {
 std::unique_ptr<ModelRunner> ModelRunner::create(const LoadedModel& model,
                                                  const ModelRunnerOptions& options) {
   std::unique_ptr<Backend> backend;
-  if (options.backend == "cpu" || options.backend == "auto") {
+  if (options.backend == "cuda" || (options.backend == "auto" && cuda_backend_available())) {
+    backend = make_cuda_backend(0);
+  } else if (options.backend == "cpu" || options.backend == "auto") {
     backend = make_cpu_backend(options.threads);
-  } else if (options.backend == "cuda") {
-    FS_THROW("backend 'cuda' requested but flashserve was built without CUDA backend");
   } else {
     FS_THROW("unknown backend '", options.backend, "' (cpu, cuda or auto)");
   }

@@ -19,6 +19,9 @@ struct ModelRunnerOptions {
   int64_t kv_cache_tokens = 0;   // KV capacity in tokens; 0 = derive from kv_memory_fraction
   double kv_memory_fraction = 0.9;  // of free device memory (cuda) after weights; cpu: see impl
   int threads = 0;               // CPU backend worker threads; 0 = hardware concurrency
+  // CUDA: decode steps of up to this many sequences replay recorded CUDA graphs (padded to a
+  // bucket); 0 = every step runs eagerly (--enforce-eager). Ignored on the CPU.
+  int graph_max_batch = 256;
 };
 
 class ModelRunner {
@@ -32,11 +35,16 @@ class ModelRunner {
   virtual std::string backend_name() const = 0;
   virtual int block_size() const = 0;
   virtual int num_kv_blocks() const = 0;
+  virtual uint64_t graphs_recorded() const { return 0; }  // decode graphs recorded so far
 
   // Runs one step. Writes the chunks' K/V into their blocks, then appends to `logits` one row of
   // vocab_size floats per requested position, chunk by chunk in order (kLast: 1 row, kAll:
-  // num_tokens rows, kNone: none). Throws flashserve::Error on invalid input or backend faults.
-  virtual void step(const StepBatch& batch, std::vector<float>* logits) = 0;
+  // num_tokens rows, kNone: none), except for greedy chunks: for each of those, in order, it
+  // appends the row's argmax to `greedy_ids` (-1 when the row holds a NaN). Throws
+  // flashserve::Error on invalid input or backend faults.
+  virtual void step(const StepBatch& batch, std::vector<float>* logits,
+                    std::vector<int32_t>* greedy_ids) = 0;
+  void step(const StepBatch& batch, std::vector<float>* logits) { step(batch, logits, nullptr); }
 };
 
 }  // namespace flashserve

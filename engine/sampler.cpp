@@ -156,6 +156,12 @@ SampledToken sample_token(const SampleInput& in, const SamplingParams& p) {
   std::vector<float> work(raw.begin(), raw.end());
   apply_penalties(work, in.prompt, in.generated, p);
   const int32_t token = p.temperature == 0.f ? argmax(work) : draw(work, p, in.step);
+  if (p.logprobs < 0) {  // not asked for: skip the log-sum-exp over the vocabulary
+    SampledToken out;
+    out.token = token;
+    out.logprob = std::numeric_limits<float>::quiet_NaN();
+    return out;
+  }
   return token_logprobs(raw, token, p.logprobs);
 }
 

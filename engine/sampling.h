@@ -23,7 +23,8 @@ struct SamplingParams {
 
 struct SampledToken {
   int32_t token = -1;
-  float logprob = 0.f;  // log-softmax of the raw logits (before penalties/temperature), as OpenAI
+  float logprob = 0.f;  // log-softmax of the raw logits (before penalties/temperature), as OpenAI;
+                        // NaN when the request asked for no logprobs (params.logprobs < 0)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // when params.logprobs > 0
 };
 

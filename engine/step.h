@@ -17,6 +17,9 @@ struct SeqChunk {
   const std::vector<int32_t>* block_table = nullptr;  // KV blocks covering positions
                                                        // 0 .. num_cached + num_tokens - 1
   LogitsWanted logits = LogitsWanted::kLast;  // kAll: every position (prompt logprobs, echo)
+  // With kLast: the runner returns this row's argmax (greedy decoding: ties to the lowest id)
+  // instead of the row itself, so its logits never leave the device.
+  bool greedy = false;
 };
 
 struct StepBatch {

@@ -14,19 +14,27 @@ namespace flashserve {
 struct DecodePlan {
   int num_splits = 1;  // splits of the longest sequence; 1 means no merge kernel
   int chunk_len = 0;   // keys per split, a multiple of block_size and of tile_len
+  int kv_heads_per_block = 0;  // kv heads one partial block serves (the block count the split count
+                               // was planned for); 0 = the kernel's default. Set by
+                               // cuda::plan_attention_decode; plan_decode leaves it 0
 };
 
 // What the plan needs to know about the GPU and the kernel.
 struct DecodePlanConfig {
   int num_sms = 132;         // cudaDevAttrMultiProcessorCount
   int ctas_per_sm = 2;       // resident decode thread blocks per SM (occupancy of the partial kernel)
-  int min_chunk_len = 128;   // partials cost 2 * group * 4 B per head_dim element per split (fp32
-                            // write + read) vs 4 B per key and element of K/V: ~6% at 128 keys, G = 4;
-                            // below that they cost more than the parallelism gains (bench v1 sweep)
+  int min_chunk_len = 64;    // one tile. Partials cost 2 * group * 4 B per head_dim element per split
+                            // (fp32 write + read) vs 4 B per key and element of K/V: ~12% at 64 keys,
+                            // G = 4; only small, latency-bound batches split that finely, where the
+                            // merge's fixed cost matters, not its bytes (v3: 128 -> 64 once the merge
+                            // stopped paying per split; the bench times 128 alongside)
   int max_splits = 128;
   int tile_len = 64;         // keys per kernel tile: chunks are whole tiles
   double fill_fraction = 0.8;  // no split once the batch alone fills this fraction of the slots
   double eff_fraction = 0.85;  // take the fewest splits within this fraction of the best wave efficiency
+  int kv_heads_per_block = 0;  // cuda::plan_attention_decode only: 1 forces one kv head per partial
+                               // block at head_dim 64 (else heads pair when they can); plan_decode
+                               // ignores it (its num_kv_heads already counts blocks)
 };
 
 // Chooses the plan for a batch; kv_lens is a host array [num_seqs]. num_kv_heads counts thread

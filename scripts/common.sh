@@ -20,11 +20,17 @@ fs_install_packages() {
   apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 }
 
-# fs_build DIR [cmake args...]: configure (once) and build everything in DIR.
+# fs_build DIR [cmake args...] [-- targets...]: configure (once) and build DIR: everything, or
+# only the targets named after "--".
 fs_build() {
   local dir=$1; shift
-  cmake -S "$FS_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
-  cmake --build "$dir" -j"$(nproc)"
+  local args=() targets=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = "--" ]; then shift; targets=("$@"); break; fi
+    args+=("$1"); shift
+  done
+  cmake -S "$FS_ROOT" -B "$dir" -G Ninja "${args[@]}" >/dev/null
+  cmake --build "$dir" -j"$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 }
 
 # The default model: ../shared/models/stories260K beside the checkout, else models/stories260K

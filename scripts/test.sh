@@ -1,24 +1,80 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test: the release build (CUDA code compiled when nvcc exists;
-# `gpu` tests run on a GPU and report SKIPPED elsewhere), then an AddressSanitizer +
-# UndefinedBehaviorSanitizer build of the unit and CPU tests. Exit status 0 = all passed.
+# Builds everything and runs every test (the README's test command; .ci/run calls it):
+#  1. release build, every label (CUDA code compiled when nvcc exists; `gpu` tests run on a GPU
+#     and report SKIPPED elsewhere; `soak` is the CI-sized soak test);
+#  2. AddressSanitizer + UndefinedBehaviorSanitizer build: unit, cpu and server tests;
+#  3. ThreadSanitizer build: the engine thread and the server (handler threads, cancellation);
+#  4. libFuzzer (clang) build: each fuzz target for FS_FUZZ_SECONDS (default 30) on its seeds.
+# FS_TEST_STAGES picks stages (default "release asan tsan fuzz"). Prints each stage's time.
+# Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-command -v node >/dev/null || extra=(nodejs npm)
+extra=(clang libclang-rt-dev)
+command -v node >/dev/null || extra+=(nodejs npm)
 fs_install_packages "${extra[@]}"
 
-build="$FS_ROOT/build/release"
-asan="$FS_ROOT/build/asan"
+stages=${FS_TEST_STAGES:-release asan tsan fuzz}
+# Fault tests that need release-build throughput; the sanitizer stages skip them.
+slow_tests="FaultHttp.ClientThatNeverReadsItsStreamIsCancelled:FaultLoad.KvCacheExhaustion*"
 jobs=$(nproc)
+declare -A took
+stage() {  # stage NAME: true when NAME is selected; starts its clock
+  [[ " $stages " == *" $1 "* ]] || return 1
+  echo "== $1"
+  start=$SECONDS
+}
+done_stage() { took[$1]=$((SECONDS - start)); echo "== $1 took ${took[$1]} s"; }
 
-echo "== release build ($build)"
-fs_build "$build" -DCMAKE_BUILD_TYPE=Release
-echo "== tests: all labels"
-ctest --test-dir "$build" --output-on-failure -j"$jobs"
+if stage release; then
+  build="$FS_ROOT/build/release"
+  fs_build "$build" -DCMAKE_BUILD_TYPE=Release
+  ctest --test-dir "$build" --output-on-failure -j"$jobs"
+  done_stage release
+fi
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build ($asan)"
-fs_build "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
-  -DFLASHSERVE_SANITIZE=address,undefined -DFLASHSERVE_BUILD_BENCH=OFF
-echo "== sanitizer tests: unit and cpu"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$asan" --output-on-failure -j"$jobs" -L 'unit|cpu'
+if stage asan; then
+  asan="$FS_ROOT/build/asan"
+  fs_build "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+    -DFLASHSERVE_SANITIZE=address,undefined -DFLASHSERVE_BUILD_BENCH=OFF
+  # The server tests start build/asan/server/flashserve: the server itself runs instrumented.
+  # Left out: tests whose assertions need release speed or release memory (test_server_load's
+  # RSS bound meets ASan's quarantine; two fault tests wait for megabytes of tokens).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    GTEST_FILTER="-$slow_tests" ctest --test-dir "$asan" --output-on-failure -j"$jobs" \
+    -L 'unit|cpu|server' -E 'openai_node|test_server_load'
+
+  done_stage asan
+fi
+
+if stage tsan; then
+  tsan="$FS_ROOT/build/tsan"
+  # The server tests whose assertions need throughput (test_server_load, and two fault tests
+  # that wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
+  tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
+              test_server_errors test_server_disconnect test_fault_http test_fault_load)
+  fs_build "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+    -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF -- flashserve flashserve-generate \
+    "${tsan_tests[@]}"
+  regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+  # Uninstrumented Debian libraries (cpp-httplib, SentencePiece) are suppressed: see the file.
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 exitcode=66 suppressions=$FS_ROOT/tests/fault/tsan.supp" \
+    GTEST_FILTER="-$slow_tests" ctest --test-dir "$tsan" --output-on-failure -j"$jobs" -R "$regex"
+  done_stage tsan
+fi
+
+if stage fuzz; then
+  fuzz="$FS_ROOT/build/fuzz"
+  fuzzers=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_openai_request fuzz_stop_matcher
+           fuzz_detokenizer)
+  CC=clang CXX=clang++ fs_build "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+    -DFLASHSERVE_BUILD_BENCH=OFF -DFLASHSERVE_FUZZ=ON \
+    -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-30}" \
+    -DFLASHSERVE_SANITIZE=address,undefined,fuzzer-no-link -- "${fuzzers[@]}"
+  ctest --test-dir "$fuzz" --output-on-failure -j"$jobs" -L fuzz
+  done_stage fuzz
+fi
+
+for s in release asan tsan fuzz; do
+  [ -n "${took[$s]:-}" ] && echo "stage $s: ${took[$s]} s"
+done
+echo "all tests passed"

@@ -8,17 +8,19 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <string>
 
 #include <httplib.h>
 
 #include "server/completion.h"
+#include "server/constant_time.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -39,8 +41,15 @@ int find_socket_fd(const httplib::Request& req) {
     char* end = nullptr;
     long fd = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || fd < 0) continue;
-    struct stat st;
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    // Sockets only, told by the link name rather than fstat(fd): the scan must not touch fds that
+    // other threads own and may be closing (ThreadSanitizer flagged fstat vs closedir). The
+    // getpeername below only runs on sockets; one closed and reused meanwhile cannot carry our
+    // 4-tuple, which stays unique while our connection is open.
+    char link[64] = {0};
+    const std::string entry = std::string("/proc/self/fd/") + e->d_name;
+    if (readlink(entry.c_str(), link, sizeof link - 1) <= 0 || std::strncmp(link, "socket:", 7) != 0) {
+      continue;
+    }
     sockaddr_storage peer{}, local{};
     socklen_t plen = sizeof peer, llen = sizeof local;
     if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
@@ -91,17 +100,6 @@ class SocketConnection : public ClientConnection {
   int fd_;
   httplib::DataSink* sink_;
 };
-
-// Compares in time independent of where the first difference is (the key's length still shows).
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -202,6 +200,13 @@ struct HttpServer::Impl {
     if (threads <= 0) threads = 64;
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     svr.set_payload_max_length(options.max_body_bytes);
+    // httplib's default also sets SO_REUSEPORT, which lets a second server (or any process of the
+    // same user) bind our port and silently take part of the traffic. SO_REUSEADDR alone still
+    // allows a quick restart over TIME_WAIT connections. (tests/fault: BadFlagsAndTakenPort)
+    svr.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     svr.set_keep_alive_max_count(1000);
 
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

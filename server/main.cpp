@@ -25,6 +25,10 @@ using namespace flashserve;
 
 namespace {
 
+// A signal delivered to a thread that does not block it (see main). Lock-free, so async-safe.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
 struct Flags {
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -36,6 +40,7 @@ struct Flags {
   double kv_memory_fraction = ModelRunnerOptions{}.kv_memory_fraction;
   int64_t max_body_bytes = 4 << 20;
   int threads = 0, block_size = 16, http_threads = 0;
+  int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
 };
 
@@ -60,6 +65,9 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
   --max-queue N              waiting requests; beyond it requests get 503 + Retry-After (default 256)
   --max-body-bytes N         request body limit; larger bodies get 413 (default 4194304)
   --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8)
+  --cuda-graph-max-batch N   cuda: decode steps of up to N sequences replay CUDA graphs
+                             (default 256; 0 = off)
+  --enforce-eager            cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)
   --no-request-log           do not log one line per finished request
   --help                     this text
 )";
@@ -107,6 +115,9 @@ Flags parse_flags(int argc, char** argv) {
       {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 0)); }},
       {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1); }},
       {"--http-threads", [&](const std::string& v) { f.http_threads = int(to_int("--http-threads", v, 1)); }},
+      {"--cuda-graph-max-batch", [&](const std::string& v) {
+         f.cuda_graph_max_batch = int(to_int("--cuda-graph-max-batch", v, 0));
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
@@ -116,6 +127,10 @@ Flags parse_flags(int argc, char** argv) {
     }
     if (arg == "--no-request-log") {
       f.log_requests = false;
+      continue;
+    }
+    if (arg == "--enforce-eager") {
+      f.cuda_graph_max_batch = 0;
       continue;
     }
     size_t eq = arg.find('=');
@@ -151,11 +166,20 @@ std::string default_model_name(const std::string& path) {
 int main(int argc, char** argv) {
   Flags flags = parse_flags(argc, argv);
 
-  // Signals are taken by one watcher thread (sigtimedwait); every other thread blocks them.
+  // Signals are taken by one watcher thread (sigtimedwait); every thread started from here on
+  // blocks them. A thread started before main (ThreadSanitizer's, or a library's) does not, and
+  // the default action there would kill the process: the handler turns such a delivery into a
+  // flag the watcher reads.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  struct sigaction on_signal {};
+  on_signal.sa_handler = [](int sig) { g_signal.store(sig); };
+  sigemptyset(&on_signal.sa_mask);
+  on_signal.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &on_signal, nullptr);
+  sigaction(SIGTERM, &on_signal, nullptr);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
 
@@ -173,6 +197,7 @@ int main(int argc, char** argv) {
     ro.kv_cache_tokens = flags.kv_cache_tokens;
     ro.kv_memory_fraction = flags.kv_memory_fraction;
     ro.threads = flags.threads;
+    ro.graph_max_batch = flags.cuda_graph_max_batch;
     auto runner = ModelRunner::create(*model, ro);
     EngineOptions eo;
     eo.max_num_seqs = flags.max_num_seqs;
@@ -225,6 +250,7 @@ int main(int argc, char** argv) {
     const timespec tick{0, 100 * 1000 * 1000};
     while (!done.load()) {
       int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig <= 0) sig = g_signal.exchange(0);
       bool failed = engine->failed();
       if (sig <= 0 && !failed) continue;
       if (failed) {

@@ -92,6 +92,16 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
   add_metric(&out, "flashserve_engine_requests_finished_total", "counter",
              "Engine requests (choices) finished, for any reason.",
              std::to_string(e.requests_finished_total));
+  add_metric(&out, "flashserve_engine_steps_total", "counter", "Engine steps run.",
+             std::to_string(e.steps_total));
+  out += "# HELP flashserve_engine_step_seconds_total Engine-thread time by phase of its steps.\n"
+         "# TYPE flashserve_engine_step_seconds_total counter\n";
+  out += "flashserve_engine_step_seconds_total{phase=\"schedule\"} " +
+         fmt(e.schedule_seconds_total) + "\n";
+  out += "flashserve_engine_step_seconds_total{phase=\"forward\"} " +
+         fmt(e.forward_seconds_total) + "\n";
+  out += "flashserve_engine_step_seconds_total{phase=\"sample\"} " + fmt(e.sample_seconds_total) +
+         "\n";
   std::lock_guard<std::mutex> lock(mu_);
   add_metric(&out, "flashserve_client_disconnects_total", "counter",
              "Requests cancelled because the client disconnected.", std::to_string(disconnects_));

@@ -109,6 +109,17 @@ std::vector<int32_t> get_token_ids(const json& arr, const ServedModel& model) {
 void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& tokenizer,
                   CompletionRequest* r) {
   auto add_text = [&](const std::string& text) {
+    // Encoding costs microseconds per byte, so a prompt that can never fit is refused unread:
+    // each token stands for at most max_piece_bytes() bytes. The factor 4 leaves room for
+    // normalisation that shrinks text before encoding (e.g. collapsed whitespace).
+    const size_t max_bytes = kPromptBytesFactor * size_t(std::max(model.max_model_len, 1)) *
+                             std::max<size_t>(tokenizer.max_piece_bytes(), 1);
+    if (text.size() > max_bytes) {
+      throw bad_request("'prompt' is " + std::to_string(text.size()) + " bytes; no prompt over " +
+                            std::to_string(max_bytes) + " bytes can fit this model's context of " +
+                            std::to_string(model.max_model_len) + " tokens",
+                        "prompt", "context_length_exceeded");
+    }
     try {
       r->prompts.push_back(tokenizer.encode(text, /*add_bos=*/true));
     } catch (const Error&) {
@@ -128,6 +139,10 @@ void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& toke
   }
   if (p.empty()) throw bad_request("'prompt' must not be an empty list", "prompt");
   auto all = [&](auto pred) { return std::all_of(p.begin(), p.end(), pred); };
+  if (p.size() * static_cast<size_t>(r->n) > static_cast<size_t>(kMaxChoices) &&
+      (p[0].is_string() || p[0].is_array())) {  // checked before encoding any of them
+    throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");
+  }
   if (all([](const json& x) { return x.is_string(); })) {
     for (const auto& s : p) add_text(s.get<std::string>());
   } else if (all([](const json& x) { return x.is_number(); })) {
@@ -144,6 +159,10 @@ void parse_stop(const json& v, CompletionRequest* r) {
   auto add = [&](const json& s) {
     if (!s.is_string()) throw bad_request("'stop' must be a string or a list of strings", "stop");
     if (s.get<std::string>().empty()) throw bad_request("'stop' strings must not be empty", "stop");
+    if (s.get<std::string>().size() > kMaxStopBytes) {
+      throw bad_request("'stop' strings may be at most " + std::to_string(kMaxStopBytes) +
+                            " bytes long", "stop");
+    }
     r->stop.push_back(s.get<std::string>());
   };
   if (v.is_array()) {

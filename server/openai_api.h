@@ -56,7 +56,13 @@ struct CompletionRequest {
 
 constexpr int kMaxLogprobs = 5;
 constexpr int kMaxStops = 64;
+// Bytes per stop string. StopMatcher's work per token grows with the stops' total length
+// squared, so an unbounded stop would let one request burn a handler thread's CPU.
+constexpr size_t kMaxStopBytes = 256;
 constexpr int kMaxChoices = 128;   // prompts x n per request
+// A text prompt over kPromptBytesFactor x max_model_len x tokenizer.max_piece_bytes() bytes is
+// refused (context_length_exceeded) before it is encoded.
+constexpr size_t kPromptBytesFactor = 4;
 
 // Parses and validates a POST /v1/completions body. Text prompts are encoded with `tokenizer`
 // (BOS first). Every field of API.md is handled; any other field is a 400.

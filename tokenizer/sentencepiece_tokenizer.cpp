@@ -3,6 +3,7 @@
 // Decode and piece reject ids outside [0, vocab_size).
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -22,6 +23,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     const auto status = sp_.Load(path);
     if (!status.ok()) FS_THROW(path, ": not a SentencePiece model: ", status.ToString());
     if (sp_.GetPieceSize() <= 0) FS_THROW(path, ": SentencePiece model has no pieces");
+    for (int id = 0; id < sp_.GetPieceSize(); ++id)
+      max_piece_bytes_ = std::max(max_piece_bytes_, sp_.IdToPiece(id).size());
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
@@ -51,6 +54,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     return sp_.IdToPiece(id);
   }
 
+  size_t max_piece_bytes() const override { return max_piece_bytes_; }
   int vocab_size() const override { return sp_.GetPieceSize(); }
   int bos_id() const override { return sp_.bos_id(); }
   int eos_id() const override { return sp_.eos_id(); }
@@ -61,6 +65,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       FS_THROW("token id ", id, " is outside the vocabulary [0, ", sp_.GetPieceSize(), ")");
   }
   sentencepiece::SentencePieceProcessor sp_;
+  size_t max_piece_bytes_ = 1;
 };
 
 }  // namespace

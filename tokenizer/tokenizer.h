@@ -24,6 +24,10 @@ class Tokenizer {
   // BOS/EOS/control ids decode to nothing.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual std::string piece(int32_t id) const = 0;  // the raw piece, e.g. "▁Once" or "<0xE2>"
+  // Bytes of the longest piece as stored ("▁" counts 3, "<0xNN>" 6): no token stands for more
+  // text than this, so the API edge can refuse a prompt that can never fit the context before
+  // paying to encode it. The default suits SentencePiece's default 16-character pieces.
+  virtual size_t max_piece_bytes() const { return 64; }
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;

@@ -1,5 +1,5 @@
 // config.json parsing: required sizes, optional fields with the HF LlamaConfig defaults, llama3
-// rope_scaling, and eos_token_id given as an int or a list.
+// rope_scaling (or transformers 5's rope_parameters), and eos_token_id given as an int or a list.
 #include "weights/hf_config.h"
 
 #include <nlohmann/json.hpp>
@@ -46,11 +46,13 @@ void check_architecture(const json& j, const std::string& path) {
   FS_THROW(path, ": unknown architecture: no \"architectures\" and model_type is not \"llama\"");
 }
 
-RopeScaling read_rope_scaling(const json& j, const std::string& path) {
+// `key` names the object holding the scaling: "rope_scaling" (transformers < 5) or
+// "rope_parameters" (transformers >= 5, which keeps rope_theta in it too).
+RopeScaling read_rope_scaling(const json& j, const std::string& path, const char* key) {
   RopeScaling r;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
-  const json& s = j["rope_scaling"];
-  if (!s.is_object()) FS_THROW(path, ": \"rope_scaling\" must be an object or null");
+  if (!j.contains(key) || j[key].is_null()) return r;
+  const json& s = j[key];
+  if (!s.is_object()) FS_THROW(path, ": \"", key, "\" must be an object or null");
   std::string type;
   for (const char* key : {"rope_type", "type"})
     if (s.contains(key) && s[key].is_string()) {
@@ -59,7 +61,7 @@ RopeScaling read_rope_scaling(const json& j, const std::string& path) {
     }
   if (type == "default" || type.empty()) return r;
   if (type != "llama3") FS_THROW(path, ": unsupported rope_scaling type \"", type, "\"");
-  const std::string where = path + " rope_scaling";
+  const std::string where = path + " " + key;
   r.type = "llama3";
   r.factor = get_float(s, "factor", where, r.factor);
   r.low_freq_factor = get_float(s, "low_freq_factor", where, r.low_freq_factor);
@@ -102,7 +104,15 @@ ModelConfig read_hf_config(const std::string& path) {
   c.max_position_embeddings = get_int(j, "max_position_embeddings", path, &default_max_pos);
   c.rms_norm_eps = get_float(j, "rms_norm_eps", path, 1e-6f);
   c.rope_theta = get_float(j, "rope_theta", path, 10000.f);
-  c.rope_scaling = read_rope_scaling(j, path);
+  c.rope_scaling = read_rope_scaling(j, path, "rope_scaling");
+  // transformers >= 5 saves RoPE as "rope_parameters" {rope_theta, rope_type, factor, ...},
+  // often without the top-level keys; when present it is the source of truth.
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const json& rp = j["rope_parameters"];
+    if (!rp.is_object()) FS_THROW(path, ": \"rope_parameters\" must be an object or null");
+    c.rope_theta = get_float(rp, "rope_theta", path + " rope_parameters", c.rope_theta);
+    c.rope_scaling = read_rope_scaling(j, path, "rope_parameters");
+  }
   if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
     if (!j["tie_word_embeddings"].is_boolean())
       FS_THROW(path, ": \"tie_word_embeddings\" must be true or false");

@@ -82,10 +82,14 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
     p.lse_part = reinterpret_cast<float*>(static_cast<char*>(workspace) +
                                           o_part_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan.num_splits));
   }
+  const int pairable = detail::decode_heads_per_block(a.head_dim, a.num_q_heads, a.num_kv_heads);
+  const int heads_per_block = plan.kv_heads_per_block > 0 ? plan.kv_heads_per_block : pairable;
+  FS_CHECK(heads_per_block == 1 || heads_per_block == pairable, "attention_decode: ",
+           plan.kv_heads_per_block, " kv heads per block planned, but ", a.num_kv_heads,
+           " kv heads of group ", group, " at head_dim ", a.head_dim, " do not pair");
   const bool bf16 = dtype == DType::kBF16;
   if (a.head_dim == 64)
-    detail::launch_decode_partial_hdim64(
-        p, bf16, detail::decode_heads_per_block(a.head_dim, a.num_q_heads, a.num_kv_heads), a.num_seqs, stream);
+    detail::launch_decode_partial_hdim64(p, bf16, heads_per_block, a.num_seqs, stream);
   else
     detail::launch_decode_partial_hdim128(p, bf16, a.num_seqs, stream);
   if (plan.num_splits > 1)
@@ -94,19 +98,26 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
 }
 
 DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,
-                                 int head_dim, int block_size, DType dtype, int device) {
+                                 int head_dim, int block_size, DType dtype, int device,
+                                 const DecodePlanConfig& tuning) {
   FS_CHECK(head_dim == 64 || head_dim == 128, "plan_attention_decode: head_dim ", head_dim);
   FS_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0, "plan_attention_decode: ", num_q_heads,
            " q heads over ", num_kv_heads, " kv heads");
   if (device < 0) CUDA_CHECK(cudaGetDevice(&device));
   const bool bf16 = dtype == DType::kBF16;
-  const int heads_per_block = detail::decode_heads_per_block(head_dim, num_q_heads, num_kv_heads);
-  DecodePlanConfig config;
+  FS_CHECK(tuning.kv_heads_per_block >= 0 && tuning.kv_heads_per_block <= 1,
+           "plan_attention_decode: kv_heads_per_block ", tuning.kv_heads_per_block, " (0 or 1)");
+  const int heads_per_block = tuning.kv_heads_per_block == 1
+                                  ? 1
+                                  : detail::decode_heads_per_block(head_dim, num_q_heads, num_kv_heads);
+  DecodePlanConfig config = tuning;
   CUDA_CHECK(cudaDeviceGetAttribute(&config.num_sms, cudaDevAttrMultiProcessorCount, device));
   config.ctas_per_sm = head_dim == 64 ? detail::decode_partial_ctas_per_sm_hdim64(bf16, heads_per_block)
                                       : detail::decode_partial_ctas_per_sm_hdim128(bf16);
   FS_CHECK(config.ctas_per_sm > 0, "plan_attention_decode: the partial kernel does not fit an SM");
-  return plan_decode(kv_lens, num_seqs, num_kv_heads / heads_per_block, block_size, config);
+  DecodePlan plan = plan_decode(kv_lens, num_seqs, num_kv_heads / heads_per_block, block_size, config);
+  plan.kv_heads_per_block = heads_per_block;
+  return plan;
 }
 
 }  // namespace flashserve::cuda

@@ -1,5 +1,8 @@
-// Split-K decode merge kernel (KERNELS.md §4.2): one warp per (sequence, q head) row combines the
-// row's split states with the formula of kernels/attention_state.h; lane i owns head_dim/32 columns.
+// Split-K decode merge kernel (KERNELS.md §4.2): combines each (sequence, q head) row's split
+// states with the formula of kernels/attention_state.h. The loads of many splits are in flight at
+// once: a row is served by `groups` x head_dim/4 threads, thread (group, c) owns float4 column c of
+// splits group, group + groups, ... and issues kMergeUnroll of those loads before using any; the
+// groups' sums meet in shared memory. Rows with few splits share a 256-thread block.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -11,63 +14,120 @@
 namespace flashserve::cuda {
 namespace detail {
 
-constexpr int kMergeWarps = 4;
+constexpr int kMergeThreads = 256;
 constexpr int kMaxMergeSplits = 256;
+constexpr int kMergeUnroll = 8;  // loads in flight per thread and round
+
+// How the rows map onto a block: `groups` threads per float4 column of a row (a power of two,
+// the smallest with groups * kMergeUnroll >= num_splits, so <= 64 splits take one round of loads),
+// threads_per_row = groups * head_dim / 4 (at least a warp, at most the block), rows_per_block =
+// kMergeThreads / threads_per_row. Then threads_per_row >= num_splits and
+// rows_per_block * num_splits <= kMaxMergeSplits (the LSE staging buffer), both checked by the host.
+struct MergeShape {
+  int groups, threads_per_row, rows_per_block;
+};
+
+inline MergeShape merge_shape(int head_dim, int num_splits) {
+  const int cols = head_dim / 4;
+  int groups = 32 / cols > 1 ? 32 / cols : 1;  // a row is at least one warp (the LSE reduction)
+  while (groups * kMergeUnroll < num_splits && groups * cols < kMergeThreads) groups *= 2;
+  const int threads_per_row = groups * cols;
+  return {groups, threads_per_row, kMergeThreads / threads_per_row};
+}
 
 template <class T, int kHeadDim>
-__global__ void __launch_bounds__(kMergeWarps * 32)
+__global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const float* __restrict__ o_part,    // [num_rows, num_splits, head_dim]
                         const float* __restrict__ lse_part,  // [num_rows, num_splits]
-                        int num_rows, int num_splits,
+                        int num_rows, int num_splits, int groups, int rows_per_block,
                         T* __restrict__ out,     // [num_rows, head_dim]
                         float* __restrict__ lse) {  // [num_rows] or nullptr
-  constexpr int kVec = kHeadDim / 32;
-  static_assert(kVec == 2 || kVec == 4, "head_dim 64 or 128");
-  __shared__ float s_lse[kMergeWarps][kMaxMergeSplits];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int row = blockIdx.x * kMergeWarps + warp;
-  if (row >= num_rows) return;
+  constexpr int kCols = kHeadDim / 4;  // float4 columns of a row
+  static_assert(kCols == 16 || kCols == 32, "head_dim 64 or 128");
+  __shared__ float s_lse[kMaxMergeSplits];      // [rows_per_block, num_splits]
+  __shared__ float4 s_acc[kMergeThreads];       // each thread's partial sum over its splits
+  const int threads_per_row = groups * kCols;
+  const int local_row = threadIdx.x / threads_per_row, t = threadIdx.x % threads_per_row;
+  const int col = t % kCols, group = t / kCols, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * rows_per_block + local_row;
+  const bool live = row < num_rows;  // dead threads still take part in the barriers
+  // Partials are read with ld.global.cg (L2): they were written by the partial kernel, which may
+  // still have been running when this block started (programmatic dependent launch).
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched with programmatic stream serialisation: wait until the partial kernel has finished
   // and its writes are visible (a no-op when launched after anything else).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  float* my_lse = s_lse[warp];
-  for (int s = lane; s < num_splits; s += 32) my_lse[s] = lse_part[size_t(row) * num_splits + s];
-  __syncwarp();
-  const float total = merged_lse(num_splits, [&](int s) { return my_lse[s]; });
+  float* my_lse = s_lse + local_row * num_splits;
+  if (live)
+    for (int s = t; s < num_splits; s += threads_per_row) my_lse[s] = __ldcg(lse_part + size_t(row) * num_splits + s);
+  __syncthreads();
 
-  float acc[kVec] = {};
-  const float* o = o_part + size_t(row) * num_splits * kHeadDim + lane * kVec;
-  for (int s = 0; s < num_splits; ++s) {
-    const float w = merge_weight(my_lse[s], total);
-    if (w == 0.f) continue;  // empty split (lse -inf): its o was never written
-    if constexpr (kVec == 4) {
-      const float4 x = *reinterpret_cast<const float4*>(o + size_t(s) * kHeadDim);
-      acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
-    } else {
-      const float2 x = *reinterpret_cast<const float2*>(o + size_t(s) * kHeadDim);
-      acc[0] += w * x.x, acc[1] += w * x.y;
+  // The row's merged LSE, computed by every warp of the row (a warp never spans two rows): each
+  // lane merges a strided subset, then a butterfly of pairwise merges. Both operands of a pair
+  // merge are the same on the two lanes, so every lane ends with the bitwise-same total.
+  float total = -INFINITY;
+  if (live) {  // uniform over the warp
+    total = merged_lse((num_splits - lane + 31) / 32, [&](int i) { return my_lse[lane + 32 * i]; });
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, total, offset);
+      const float mine = total;
+      total = merged_lse(2, [&](int i) { return i == 0 ? mine : other; });
     }
   }
-  T* dst = out + size_t(row) * kHeadDim + lane * kVec;
-  if constexpr (kVec == 4) {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
-  } else {
-    *reinterpret_cast<uint32_t*>(dst) = pack2<T>(acc[0], acc[1]);
+
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live) {
+    const float* o = o_part + size_t(row) * num_splits * kHeadDim + col * 4;
+    for (int first = group; first < num_splits; first += groups * kMergeUnroll) {
+      float w[kMergeUnroll];
+      float4 x[kMergeUnroll];
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) {  // all loads issued before any is used
+        const int s = first + u * groups;
+        w[u] = s < num_splits ? merge_weight(my_lse[s], total) : 0.f;
+        x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (w[u] != 0.f)  // empty split (lse -inf): its o was never written, may hold NaN
+          x[u] = __ldcg(reinterpret_cast<const float4*>(o + size_t(s) * kHeadDim));
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) {
+        acc.x += w[u] * x[u].x;
+        acc.y += w[u] * x[u].y;
+        acc.z += w[u] * x[u].z;
+        acc.w += w[u] * x[u].w;
+      }
+    }
   }
-  if (lse != nullptr && lane == 0) lse[row] = total;
+  if (groups > 1) {  // uniform over the block
+    s_acc[threadIdx.x] = acc;
+    __syncthreads();
+    if (group == 0)
+      for (int g = 1; g < groups; ++g) {  // fixed order: repeated runs are bitwise identical
+        const float4 y = s_acc[threadIdx.x + g * kCols];
+        acc.x += y.x, acc.y += y.y, acc.z += y.z, acc.w += y.w;
+      }
+  }
+  if (!live || group != 0) return;
+  T* dst = out + size_t(row) * kHeadDim + col * 4;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(acc.x, acc.y), pack2<T>(acc.z, acc.w));
+  if (lse != nullptr && t == 0) lse[row] = total;
 }
 
 template <class T, int kHeadDim>
 void launch_merge(const float* o_part, const float* lse_part, int num_rows, int num_splits,
                   void* out, float* lse, cudaStream_t stream) {
+  const MergeShape shape = merge_shape(kHeadDim, num_splits);
+  FS_CHECK(shape.threads_per_row >= num_splits && shape.threads_per_row >= 32 &&
+               shape.rows_per_block * num_splits <= kMaxMergeSplits,
+           "decode merge: bad shape for ", num_splits, " splits");
   // Programmatic dependent launch: the merge grid is scheduled while the partial kernel's last
   // blocks run, hiding its launch latency (~2 us); correctness comes from griddepcontrol.wait.
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((num_rows + kMergeWarps - 1) / kMergeWarps);
-  config.blockDim = dim3(kMergeWarps * 32);
+  config.gridDim = dim3((num_rows + shape.rows_per_block - 1) / shape.rows_per_block);
+  config.blockDim = dim3(kMergeThreads);
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -76,7 +136,7 @@ void launch_merge(const float* o_part, const float* lse_part, int num_rows, int 
   config.attrs = attr;
   config.numAttrs = 1;
   CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T, kHeadDim>, o_part, lse_part, num_rows,
-                                num_splits, static_cast<T*>(out), lse));
+                                num_splits, shape.groups, shape.rows_per_block, static_cast<T*>(out), lse));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -15,6 +15,7 @@ TEST(ChatTemplate, Names) {
     ASSERT_TRUE(k) << n;
     EXPECT_EQ(template_name(*k), n);
   }
+  EXPECT_EQ(parse_template_kind("llama-2"), TemplateKind::kLlama2);  // the spelling
   EXPECT_FALSE(parse_template_kind("Plain"));
   EXPECT_FALSE(parse_template_kind(""));
   EXPECT_FALSE(parse_template_kind("llama3"));

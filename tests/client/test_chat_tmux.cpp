@@ -194,5 +194,29 @@ TEST_F(ChatTmux, ServerRejectionDropsTheOldestTurnAndRetries) {
   EXPECT_EQ(pane.exit_status(), 0);
 }
 
+// With libedit (the build found libedit-dev), the Up arrow recalls the previous line. Without it
+// the client reads plain lines and there is nothing to check: the test says so and skips.
+TEST_F(ChatTmux, UpArrowRecallsThePreviousLineWithLibedit) {
+  std::string help;
+  ASSERT_EQ(run_capture(chat_binary() + " --help", &help), 0);
+  if (help.find("history (arrow keys): on") == std::string::npos) {
+    GTEST_SKIP() << "flashserve-chat was built without libedit: no line editing to test";
+  }
+  TmuxPane pane(chat_command(server_.port(), "--temp 0 --max 20"));
+  ASSERT_TRUE(pane.wait_for_text("Type a message")) << pane.screen();
+  pane.type("/temp 0.25");
+  ASSERT_TRUE(pane.wait_for_text("[temperature 0.25]")) << pane.screen();
+  pane.type("/max 7");
+  ASSERT_TRUE(pane.wait_for_text("[max tokens 7]")) << pane.screen();
+  pane.key("Up");
+  pane.key("Up");  // two lines back: /temp 0.25
+  pane.key("Enter");
+  EXPECT_TRUE(pane.wait_for([](const std::string& s) {
+    return after(s, "[max tokens 7]").find("[temperature 0.25]") != std::string::npos;
+  })) << "Up Up Enter did not repeat /temp 0.25:\n" << pane.screen();
+  pane.type("/quit");
+  EXPECT_EQ(pane.exit_status(), 0) << pane.screen();
+}
+
 }  // namespace
 }  // namespace flashserve::testing

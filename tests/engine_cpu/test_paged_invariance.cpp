@@ -10,6 +10,7 @@
 // has to explain itself.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "engine/model_runner.h"
 #include "tests/engine_cpu/engine_cpu_util.h"
 
@@ -161,6 +162,55 @@ TEST_F(PagedInvariance, LogitsWantedSelectsRows) {
   EXPECT_LE(max_rel_diff(std::vector<float>(got.begin() + 1, got.end()),
                          std::vector<float>(all.end() - vocab, all.end())),
             kTol);
+}
+
+// Greedy chunks come back as the argmax of the row the same step would otherwise return, in a
+// batch that mixes greedy rows, whole rows (kLast and kAll) and kNone chunks; the whole rows are
+// unchanged by their greedy neighbours.
+TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
+  const int vocab = model_->config().vocab_size;
+  std::vector<float> plain, mixed;
+  std::vector<int32_t> ids;
+  const std::vector<int> lens = {5, 1, 9, 3, 7};
+  for (int pass = 0; pass < 2; ++pass) {
+    auto r = runner(16);
+    BlockPool pool(r->num_kv_blocks(), 3);
+    std::vector<TestSeq> seqs(lens.size());
+    StepBatch b;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      seqs[i].tokens = random_tokens(lens[i], vocab, uint32_t(50 + i));
+      const LogitsWanted want = i == 2 ? LogitsWanted::kAll
+                                : i == 3 ? LogitsWanted::kNone : LogitsWanted::kLast;
+      b.chunks.push_back(seqs[i].chunk(lens[i], 16, pool, want));
+      b.chunks.back().greedy = pass == 1 && (i == 0 || i == 4);
+    }
+    r->step(b, pass == 0 ? &plain : &mixed, pass == 0 ? nullptr : &ids);
+  }
+  // plain: rows of seq 0, 1, 2 (9 rows), 4; mixed: rows of seq 1 and 2; ids: seq 0 and 4.
+  auto row = [&](const std::vector<float>& v, int r) {
+    return std::vector<float>(v.begin() + size_t(r) * vocab, v.begin() + size_t(r + 1) * vocab);
+  };
+  auto argmax = [](const std::vector<float>& v) {
+    return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+  ASSERT_EQ(plain.size(), size_t(12) * vocab);
+  ASSERT_EQ(mixed.size(), size_t(10) * vocab);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], argmax(row(plain, 0)));
+  EXPECT_EQ(ids[1], argmax(row(plain, 11)));
+  for (int r = 0; r < 10; ++r) EXPECT_EQ(row(mixed, r), row(plain, r + 1)) << r;
+  // A greedy chunk without a place for its id, or with kAll, is refused.
+  auto r = runner(16);
+  BlockPool pool(r->num_kv_blocks(), 4);
+  TestSeq seq;
+  seq.tokens = {1, 2, 3};
+  StepBatch b;
+  b.chunks.push_back(seq.chunk(3, 16, pool, LogitsWanted::kAll));
+  b.chunks.back().greedy = true;
+  std::vector<float> l;
+  EXPECT_THROW(r->step(b, &l, &ids), Error);
+  b.chunks.back().logits = LogitsWanted::kLast;
+  EXPECT_THROW(r->step(b, &l, nullptr), Error);
 }
 
 }  // namespace

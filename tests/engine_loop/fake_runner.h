@@ -4,6 +4,7 @@
 // also hold steps at a gate, throw on a chosen step, and checks that no block is shared.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -42,7 +43,8 @@ class FakeRunner : public ModelRunner {
     }
   }
 
-  void step(const StepBatch& batch, std::vector<float>* logits) override {
+  void step(const StepBatch& batch, std::vector<float>* logits,
+            std::vector<int32_t>* greedy_ids) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       in_step_ = true;
@@ -67,9 +69,15 @@ class FakeRunner : public ModelRunner {
       for (int pos = first; pos < end; ++pos) {
         std::vector<int32_t> prefix;
         for (int p = 0; p <= pos; ++p) prefix.push_back(kv_[slot(table, p)]);
-        size_t at = logits->size();
-        logits->resize(at + config_.vocab_size);
-        logits_after(prefix, config_.vocab_size, logits->data() + at);
+        std::vector<float> row(size_t(config_.vocab_size));
+        logits_after(prefix, config_.vocab_size, row.data());
+        if (c.greedy) {  // as a device argmax: ties to the lowest id
+          FS_CHECK(greedy_ids != nullptr && c.logits == LogitsWanted::kLast, "bad greedy chunk");
+          greedy_ids->push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+          ++greedy_rows_;
+        } else {
+          logits->insert(logits->end(), row.begin(), row.end());
+        }
       }
       max_batch_ = std::max<int>(max_batch_, int(batch.chunks.size()));
     }
@@ -91,6 +99,7 @@ class FakeRunner : public ModelRunner {
   }
   int steps() const { return steps_.load(); }
   int max_batch() const { return max_batch_.load(); }
+  int greedy_rows() const { return greedy_rows_.load(); }  // rows answered by argmax
   void throw_on_step(int n) { throw_on_step_ = n; }
 
  private:
@@ -103,7 +112,7 @@ class FakeRunner : public ModelRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   bool gate_closed_ = false, in_step_ = false;
-  std::atomic<int> steps_{0}, max_batch_{0}, throw_on_step_{-1};
+  std::atomic<int> steps_{0}, max_batch_{0}, throw_on_step_{-1}, greedy_rows_{0};
 };
 
 }  // namespace flashserve

@@ -64,6 +64,7 @@ void check_batch_invariance(int num_blocks, EngineOptions opts, bool expect_pree
     EXPECT_EQ(c.tokens, alone[i]) << "request " << i << " changed with batch composition";
   }
   EngineMetrics m = h.engine->metrics();
+  EXPECT_GT(h.runner->greedy_rows(), 0) << "greedy requests did not take the argmax path";
   EXPECT_GT(h.runner->max_batch(), expect_preemption ? 1 : 4) << "requests did not share steps";
   EXPECT_EQ(m.kv_blocks_used, 0);
   EXPECT_EQ(m.num_running, 0);
@@ -73,6 +74,26 @@ void check_batch_invariance(int num_blocks, EngineOptions opts, bool expect_pree
     EXPECT_GT(m.num_preemptions, 0u);
   } else {
     EXPECT_EQ(m.num_preemptions, 0u);
+  }
+}
+
+// A greedy request without logprobs is answered by the runner's argmax, one with logprobs by the
+// host sampler over the whole row: the same tokens either way.
+TEST(EngineFake, ArgmaxPathEqualsHostGreedy) {
+  std::mt19937 rng(3);
+  for (int i = 0; i < 4; ++i) {
+    auto r = make_request(random_prompt(rng, 3 + i * 17), 30, 0.f, 1);
+    r.ignore_eos = true;
+    std::vector<int32_t> tokens[2];
+    for (int with_logprobs = 0; with_logprobs < 2; ++with_logprobs) {
+      r.sampling.logprobs = with_logprobs ? 0 : -1;
+      Harness h(64, 16);
+      Collected c = collect(*h.engine->submit(r));
+      ASSERT_EQ(c.finish, FinishReason::kLength) << c.error;
+      tokens[with_logprobs] = c.tokens;
+      EXPECT_EQ(h.runner->greedy_rows() > 0, !with_logprobs);
+    }
+    EXPECT_EQ(tokens[0], tokens[1]) << "prompt " << i;
   }
 }
 

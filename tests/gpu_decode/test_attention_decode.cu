@@ -55,6 +55,7 @@ struct Case {
   float q_scale = 1.f;               // 20x gives logits in the tens (peaked softmax)
   bool tied_keys = false;            // every 7th key repeats key 0 (ties in the max)
   bool want_lse = true;
+  int kv_heads_per_block = 0;  // 1: force one kv head per block (head_dim 64 pairs by default)
   uint32_t seed = 1;
   std::string name() const {
     return str_cat(dtype_name(dtype), " d", head_dim, " bs", block_size, " hq", num_q_heads, " hkv",
@@ -137,9 +138,21 @@ Problem build(const Case& c) {
 
 DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
   const int max_len = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
-  if (forced_splits > 0) return plan_decode_fixed(max_len, forced_splits, c.block_size);
-  return cuda::plan_attention_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_q_heads, c.num_kv_heads,
-                                     c.head_dim, c.block_size, c.dtype);
+  if (forced_splits > 0) {
+    DecodePlan plan = plan_decode_fixed(max_len, forced_splits, c.block_size);
+    plan.kv_heads_per_block = c.kv_heads_per_block;
+    return plan;
+  }
+  DecodePlanConfig tuning;
+  tuning.kv_heads_per_block = c.kv_heads_per_block;
+  const DecodePlan plan = cuda::plan_attention_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_q_heads,
+                                                      c.num_kv_heads, c.head_dim, c.block_size, c.dtype, -1, tuning);
+  EXPECT_EQ(plan.kv_heads_per_block,
+            c.kv_heads_per_block == 1 || c.head_dim == 128 || c.num_kv_heads % 2 != 0 ||
+                    2 * c.num_q_heads / c.num_kv_heads > 16
+                ? 1
+                : 2);
+  return plan;
 }
 
 struct Result {
@@ -318,6 +331,43 @@ TEST(AttentionDecode, HeadDim64PairedHeads) {
     }
 }
 
+// One sequence split as finely as the plan and the merge allow (one-tile chunks, up to 256 splits,
+// several rounds of merge loads per thread), for head_dim 128 and paired head_dim 64.
+TEST(AttentionDecode, SingleSequenceManySplits) {
+  for (int d : {64, 128}) {
+    Case c;
+    c.head_dim = d;
+    c.num_q_heads = 32;
+    c.num_kv_heads = 8;
+    c.kv_lens = {8192};
+    c.splits = {0, 32, 128, 256};  // 256: chunks of one tile (8192 / 256 rounds up to 64): 128 empty
+    c.seed = 30 + d;
+    run_case(c);
+    c.kv_lens = {2048};
+    c.splits = {0, 17};
+    c.seed = 40 + d;
+    run_case(c);
+  }
+}
+
+// head_dim 64 with an even kv-head count but one head per block, as the plan may choose for small
+// batches (plan.kv_heads_per_block = 1): planned and forced split counts, several groups.
+TEST(AttentionDecode, HeadDim64UnpairedByPlan) {
+  for (int group : {1, 4, 8})
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = 64;
+      c.num_kv_heads = 4;
+      c.num_q_heads = 4 * group;
+      c.kv_lens = {3000, 200, 1};
+      c.splits = {0, 1, 7, 64};
+      c.kv_heads_per_block = 1;
+      c.seed = 50 + group;
+      run_case(c);
+    }
+}
+
 // Small enough for compute-sanitizer (memcheck / racecheck / synccheck): both head dims, both
 // paths (one split writes the output, several go through the merge), a ragged last tile.
 TEST(AttentionDecode, SmallForSanitizer) {
@@ -367,24 +417,41 @@ TEST(AttentionDecode, RejectsUnsupportedArguments) {
   EXPECT_THROW(call(bad, DType::kBF16, plan, 0), Error);
   EXPECT_THROW(call(a, DType::kF32, plan, 0), Error);
   EXPECT_THROW(call(a, DType::kBF16, plan_decode_fixed(10, 4, 16), 16), Error);  // workspace too small
+  DecodePlan paired = plan;
+  paired.kv_heads_per_block = 2;  // head_dim 128 never pairs
+  EXPECT_THROW(call(a, DType::kBF16, paired, 0), Error);
+  bad = a;
+  bad.head_dim = 64;
+  bad.num_q_heads = 3;  // 3 kv heads of group 1: odd, cannot pair
+  bad.num_kv_heads = 3;
+  EXPECT_THROW(call(bad, DType::kBF16, paired, 0), Error);
+  paired.kv_heads_per_block = 3;
+  EXPECT_THROW(call(a, DType::kBF16, paired, 0), Error);
 }
 
 // ---- merge kernel alone ------------------------------------------------------------------
 
+// Split counts hit every thread layout of the merge (1, 2, 4, 8 ... groups of threads per column,
+// several rows per block or one), rounds of 8 loads that are full, partial or past the row's end,
+// and rows that do not fill their block (1 and 37 rows). Row kinds: all finite; some -inf; all
+// -inf; huge offsets; only the last split non-empty; only one split in the middle non-empty.
+// Empty states hold NaN in o, which must never be read.
 TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
   std::mt19937 rng(99);
   std::normal_distribution<float> nd(0.5f, 1.f);
   std::uniform_real_distribution<float> ud(-60.f, 60.f);
   for (DType dt : {DType::kBF16, DType::kF16})
     for (int d : {64, 128})
-      for (int splits : {1, 2, 5, 33, 128, 256}) {
-        const int rows = 37;
+      for (int splits : {1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 65, 128, 129, 200, 256})
+        for (int rows : {1, 37}) {
         std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
         for (int r = 0; r < rows; ++r)
           for (int s = 0; s < splits; ++s) {
             const size_t i = size_t(r) * splits + s;
-            const int kind = r % 4;  // 0: all finite; 1: some -inf; 2: all -inf; 3: huge offsets
-            const bool empty = kind == 2 || (kind == 1 && s % 3 == 1) || (kind == 3 && s == 0 && splits > 1);
+            const int kind = (r + splits) % 6;
+            bool empty = kind == 2 || (kind == 1 && s % 3 == 1) || (kind == 3 && s == 0 && splits > 1);
+            if (kind == 4) empty = s != splits - 1;
+            if (kind == 5) empty = s != (r * 7) % splits;
             lse[i] = empty ? -INFINITY : (kind == 3 ? 900.f + ud(rng) : ud(rng));
             for (int e = 0; e < d; ++e)
               o[i * d + e] = empty ? std::numeric_limits<float>::quiet_NaN() : nd(rng);  // never read
@@ -397,7 +464,7 @@ TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<uint16_t> out = d_out.download();
         const std::vector<float> lse_out = d_lse_out.download();
-        const std::string what = str_cat(dtype_name(dt), " d", d, " splits ", splits);
+        const std::string what = str_cat(dtype_name(dt), " d", d, " splits ", splits, " rows ", rows);
         for (int r = 0; r < rows; ++r) {
           double mx = -INFINITY;
           for (int s = 0; s < splits; ++s) mx = std::max(mx, double(lse[size_t(r) * splits + s]));
@@ -422,10 +489,33 @@ TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
             }
             const double got = from_bits(dt, out[size_t(r) * d + e]);
             ASSERT_TRUE(std::isfinite(got)) << what << " row " << r;
-            EXPECT_NEAR(got, want, test::merge_max_abs_frac(dt) * max_abs) << what << " row " << r << " col " << e;
+            if (std::isinf(total)) {
+              EXPECT_EQ(got, 0.0) << what << " row " << r << ": an all-empty row must be exactly 0";
+            } else {
+              EXPECT_NEAR(got, want, test::merge_max_abs_frac(dt) * max_abs) << what << " row " << r << " col " << e;
+            }
           }
         }
-      }
+        if (HasFailure()) return;  // one report per broken configuration is enough
+        }
+}
+
+// The merge is deterministic: a fixed summation order over splits and thread groups.
+TEST(AttentionDecodeMerge, RepeatedRunsAreBitwiseIdentical) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.5f, 1.f);
+  for (int splits : {7, 100}) {
+    const int rows = 9, d = 128;
+    std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
+    for (float& x : o) x = nd(rng);
+    for (float& x : lse) x = 10.f * nd(rng);
+    DeviceBuffer<float> d_o(o), d_lse(lse), d_lse_out(rows);
+    DeviceBuffer<uint16_t> a(size_t(rows) * d), b(size_t(rows) * d);
+    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, a.ptr, d_lse_out.ptr, DType::kBF16, nullptr);
+    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, b.ptr, nullptr, DType::kBF16, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(a.download(), b.download()) << "splits " << splits;
+  }
 }
 
 }  // namespace

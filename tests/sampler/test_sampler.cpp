@@ -159,6 +159,10 @@ TEST(Sampler, PenaltiesAndBias) {
   SampleInput in{l.data(), int(l.size()), prompt, gen, 0};
   SampledToken t = sample_token(in, p);
   EXPECT_EQ(t.token, 4);
+  EXPECT_TRUE(std::isnan(t.logprob));  // no logprobs asked for: none computed
+  p.logprobs = 0;
+  t = sample_token(in, p);
+  EXPECT_EQ(t.token, 4);
   std::vector<float> ls(l.size());
   log_softmax(l, ls);
   EXPECT_FLOAT_EQ(t.logprob, ls[4]);

@@ -173,6 +173,35 @@ TEST(HfLoader, ConfigDefaultsAndVariants) {
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
 }
 
+// transformers >= 5 writes RoPE as "rope_parameters" and may leave out rope_theta/rope_scaling
+// (a Llama-3.2 config saved by transformers 5.17 on the GPU machine had only this form; reading
+// it as the defaults gave logits with NMSE 0.93 against transformers).
+TEST(HfLoader, Transformers5RopeParameters) {
+  const std::string dir = test::fresh_dir("cfg5");
+  const std::string sizes = R"("model_type": "llama", "hidden_size": 32, "intermediate_size": 40,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 50, )";
+  test::write_text(dir + "/config.json", "{" + sizes + R"("rope_parameters": {
+      "rope_theta": 500000.0, "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+  ModelConfig c = read_hf_config(dir + "/config.json");
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.f);
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 32.f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.high_freq_factor, 4.f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  // The default type with only a theta; it wins over a stale top-level key.
+  test::write_text(dir + "/config.json", "{" + sizes + R"("rope_theta": 10000.0,
+      "rope_parameters": {"rope_theta": 250000.0, "rope_type": "default"}})");
+  c = read_hf_config(dir + "/config.json");
+  EXPECT_FLOAT_EQ(c.rope_theta, 250000.f);
+  EXPECT_EQ(c.rope_scaling.type, "none");
+  // Bad forms are clear errors naming the file.
+  test::write_text(dir + "/config.json", "{" + sizes + R"("rope_parameters": 3})");
+  EXPECT_THROW(read_hf_config(dir + "/config.json"), Error);
+  test::write_text(dir + "/config.json", "{" + sizes + R"("rope_parameters": {"rope_type": "yarn"}})");
+  EXPECT_THROW(read_hf_config(dir + "/config.json"), Error);
+}
+
 TEST(HfLoader, TokenizerBesideAndExtraTensorsIgnored) {
   const std::string dir = test::fresh_dir("tok");
   ModelConfig c = gqa_tied_config();

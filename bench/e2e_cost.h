@@ -1,0 +1,56 @@
+// The end-to-end benchmarks' ceilings, as plain arithmetic over a ModelConfig: how many bytes a
+// forward step must move and how many FLOPs it must do, the batch-1 decode bandwidth roofline,
+// and the ideal-schedule step-time lower bound of an offline batch. No device code; unit-tested
+// in tests/tools/. Weights and KV are counted in the compute dtype (bf16: 2 bytes).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "weights/model.h"
+
+namespace flashserve::bench {
+
+// One sequence's part of a step: q_len new tokens after num_cached cached ones.
+struct SeqWork {
+  int q_len = 1;
+  int num_cached = 0;
+  bool wants_logits = true;  // the last position goes through lm_head
+};
+
+struct StepCost {
+  double flops = 0;  // GEMMs (2 per multiply-add) + attention QK^T and PV
+  double bytes = 0;  // weights + KV read and written + embedding rows + f32 logits out
+};
+
+// Parameters of the per-layer linear maps (q, k, v, o, gate, up, down), all layers.
+int64_t layer_linear_params(const ModelConfig& c);
+// The bytes one forward step reads for weights: every layer's linear maps and norms, the final
+// norm and lm_head (the embedding table itself when tied: read once as the head). The embedding
+// lookup's rows are per token and counted in step_cost.
+double weight_bytes(const ModelConfig& c, int elem_bytes = 2);
+// K and V of one token over all layers.
+double kv_bytes_per_token(const ModelConfig& c, int elem_bytes = 2);
+
+StepCost step_cost(const ModelConfig& c, const std::vector<SeqWork>& seqs, int elem_bytes = 2);
+// max(FLOPs / flops_per_s, bytes / bytes_per_s): neither unit can go faster than its peak.
+double step_time_lower_bound(const StepCost& s, double flops_per_s, double bytes_per_s);
+
+// Batch-1 decode roofline in tokens/s: the decode steps that produce tokens 2..output_len after a
+// prompt of prompt_len (the first comes from prefill), each bounded by its bytes / bandwidth.
+double decode_roofline_tokens_per_s(const ModelConfig& c, int prompt_len, int output_len,
+                                    double bytes_per_s, int elem_bytes = 2);
+
+struct OfflineBound {
+  double ideal_schedule_s = 0;  // one prefill step of every prompt, then output_len - 1 decode
+                                // steps of all sequences; each step max(FLOPs, bytes) bound
+  double flops_s = 0;           // all FLOPs of that schedule / flops_per_s
+  double bytes_s = 0;           // all bytes of that schedule / bytes_per_s
+  double decode_steps = 0;      // output_len - 1
+};
+// The offline batch's step-time lower bound (see docs/benchmarks_e2e.md for why this schedule).
+OfflineBound offline_lower_bound(const ModelConfig& c, int num_requests, int prompt_len,
+                                 int output_len, double flops_per_s, double bytes_per_s,
+                                 int elem_bytes = 2);
+
+}  // namespace flashserve::bench

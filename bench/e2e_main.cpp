@@ -1,0 +1,435 @@
+// bench_e2e: end-to-end generation benchmarks through the Engine (scheduler, model, sampler,
+// streams: everything but HTTP), printing JSON lines to stdout (humans read stderr). Cases, all
+// on one loaded model, greedy with EOS ignored so every request runs to its length:
+//   decode:1xPxO    batch-1 decode tokens/s (one request at a time) and frac_of_roofline =
+//                   tokens/s / ((weight + KV bytes per token) / copy bandwidth)
+//   offline:NxPxO   N requests submitted at once: output tokens/s and frac_of_step_lower_bound
+//                   (bench/e2e_cost.h: ideal-schedule time / measured time)
+// The ceilings (copy bandwidth, cuBLASLt bf16 rate) are measured in this process first.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/e2e_cost.h"
+#include "bench/hw_ceilings.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "weights/model.h"
+
+#if FS_BENCH_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+using namespace flashserve;
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: bench_e2e --model DIR [--backend cuda|cpu|auto] [--label NAME]\n"
+    "         [--cases decode:1x128x256,offline:256x512x256] [--repeats 3]\n"
+    "         [--max-num-seqs 256] [--max-num-batched-tokens 8192] [--kv-cache-tokens 0]\n"
+    "         [--max-seconds 120] [--threads 0] [--no-ceilings 1] [--cuda-graph-max-batch 256]\n"
+    "  decode:1xPxO   --repeats runs of one request (prompt P, O tokens) after a warm-up run;\n"
+    "                 reports the median decode tokens/s\n"
+    "  offline:NxPxO  N requests at once after a short warm-up batch\n"
+    "  --kv-cache-tokens 0: room for the largest case at once, capped by free GPU memory\n"
+    "  --max-seconds: a case still running after this is cancelled (reported as timed_out)\n"
+    "  --cuda-graph-max-batch: decode steps up to this batch replay CUDA graphs; 0 = eager\n";
+
+struct Case {
+  std::string mode;  // "decode" | "offline"
+  int num_requests = 1, prompt_len = 128, output_len = 256;
+};
+
+struct Args {
+  std::string model, backend = "cuda", label;
+  std::vector<Case> cases;
+  int repeats = 3, max_num_seqs = 256, max_num_batched_tokens = 8192, threads = 0;
+  int graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
+  int64_t kv_cache_tokens = 0;
+  double max_seconds = 120;
+  bool ceilings = true;
+  std::string command;
+};
+
+std::vector<Case> parse_cases(const std::string& text) {
+  std::vector<Case> cases;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    pos = end + 1;
+    Case c;
+    const size_t colon = item.find(':');
+    char x1 = 0, x2 = 0;
+    int used = 0;
+    c.mode = item.substr(0, colon);
+    const bool ok = colon != std::string::npos &&
+                    std::sscanf(item.c_str() + colon + 1, "%d%c%d%c%d%n", &c.num_requests, &x1,
+                                &c.prompt_len, &x2, &c.output_len, &used) == 5 &&
+                    x1 == 'x' && x2 == 'x' && size_t(used) == item.size() - colon - 1 &&
+                    (c.mode == "offline" || (c.mode == "decode" && c.num_requests == 1)) &&
+                    c.num_requests >= 1 && c.prompt_len >= 1 && c.output_len >= 2;
+    if (!ok) std::fprintf(stderr, "bad case '%s'\n%s", item.c_str(), kUsage), std::exit(2);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    if (i) a.command += ' ';
+    a.command += argv[i];
+  }
+  std::string cases = "decode:1x128x256";
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "-h" || f == "--help") std::fputs(kUsage, stdout), std::exit(0);
+    if (i + 1 >= argc)
+      std::fprintf(stderr, "missing value for %s\n%s", f.c_str(), kUsage), std::exit(2);
+    const std::string v = argv[++i];
+    const int n = std::atoi(v.c_str());
+    if (f == "--model")
+      a.model = v;
+    else if (f == "--backend")
+      a.backend = v;
+    else if (f == "--label")
+      a.label = v;
+    else if (f == "--cases")
+      cases = v;
+    else if (f == "--repeats")
+      a.repeats = n;
+    else if (f == "--max-num-seqs")
+      a.max_num_seqs = n;
+    else if (f == "--max-num-batched-tokens")
+      a.max_num_batched_tokens = n;
+    else if (f == "--kv-cache-tokens")
+      a.kv_cache_tokens = std::atoll(v.c_str());
+    else if (f == "--max-seconds")
+      a.max_seconds = std::atof(v.c_str());
+    else if (f == "--threads")
+      a.threads = n;
+    else if (f == "--cuda-graph-max-batch")
+      a.graph_max_batch = n;
+    else if (f == "--no-ceilings")
+      a.ceilings = !(v == "1" || v == "true");
+    else
+      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
+  }
+  a.cases = parse_cases(cases);
+  if (a.model.empty() || a.repeats < 1 || a.cases.empty()) std::fputs(kUsage, stderr), std::exit(2);
+  if (a.label.empty()) a.label = a.model;
+  return a;
+}
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Fixed-length random prompts (BOS + ids from common pieces), the same for every run.
+std::vector<std::vector<int32_t>> make_prompts(int n, int len, const ModelConfig& c) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> id(259, std::min(459, c.vocab_size) - 1);
+  std::vector<std::vector<int32_t>> p(n);
+  for (auto& v : p) {
+    v.push_back(c.bos_token_id);
+    while (int(v.size()) < len) v.push_back(id(rng));
+  }
+  return p;
+}
+
+struct RunResult {
+  double elapsed_s = 0;          // first submit to last finish
+  std::vector<double> ttft_s;    // per request
+  std::vector<double> decode_s;  // first token to finish, per request
+  int64_t output_tokens = 0;
+  int num_not_length = 0;  // requests that did not finish by max_tokens
+  bool timed_out = false;
+  std::string first_error;
+};
+
+// Submits every prompt at once, drains all streams round-robin, times each request.
+RunResult run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                    int output_len, double max_seconds) {
+  RunResult r;
+  const size_t n = prompts.size();
+  std::vector<std::shared_ptr<RequestStream>> streams(n);
+  std::vector<Clock::time_point> first(n), last(n);
+  std::vector<int> count(n, 0);
+  std::vector<bool> done(n, false);
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    GenerationRequest req;
+    req.prompt = prompts[i];
+    req.max_tokens = output_len;
+    req.sampling.temperature = 0.f;
+    req.sampling.seed = i;
+    req.has_seed = true;
+    req.ignore_eos = true;
+    streams[i] = engine.submit(std::move(req));
+    FS_CHECK(streams[i] != nullptr, "engine queue full at request ", i, " (raise max_queue)");
+  }
+  size_t finished = 0;
+  while (finished < n) {
+    bool progressed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
+        progressed = true;
+        const auto now = Clock::now();
+        if (ev->kind == StreamEvent::Kind::kToken) {
+          if (count[i]++ == 0) first[i] = now;
+          last[i] = now;
+        } else if (ev->kind == StreamEvent::Kind::kFinished) {
+          done[i] = true, ++finished;
+          if (ev->finish != FinishReason::kLength) ++r.num_not_length;
+          if (!ev->error.empty() && r.first_error.empty()) r.first_error = ev->error;
+          break;
+        }
+      }
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!r.timed_out && seconds(t0, Clock::now()) > max_seconds) {
+      r.timed_out = true;  // cancel the rest; their kFinished still arrives
+      for (size_t i = 0; i < n; ++i)
+        if (!done[i]) streams[i]->cancel();
+    }
+  }
+  r.elapsed_s = seconds(t0, Clock::now());
+  for (size_t i = 0; i < n; ++i) {
+    r.output_tokens += count[i];
+    if (count[i] > 0) r.ttft_s.push_back(seconds(t0, first[i]));
+    if (count[i] > 1) r.decode_s.push_back(seconds(first[i], last[i]));
+  }
+  return r;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+json shape_json(const ModelConfig& c) {
+  return {{"hidden_size", c.hidden_size},
+          {"intermediate_size", c.intermediate_size},
+          {"num_layers", c.num_layers},
+          {"num_q_heads", c.num_q_heads},
+          {"num_kv_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"vocab_size", c.vocab_size},
+          {"tie_word_embeddings", c.tie_word_embeddings},
+          {"weight_bytes_bf16", bench::weight_bytes(c)}};
+}
+
+// KV tokens for the largest case's requests all at once, capped by what free device memory
+// leaves after weights and 4 GiB of workspace (the runner's own sizing stops at 8 full-length
+// sequences, too few for the offline cases).
+int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
+  if (a.kv_cache_tokens > 0) return a.kv_cache_tokens;
+  int64_t want = 0, per_seq_max = 0;
+  for (const Case& k : a.cases) {
+    const int64_t per_seq = ((k.prompt_len + k.output_len + 15) / 16 + 1) * 16;
+    want = std::max(want, per_seq * k.num_requests);
+    per_seq_max = std::max(per_seq_max, per_seq);
+  }
+#if FS_BENCH_HAS_CUDA
+  size_t free_b = 0, total_b = 0;
+  if (a.backend != "cpu" && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    const double room = double(free_b) - bench::weight_bytes(c) - double(size_t(4) << 30);
+    want = std::min<int64_t>(
+        want, std::max<int64_t>(per_seq_max, int64_t(room / bench::kv_bytes_per_token(c))));
+  }
+  cudaGetLastError();
+#endif
+  return want;
+}
+
+json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
+                 const bench::HwCeilings& hw, json j) {
+  const auto one = make_prompts(1, k.prompt_len, c);
+  run_batch(engine, one, k.output_len, a.max_seconds);  // warm-up: allocations, graphs, caches
+  std::vector<double> tps, ttft;
+  RunResult last;
+  for (int i = 0; i < a.repeats; ++i) {
+    last = run_batch(engine, one, k.output_len, a.max_seconds);
+    if (last.timed_out || last.decode_s.empty()) break;
+    tps.push_back(double(last.output_tokens - 1) / last.decode_s[0]);
+    ttft.push_back(last.ttft_s[0]);
+  }
+  j["batch_size"] = 1;
+  j["repeats"] = tps.size();
+  j["decode_tokens_per_s"] = tps.empty() ? json(nullptr) : json(median(tps));
+  j["decode_tokens_per_s_runs"] = tps;
+  j["ttft_ms"] = tps.empty() ? json(nullptr) : json(median(ttft) * 1e3);
+  j["output_tokens_last_run"] = last.output_tokens;
+  j["timed_out"] = last.timed_out;
+  j["all_finished_by_length"] = last.num_not_length == 0;
+  if (!last.first_error.empty()) j["error"] = last.first_error;
+  if (hw.available) {
+    const double roof =
+        bench::decode_roofline_tokens_per_s(c, k.prompt_len, k.output_len, hw.copy_bytes_per_s);
+    j["roofline_tokens_per_s"] = roof;
+    j["frac_of_roofline"] = tps.empty() ? json(nullptr) : json(median(tps) / roof);
+  }
+  std::fprintf(stderr, "decode 1x%d/%d: %.1f tokens/s, TTFT %.1f ms\n", k.prompt_len, k.output_len,
+               median(tps), median(ttft) * 1e3);
+  return j;
+}
+
+json offline_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
+                  const bench::HwCeilings& hw, json j) {
+  // Warm-up with a few short requests so first-use costs stay out of the timed batch.
+  run_batch(engine, make_prompts(std::min(k.num_requests, 8), k.prompt_len, c), 4, a.max_seconds);
+  const RunResult r =
+      run_batch(engine, make_prompts(k.num_requests, k.prompt_len, c), k.output_len, a.max_seconds);
+  j["num_requests"] = k.num_requests;
+  j["elapsed_s"] = r.elapsed_s;
+  j["output_tokens"] = r.output_tokens;
+  j["output_tokens_per_s"] = double(r.output_tokens) / r.elapsed_s;
+  j["total_tokens_per_s"] =
+      double(r.output_tokens + int64_t(k.num_requests) * k.prompt_len) / r.elapsed_s;
+  j["ttft_s_median"] = median(r.ttft_s);
+  j["timed_out"] = r.timed_out;
+  j["all_finished_by_length"] = r.num_not_length == 0;
+  if (!r.first_error.empty()) j["error"] = r.first_error;
+  if (hw.available) {
+    const bench::OfflineBound b = bench::offline_lower_bound(
+        c, k.num_requests, k.prompt_len, k.output_len, hw.bf16_flops_per_s, hw.copy_bytes_per_s);
+    j["step_lower_bound_s"] = b.ideal_schedule_s;
+    j["flops_bound_s"] = b.flops_s;
+    j["bytes_bound_s"] = b.bytes_s;
+    const bool complete = !r.timed_out && r.num_not_length == 0;
+    j["frac_of_step_lower_bound"] =
+        complete ? json(b.ideal_schedule_s / r.elapsed_s) : json(nullptr);
+    j["frac_of_total_lower_bound"] =
+        complete ? json(std::max(b.flops_s, b.bytes_s) / r.elapsed_s) : json(nullptr);
+  }
+  std::fprintf(stderr, "offline %dx%d/%d: %.1f output tokens/s in %.2f s\n", k.num_requests,
+               k.prompt_len, k.output_len, double(r.output_tokens) / r.elapsed_s, r.elapsed_s);
+  return j;
+}
+
+const char* bench_name(const Case& k) { return k.mode == "decode" ? "e2e_decode" : "e2e_offline"; }
+
+void print_line(const json& j) {
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+int run(const Args& a) {
+  bench::HwCeilings hw;
+  if (a.ceilings && a.backend != "cpu") {
+    try {
+      hw = bench::measure_hw_ceilings();
+    } catch (const std::exception& e) {  // the benchmarks still run, their ratios stay null
+      print_line({{"bench", "e2e_ceilings"}, {"command", a.command}, {"error", e.what()}});
+      hw = bench::HwCeilings{};
+    }
+  }
+  const std::string gpu = hw.available ? hw.gpu : bench::gpu_name();
+  if (hw.available)
+    print_line({{"bench", "e2e_ceilings"},
+                {"gpu", hw.gpu},
+                {"command", a.command},
+                {"copy_gb_s", hw.copy_bytes_per_s / 1e9},
+                {"bf16_tflops", hw.bf16_flops_per_s / 1e12},
+                {"gemm_shape", hw.gemm_shape}});
+
+  auto model = load_model(a.model);
+  const ModelConfig& c = model->config();
+  ModelRunnerOptions ro;
+  ro.backend = a.backend;
+  ro.threads = a.threads;
+  ro.kv_cache_tokens = kv_tokens_for(a, c);
+  ro.graph_max_batch = a.graph_max_batch;
+  const auto t_load = Clock::now();
+  auto runner = ModelRunner::create(*model, ro);
+  const double load_s = seconds(t_load, Clock::now());
+  const std::string backend = runner->backend_name();
+  const int64_t kv_tokens = int64_t(runner->num_kv_blocks()) * runner->block_size();
+  EngineOptions eo;
+  eo.max_num_seqs = a.max_num_seqs;
+  eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  for (const Case& k : a.cases) eo.max_queue = std::max(eo.max_queue, k.num_requests + 8);
+  auto engine = Engine::create(std::move(runner), eo);
+  std::fprintf(stderr, "%s: backend %s, load %.1f s, KV cache %lld tokens\n", a.label.c_str(),
+               backend.c_str(), load_s, (long long)kv_tokens);
+
+  int failures = 0;
+  for (const Case& k : a.cases) {
+    json j;
+    j["bench"] = bench_name(k);
+    j["model"] = a.label;
+    j["gpu"] = gpu;
+    j["command"] = a.command;
+    j["backend"] = backend;
+    j["shape"] = shape_json(c);
+    j["prompt_len"] = k.prompt_len;
+    j["output_len"] = k.output_len;
+    j["kv_cache_tokens"] = kv_tokens;
+    j["load_s"] = load_s;
+    j["max_num_seqs"] = a.max_num_seqs;
+    j["max_num_batched_tokens"] = a.max_num_batched_tokens;
+    j["cuda_graph_max_batch"] = a.graph_max_batch;
+    j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);
+    j["bf16_tflops"] = hw.available ? json(hw.bf16_flops_per_s / 1e12) : json(nullptr);
+    try {
+      const EngineMetrics m0 = engine->metrics();
+      json result = k.mode == "decode" ? decode_case(*engine, a, k, c, hw, j)
+                                       : offline_case(*engine, a, k, c, hw, j);
+      // Where the engine thread spent the case (warm-up runs included), per step.
+      const EngineMetrics m1 = engine->metrics();
+      const double steps = double(m1.steps_total - m0.steps_total);
+      if (steps > 0) {
+        result["engine_steps"] = m1.steps_total - m0.steps_total;
+        result["engine_schedule_ms_per_step"] =
+            1e3 * (m1.schedule_seconds_total - m0.schedule_seconds_total) / steps;
+        result["engine_forward_ms_per_step"] =
+            1e3 * (m1.forward_seconds_total - m0.forward_seconds_total) / steps;
+        result["engine_sample_ms_per_step"] =
+            1e3 * (m1.sample_seconds_total - m0.sample_seconds_total) / steps;
+      }
+      print_line(result);
+      if (result.contains("error")) ++failures;  // a request the engine failed
+    } catch (const std::exception& e) {          // one case failing must not hide the others
+      ++failures;
+      j["error"] = e.what();
+      print_line(j);
+      std::fprintf(stderr, "bench_e2e: %s case failed: %s\n", k.mode.c_str(), e.what());
+    }
+  }
+  engine->shutdown();
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  try {
+    return run(args);
+  } catch (const std::exception& e) {
+    // One record per case saying what failed, so a results file never silently lacks one.
+    for (const Case& k : args.cases)
+      print_line({{"bench", bench_name(k)},
+                  {"model", args.label},
+                  {"command", args.command},
+                  {"prompt_len", k.prompt_len},
+                  {"output_len", k.output_len},
+                  {"num_requests", k.num_requests},
+                  {"error", e.what()}});
+    std::fprintf(stderr, "bench_e2e: error: %s\n", e.what());
+    return 1;
+  }
+}

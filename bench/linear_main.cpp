@@ -1,0 +1,177 @@
+// bench_linear: the decode step's linear layers at small batch, the skinny-matmul kernel against
+// cuBLASLt (the baseline, in the same run), both through the CUDA backend's matmul op.
+// For each model shape's projections (fused QKV, o, fused gate/up, down, lm_head with fp32 out)
+// and m rows: time = median over replays of a recorded graph of `reps` back-to-back matmuls
+// (so launch gaps do not count) over weight copies that together overflow L2, bytes = w + x + out, and the ratio to the measured copy
+// bandwidth. Prints one JSON line per (shape, projection, m) with speedup_vs_cublaslt and
+// frac_of_copy_bw, and a `weights_per_step` line per (shape, m): all of one step's projections.
+//   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/hw_ceilings.h"
+#include "core/dtype.h"
+#include "engine/backend.h"
+
+using namespace flashserve;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct Proj {
+  const char* name;
+  int64_t n, k;
+  bool f32_out;
+};
+struct Shape {
+  const char* name;
+  int layers;
+  std::vector<Proj> proj;
+};
+
+std::vector<Shape> shapes() {
+  // hidden, intermediate, heads as in bench/e2e_cost's presets (TinyLlama: 2048/5632, 32 q / 4
+  // kv heads of 64; Llama-2-7B: 4096/11008, 32 / 32 of 128; vocab 32000).
+  return {{"tinyllama-1.1b", 22,
+           {{"qkv", 2048 + 2 * 256, 2048, false}, {"o", 2048, 2048, false},
+            {"gate_up", 2 * 5632, 2048, false}, {"down", 2048, 5632, false},
+            {"lm_head", 32000, 2048, true}}},
+          {"llama2-7b", 32,
+           {{"qkv", 3 * 4096, 4096, false}, {"o", 4096, 4096, false},
+            {"gate_up", 2 * 11008, 4096, false}, {"down", 4096, 11008, false},
+            {"lm_head", 32000, 4096, true}}}};
+}
+
+std::vector<int> parse_ints(const std::string& s) {
+  std::vector<int> v;
+  for (size_t p = 0; p < s.size();) {
+    size_t e = s.find(',', p);
+    if (e == std::string::npos) e = s.size();
+    v.push_back(std::atoi(s.substr(p, e - p).c_str()));
+    p = e + 1;
+  }
+  return v;
+}
+
+// Seconds per matmul: median over `trials` replays of a graph of `reps` matmuls that cycle
+// through the weight copies `ws` (together larger than the L2 cache, so w comes from HBM as in a
+// real step, where ~2 GB of weights pass between two uses of the same matrix).
+double time_matmul(Backend& be, Tensor out, const Tensor& x, const std::vector<Buffer>& ws,
+                   int reps, int trials) {
+  be.matmul(out, x, ws[0].tensor);  // plans / heuristics outside the recording
+  be.synchronize();
+  be.begin_capture();
+  for (int i = 0; i < reps; ++i) be.matmul(out, x, ws[i % ws.size()].tensor);
+  auto graph = be.end_capture();
+  be.replay(graph);  // warm-up
+  be.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < trials; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.replay(graph);
+    be.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] / reps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape_list = "tinyllama-1.1b,llama2-7b", rows_list = "1,2,4,8,16", command;
+  int reps = 20;
+  for (int i = 0; i < argc; ++i) {
+    if (i) command += ' ';
+    command += argv[i];
+  }
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i], v = argv[i + 1];
+    if (f == "--shapes") shape_list = v;
+    else if (f == "--rows") rows_list = v;
+    else if (f == "--reps") reps = std::atoi(v.c_str());
+    else return std::fprintf(stderr, "usage: bench_linear [--shapes A,B] [--rows 1,2] [--reps N]\n"), 2;
+  }
+  try {
+    const bench::HwCeilings hw = bench::measure_hw_ceilings();
+    FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);
+    auto gemv = make_cuda_backend(0, 8);    // skinny-matmul kernel up to m = 8
+    auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (const Shape& s : shapes()) {
+      if (shape_list.find(s.name) == std::string::npos) continue;
+      for (int m : parse_ints(rows_list)) {
+        double step_s[2] = {0, 0}, step_bytes = 0;
+        for (const Proj& p : s.proj) {
+          // Random bf16 data, never zeros (a GEMM on zeros runs faster than on real data).
+          std::vector<uint16_t> hw_w(size_t(p.n * p.k)), hx(size_t(m) * p.k);
+          for (auto& b : hw_w) b = float_to_bf16_bits(0.05f * u(rng));
+          for (auto& b : hx) b = float_to_bf16_bits(u(rng));
+          double sec[2];
+          Backend* bes[2] = {gemv.get(), cublas.get()};
+          const double w_bytes = 2.0 * p.n * p.k;
+          const int copies = int(std::min(64.0, std::ceil(256e6 / w_bytes)));
+          for (int b = 0; b < 2; ++b) {
+            std::vector<Buffer> ws;
+            for (int c = 0; c < copies; ++c) {
+              ws.push_back(bes[b]->allocate(DType::kBF16, {p.n, p.k}));
+              bes[b]->copy_from_host(ws.back().tensor, hw_w.data());
+            }
+            Buffer x = bes[b]->allocate(DType::kBF16, {m, p.k});
+            Buffer o = bes[b]->allocate(p.f32_out ? DType::kF32 : DType::kBF16, {m, p.n});
+            bes[b]->copy_from_host(x.tensor, hx.data());
+            sec[b] = time_matmul(*bes[b], o.tensor, x.tensor, ws, std::max(reps, copies), 15);
+          }
+          const double bytes = 2.0 * (p.n * p.k + m * p.k) + (p.f32_out ? 4.0 : 2.0) * m * p.n;
+          const int times = p.f32_out ? 1 : s.layers;
+          step_s[0] += times * sec[0];
+          step_s[1] += times * sec[1];
+          step_bytes += times * bytes;
+          json j;
+          j["bench"] = "linear";
+          j["gpu"] = hw.gpu;
+          j["command"] = command;
+          j["shape"] = s.name;
+          j["proj"] = p.name;
+          j["m"] = m;
+          j["n"] = p.n;
+          j["k"] = p.k;
+          j["us"] = sec[0] * 1e6;
+          j["cublaslt_us"] = sec[1] * 1e6;
+          j["gb_s"] = bytes / sec[0] / 1e9;
+          j["cublaslt_gb_s"] = bytes / sec[1] / 1e9;
+          j["copy_gb_s"] = hw.copy_bytes_per_s / 1e9;
+          j["speedup_vs_cublaslt"] = sec[1] / sec[0];
+          j["frac_of_copy_bw"] = bytes / sec[0] / hw.copy_bytes_per_s;
+          std::printf("%s\n", j.dump().c_str());
+        }
+        json j;
+        j["bench"] = "linear_weights_per_step";
+        j["gpu"] = hw.gpu;
+        j["command"] = command;
+        j["shape"] = s.name;
+        j["m"] = m;
+        j["ms"] = step_s[0] * 1e3;
+        j["cublaslt_ms"] = step_s[1] * 1e3;
+        j["speedup_vs_cublaslt"] = step_s[1] / step_s[0];
+        j["frac_of_copy_bw"] = step_bytes / step_s[0] / hw.copy_bytes_per_s;
+        j["cublaslt_frac_of_copy_bw"] = step_bytes / step_s[1] / hw.copy_bytes_per_s;
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_linear: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,251 @@
+// flashserve-logits: runs a batch of token-id prompts through ModelRunner on a chosen backend and
+// writes (1) the last-position logits of every prompt as a .npy file (f32 [num_prompts, vocab])
+// and (2) greedy continuations of N steps (EOS ignored) as JSON, with each step's top-2 logits.
+// tools/hf_compare.py calls it to check flashserve against Hugging Face transformers.
+//   flashserve-logits --model DIR --prompts FILE.json --out-logits F.npy --out-json F.json
+//                     [--backend cpu|cuda|auto] [--steps 64] [--prefill-chunk 0] [--threads 0]
+// FILE.json: {"prompts": [[1, 450, ...], ...]} (a plain list of lists is accepted too).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/model_runner.h"
+#include "weights/model.h"
+
+using namespace flashserve;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashserve-logits --model DIR --prompts FILE.json --out-logits F.npy --out-json "
+    "F.json\n"
+    "         [--backend cpu|cuda|auto] [--steps 64] [--prefill-chunk 0] [--threads 0]\n"
+    "  --prompts        {\"prompts\": [[ids...], ...]} (BOS included by the caller)\n"
+    "  --steps          greedy tokens generated per prompt, EOS ignored (default 64)\n"
+    "  --prefill-chunk  split prompts into chunks of this many tokens (0 = whole prompt)\n";
+
+struct Args {
+  std::string model, prompts, out_logits, out_json, backend = "cpu";
+  int steps = 64, prefill_chunk = 0, threads = 0;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "-h" || f == "--help") std::fputs(kUsage, stdout), std::exit(0);
+    if (i + 1 >= argc)
+      std::fprintf(stderr, "missing value for %s\n%s", f.c_str(), kUsage), std::exit(2);
+    const std::string v = argv[++i];
+    if (f == "--model")
+      a.model = v;
+    else if (f == "--prompts")
+      a.prompts = v;
+    else if (f == "--out-logits")
+      a.out_logits = v;
+    else if (f == "--out-json")
+      a.out_json = v;
+    else if (f == "--backend")
+      a.backend = v;
+    else if (f == "--steps")
+      a.steps = std::atoi(v.c_str());
+    else if (f == "--prefill-chunk")
+      a.prefill_chunk = std::atoi(v.c_str());
+    else if (f == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else
+      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
+  }
+  if (a.model.empty() || a.prompts.empty() || a.out_logits.empty() || a.out_json.empty() ||
+      a.steps < 0 || a.prefill_chunk < 0)
+    std::fputs(kUsage, stderr), std::exit(2);
+  return a;
+}
+
+std::vector<std::vector<int32_t>> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  FS_CHECK(bool(in), path, ": cannot open");
+  json j = json::parse(in);
+  if (j.is_object()) j = j.at("prompts");
+  FS_CHECK(j.is_array() && !j.empty(), path, ": want a non-empty list of prompts");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& p : j) {
+    FS_CHECK(p.is_array() && !p.empty(), path, ": every prompt must be a non-empty id list");
+    prompts.push_back(p.get<std::vector<int32_t>>());
+  }
+  return prompts;
+}
+
+// NumPy .npy v1.0: magic, header length, a Python-dict header padded to 64 bytes, raw data.
+void write_npy_f32(const std::string& path, const std::vector<float>& data, size_t rows,
+                   size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  FS_CHECK(bool(out), path, ": cannot create");
+  out.write("\x93NUMPY\x01\x00", 8);
+  const uint16_t len = uint16_t(header.size());
+  const char len_le[2] = {char(len & 0xff), char(len >> 8)};
+  out.write(len_le, 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()),
+            std::streamsize(data.size() * sizeof(float)));
+  FS_CHECK(bool(out), path, ": write failed");
+}
+
+// Index and value of the largest and second-largest logit; ties go to the lower index, like
+// torch.argmax.
+struct Top2 {
+  int32_t id1 = 0, id2 = 0;
+  float v1 = 0, v2 = 0;
+};
+Top2 top2(const float* row, int vocab) {  // row: [vocab_size]
+  Top2 t;
+  t.id1 = 0, t.v1 = row[0], t.id2 = -1, t.v2 = -INFINITY;
+  for (int i = 1; i < vocab; ++i) {
+    if (row[i] > t.v1)
+      t.id2 = t.id1, t.v2 = t.v1, t.id1 = i, t.v1 = row[i];
+    else if (row[i] > t.v2)
+      t.id2 = i, t.v2 = row[i];
+  }
+  return t;
+}
+
+int run(const Args& a) {
+  auto prompts = read_prompts(a.prompts);
+  auto model = load_model(a.model);
+  const ModelConfig& c = model->config();
+  const int vocab = c.vocab_size, n = int(prompts.size());
+
+  // Each sequence gets its own contiguous run of blocks, sized for prompt + steps.
+  ModelRunnerOptions o;
+  o.backend = a.backend;
+  o.threads = a.threads;
+  const int bs = o.block_size;
+  std::vector<std::vector<int32_t>> tables(n);
+  int next_block = 0;
+  for (int s = 0; s < n; ++s) {
+    const int len = int(prompts[s].size()) + a.steps;
+    FS_CHECK(len <= c.max_position_embeddings, "prompt ", s, " + steps = ", len,
+             " exceeds max_position_embeddings ", c.max_position_embeddings);
+    for (int b = 0; b < (len + bs - 1) / bs; ++b) tables[s].push_back(next_block++);
+  }
+  o.kv_cache_tokens = int64_t(next_block) * bs;
+  const auto t_load = Clock::now();
+  auto runner = ModelRunner::create(*model, o);
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+
+  // Prefill, chunked when asked (every chunk of every prompt shares one step, as in the engine).
+  std::vector<int> cached(n, 0);
+  std::vector<float> last_logits(size_t(n) * vocab), step_logits;
+  const auto t0 = Clock::now();
+  int prefill_steps = 0;
+  for (bool pending = true; pending;) {
+    StepBatch batch;
+    std::vector<int> ids;
+    for (int s = 0; s < n; ++s) {
+      const int left = int(prompts[s].size()) - cached[s];
+      if (left <= 0) continue;
+      SeqChunk ch;
+      ch.num_tokens = a.prefill_chunk > 0 ? std::min(left, a.prefill_chunk) : left;
+      ch.tokens = prompts[s].data() + cached[s];
+      ch.num_cached = cached[s];
+      ch.block_table = &tables[s];
+      ch.logits = ch.num_tokens == left ? LogitsWanted::kLast : LogitsWanted::kNone;
+      batch.chunks.push_back(ch);
+      ids.push_back(s);
+    }
+    pending = !batch.chunks.empty();
+    if (!pending) break;
+    step_logits.clear();
+    runner->step(batch, &step_logits);
+    ++prefill_steps;
+    size_t row = 0;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const int s = ids[k];
+      cached[s] += batch.chunks[k].num_tokens;
+      if (batch.chunks[k].logits == LogitsWanted::kLast)
+        std::copy_n(step_logits.data() + row++ * vocab, vocab,
+                    last_logits.data() + size_t(s) * vocab);
+    }
+    FS_CHECK(row * vocab == step_logits.size(), "runner returned ", step_logits.size() / vocab,
+             " logit rows, expected ", row);
+  }
+  const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // Greedy decode, all sequences in one step each.
+  std::vector<std::vector<int32_t>> cont(n);
+  std::vector<std::vector<std::vector<double>>> tops(n);  // per step [id1, v1, id2, v2]
+  std::vector<int32_t> next(n);
+  auto take = [&](int s, const float* row) {
+    const Top2 t = top2(row, vocab);
+    next[s] = t.id1;
+    cont[s].push_back(t.id1);
+    tops[s].push_back({double(t.id1), double(t.v1), double(t.id2), double(t.v2)});
+  };
+  for (int s = 0; s < n && a.steps > 0; ++s) take(s, last_logits.data() + size_t(s) * vocab);
+  const auto t1 = Clock::now();
+  for (int step = 1; step < a.steps; ++step) {
+    StepBatch batch;
+    for (int s = 0; s < n; ++s) {
+      SeqChunk ch;
+      ch.tokens = &next[s];
+      ch.num_tokens = 1;
+      ch.num_cached = cached[s];
+      ch.block_table = &tables[s];
+      batch.chunks.push_back(ch);
+    }
+    step_logits.clear();
+    runner->step(batch, &step_logits);
+    FS_CHECK(step_logits.size() == size_t(n) * vocab, "decode step returned ", step_logits.size(),
+             " floats, expected ", size_t(n) * vocab);
+    for (int s = 0; s < n; ++s) ++cached[s], take(s, step_logits.data() + size_t(s) * vocab);
+  }
+  const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+
+  write_npy_f32(a.out_logits, last_logits, size_t(n), size_t(vocab));
+  json out = {{"backend", runner->backend_name()},
+              {"model", a.model},
+              {"num_prompts", n},
+              {"vocab_size", vocab},
+              {"steps", a.steps},
+              {"prefill_chunk", a.prefill_chunk},
+              {"prefill_steps", prefill_steps},
+              {"load_s", load_s},
+              {"prefill_s", prefill_s},
+              {"decode_s", decode_s},
+              {"continuations", cont},
+              {"top2", tops}};
+  std::ofstream f(a.out_json);
+  f << out.dump() << "\n";
+  FS_CHECK(bool(f), a.out_json, ": write failed");
+  std::fprintf(stderr,
+               "flashserve-logits: %d prompts on %s: load %.2f s, prefill %.3f s (%d steps), "
+               "%d decode steps %.3f s\n",
+               n, runner->backend_name().c_str(), load_s, prefill_s, prefill_steps,
+               std::max(0, a.steps - 1), decode_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  try {
+    return run(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flashserve-logits: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,117 @@
+// Skinny matmul for decode: out[m, n] = x[m, k] · w[n, k]ᵀ with m of 1..kGemvMaxRows.
+// At such m the product is a pass over the weights: every weight byte is read once and used m
+// times, so the kernel's only job is to stream w at the memory's speed. cuBLASLt tiles N=m up to
+// 8-16 columns and launches one CTA per 128-row tile of w, which leaves most SMs idle for a
+// 2048-row projection; here one warp owns one row of w and each lane keeps four 16-byte loads in
+// flight, so a few thousand rows already fill the GPU. x (m·k bf16, a few KB) is re-read by every
+// warp and stays in L1/L2. fp32 accumulation, a warp-shuffle reduction, bf16 or fp32 output.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace flashserve::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarps = 8;   // rows of w per block
+constexpr int kUnroll = 4;  // 16-byte loads of w in flight per lane
+
+__device__ inline void dot8(const uint4& w, const uint4& x, float& acc) {
+  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = __bfloat1622float2(wp[i]);
+    const float2 b = __bfloat1622float2(xp[i]);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+}
+
+__device__ inline void store(float* out, float v) { *out = v; }
+__device__ inline void store(bf16* out, float v) { *out = __float2bfloat16(v); }
+
+// One warp per row of w; M = rows of x (compile-time so the accumulators stay in registers).
+template <int M, class Out>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(Out* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w,
+                int n, int k) {
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (row >= n) return;
+  const int vecs = k / 8;  // 16-byte vectors per row
+  const uint4* wr = reinterpret_cast<const uint4*>(w + int64_t(row) * k);
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) acc[r] = 0.f;
+  int v = lane;
+  for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);  // loads first, then math
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < M; ++r) dot8(wv[u], __ldg(xv + int64_t(r) * vecs + v + 32 * u), acc[r]);
+  }
+  for (; v < vecs; v += 32) {
+    const uint4 wv = __ldg(wr + v);
+#pragma unroll
+    for (int r = 0; r < M; ++r) dot8(wv, __ldg(xv + int64_t(r) * vecs + v), acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    float s = acc[r];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) store(out + int64_t(r) * n + row, s);
+  }
+}
+
+template <class Out>
+void launch(Out* out, const bf16* x, const bf16* w, int m, int n, int k, cudaStream_t stream) {
+  const dim3 grid((n + kWarps - 1) / kWarps), block(kWarps * 32);
+  switch (m) {
+#define FS_GEMV_CASE(M) \
+  case M: gemv_kernel<M, Out><<<grid, block, 0, stream>>>(out, x, w, n, k); break;
+    FS_GEMV_CASE(1)
+    FS_GEMV_CASE(2)
+    FS_GEMV_CASE(3)
+    FS_GEMV_CASE(4)
+    FS_GEMV_CASE(5)
+    FS_GEMV_CASE(6)
+    FS_GEMV_CASE(7)
+    FS_GEMV_CASE(8)
+#undef FS_GEMV_CASE
+    default: FS_THROW("gemv: ", m, " rows, at most ", kGemvMaxRows);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool gemv_supported(int m, int k, const void* x, const void* w, const void* out) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return m >= 1 && m <= kGemvMaxRows && k > 0 && k % 8 == 0 && aligned(x) && aligned(w) &&
+         aligned(out);
+}
+
+void gemv_bf16(void* out, bool out_f32, const void* x, const void* w, int m, int n, int k,
+               cudaStream_t stream) {
+  FS_CHECK(gemv_supported(m, k, x, w, out), "gemv: unsupported m ", m, " k ", k,
+           " or unaligned pointers");
+  if (n == 0) return;
+  const bf16* xb = static_cast<const bf16*>(x);
+  const bf16* wb = static_cast<const bf16*>(w);
+  if (out_f32)
+    launch(static_cast<float*>(out), xb, wb, m, n, k, stream);
+  else
+    launch(static_cast<bf16*>(out), xb, wb, m, n, k, stream);
+}
+
+}  // namespace flashserve::cuda

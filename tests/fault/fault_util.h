@@ -1,0 +1,163 @@
+// Helpers for the fault tests: run a program to completion with a time limit (for start-up
+// failures), spawn `flashserve` with exactly the given flags (ServerProcess always adds --host),
+// raw-socket helpers for clients that misbehave, and a /proc/net/tcp lookup of listening sockets.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/server/server_process.h"
+
+namespace flashserve::testing {
+
+struct RunResult {
+  int exit_code = -1;   // -1: killed by a signal or by the time limit
+  bool timed_out = false;
+  std::string output;   // stdout and stderr together
+};
+
+// Runs argv[0] with argv, waits at most `limit`, returns its exit status and output.
+inline RunResult run_program(std::vector<std::string> args, std::chrono::seconds limit) {
+  RunResult r;
+  int out[2];
+  if (pipe(out) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    close(out[0]);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  bool exited = false;
+  for (;;) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(out[0], buf, sizeof buf)) > 0) r.output.append(buf, size_t(n));
+    if (exited) break;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      continue;  // one more read for what is left in the pipe
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  close(out[0]);
+  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+// A connected socket to 127.0.0.1:port with a receive timeout; -1 on failure.
+inline int raw_connect(int port, int recv_timeout_ms = 10000, int rcvbuf = 0) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  timeval tv{recv_timeout_ms / 1000, (recv_timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+inline bool raw_send(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(size_t(n));
+  }
+  return true;
+}
+
+// Everything the server sends until it closes the connection or `limit` passes.
+inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 50};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+// Reads until one whole response (headers and Content-Length body) is in, the server closes, or
+// `limit` passes; returns what arrived.
+inline std::string raw_read_response(int fd, std::chrono::milliseconds limit) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const size_t head = out.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      const size_t cl = out.find("Content-Length: ");
+      const size_t want = cl < head ? size_t(std::atol(out.c_str() + cl + 16)) : 0;
+      if (out.size() >= head + 4 + want) break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+// The status code of the first HTTP response in `raw` (0 when there is none).
+inline int raw_status(const std::string& raw) {
+  if (raw.compare(0, 9, "HTTP/1.1 ") != 0) return 0;
+  return std::atoi(raw.c_str() + 9);
+}
+
+// Local addresses (hex, as /proc/net/tcp writes them, e.g. "0100007F") of sockets listening
+// on `port`.
+inline std::vector<std::string> listening_addresses(int port) {
+  std::vector<std::string> out;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st;
+      f >> sl >> local >> remote >> st;
+      size_t colon = local.find(':');
+      if (colon == std::string::npos || st != "0A") continue;  // 0A = LISTEN
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) out.push_back(local.substr(0, colon));
+    }
+  }
+  return out;
+}
+
+}  // namespace flashserve::testing

@@ -1,0 +1,205 @@
+// Start-up faults and secure defaults of the real binary (label server): a model file that is
+// truncated, corrupted or padded, a broken tokenizer or config.json, a taken port and bad flags
+// each end the process with a non-zero exit and a message naming the problem, never a crash or a
+// hang. By default the server listens on 127.0.0.1 only, and an API key given through the
+// environment never reaches the log.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "tests/fault/fault_util.h"
+
+namespace flashserve::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+class FaultStartup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("flashserve_fault_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    bin_ = read_file(model_dir() + "/stories260K.bin");
+    tok_ = read_file(model_dir() + "/tok512.model");
+    ASSERT_GT(bin_.size(), 1000u);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A model folder holding `bin` as stories260K.bin and `tok` as tok512.model.
+  std::string folder(const std::string& name, const std::string& bin, const std::string& tok) {
+    fs::path d = dir_ / name;
+    fs::create_directories(d);
+    write_file((d / "stories260K.bin").string(), bin);
+    write_file((d / "tok512.model").string(), tok);
+    return d.string();
+  }
+
+  RunResult start(std::vector<std::string> flags) {
+    std::vector<std::string> args = {server_binary(), "--port", "0", "--backend", "cpu"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return run_program(args, 60s);
+  }
+
+  // The server must refuse to start: exit 1, no crash, no hang, the message names `what`.
+  void expect_refused(const std::string& name, const std::vector<std::string>& flags,
+                      const std::string& what, int code = 1, const std::string& also = "") {
+    RunResult r = start(flags);
+    if (!also.empty()) {
+      EXPECT_NE(r.output.find(also), std::string::npos) << name << ": " << r.output;
+    }
+    EXPECT_FALSE(r.timed_out) << name;
+    EXPECT_EQ(r.exit_code, code) << name << ": " << r.output;
+    EXPECT_NE(r.output.find(what), std::string::npos) << name << ": " << r.output;
+    EXPECT_EQ(r.output.find("listening on"), std::string::npos) << name;
+  }
+
+  fs::path dir_;
+  std::string bin_, tok_;
+};
+
+TEST_F(FaultStartup, DamagedModelFilesAreRefused) {
+  const std::string h = bin_.substr(0, 28);
+  auto with_header = [&](int index, int32_t value) {
+    std::string b = bin_;
+    std::memcpy(b.data() + 4 * index, &value, 4);
+    return b;
+  };
+  struct Case {
+    std::string name, bin, expect;
+  };
+  const std::vector<Case> cases = {
+      {"empty", "", "truncated"},
+      {"shorter than the header", bin_.substr(0, 10), "truncated"},
+      {"header only", h, "truncated"},
+      {"half", bin_.substr(0, bin_.size() / 2), "truncated"},
+      {"one byte short", bin_.substr(0, bin_.size() - 1), "truncated"},
+      {"trailing bytes", bin_ + "junk", "trailing data"},
+      {"negative dim", with_header(0, -64), "dim"},
+      {"huge dim", with_header(0, 1 << 30), "implausible"},
+      {"zero layers", with_header(2, 0), "num_hidden_layers"},
+      {"heads not dividing dim", with_header(3, 7), "n_heads"},
+      {"kv heads not dividing heads", with_header(4, 3), "num_key_value_heads"},
+      {"huge vocab", with_header(5, 1 << 30), "implausible"},
+      {"zero seq_len", with_header(6, 0), "max_position_embeddings"},
+      {"random bytes", [&] {
+         std::string b = bin_;
+         std::mt19937 rng(5);
+         for (char& c : b) c = char(rng());
+         return b;
+       }(), "stories260K.bin"},
+  };
+  for (const Case& c : cases) {
+    const std::string d = folder("m_" + std::to_string(&c - cases.data()), c.bin, tok_);
+    expect_refused(c.name, {"--model", d}, c.expect, 1, "stories260K.bin");  // names the file
+  }
+}
+
+TEST_F(FaultStartup, DamagedTokenizerAndConfigAreRefused) {
+  expect_refused("truncated tokenizer",
+                 {"--model", folder("t1", bin_, tok_.substr(0, tok_.size() / 3))}, "tok512.model");
+  expect_refused("empty tokenizer", {"--model", folder("t2", bin_, "")}, "tok512.model");
+  expect_refused("missing tokenizer file",
+                 {"--model", folder("t3", bin_, tok_), "--tokenizer", (dir_ / "nope.model").string()},
+                 "nope.model");
+  // An HF folder whose config.json is not JSON.
+  fs::path hf = dir_ / "hf";
+  fs::create_directories(hf);
+  write_file((hf / "config.json").string(), "{\"hidden_size\": 64,");
+  expect_refused("bad config.json", {"--model", hf.string()}, "config.json");
+  expect_refused("missing model", {"--model", (dir_ / "absent").string()}, "does not exist");
+}
+
+TEST_F(FaultStartup, BadFlagsAndTakenPort) {
+  const std::string model = folder("ok", bin_, tok_);
+  expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "unknown flag", 2);
+  expect_refused("bad number", {"--model", model, "--max-queue", "x"}, "--max-queue", 2);
+  expect_refused("bad backend", {"--model", model, "--backend", "tpu"}, "--backend", 2);
+  ServerProcess first;
+  ASSERT_TRUE(first.started()) << first.log();
+  std::vector<std::string> args = {server_binary(), "--model", model, "--backend", "cpu",
+                                   "--port", std::to_string(first.port())};
+  RunResult r = run_program(args, 60s);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot listen"), std::string::npos) << r.output;
+  EXPECT_EQ(first.stop(), 0);
+}
+
+TEST_F(FaultStartup, ListensOnLoopbackOnlyByDefault) {
+  // No --host: spawned by hand, because ServerProcess always passes one.
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 2);
+    std::string b = server_binary(), m = model_dir();
+    execl(b.c_str(), b.c_str(), "--model", m.c_str(), "--port", "0", "--backend", "cpu",
+          "--threads", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string line;
+  int port = -1;
+  char c;
+  while (read(out[0], &c, 1) == 1) {
+    if (c != '\n') {
+      line.push_back(c);
+      continue;
+    }
+    size_t at = line.find("listening on http://");
+    if (at != std::string::npos) {
+      EXPECT_NE(line.find("http://127.0.0.1:"), std::string::npos) << line;
+      port = std::atoi(line.c_str() + line.rfind(':') + 1);
+      break;
+    }
+    line.clear();
+  }
+  close(out[0]);
+  ASSERT_GT(port, 0);
+  // The only listening socket on that port is 127.0.0.1 (0100007F), not 0.0.0.0 or ::.
+  EXPECT_EQ(listening_addresses(port), std::vector<std::string>{"0100007F"});
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_F(FaultStartup, ApiKeyFromTheEnvironmentIsEnforcedAndNeverLogged) {
+  const std::string key = "env-secret-8c1f";
+  setenv("FLASHSERVE_API_KEY", key.c_str(), 1);
+  ServerProcess server;
+  unsetenv("FLASHSERVE_API_KEY");
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = server.port();
+  const std::string body = R"({"prompt":"Hi","max_tokens":2})";
+  EXPECT_EQ(http::request(port, "POST", "/v1/completions", body).status, 401);
+  EXPECT_EQ(http::request(port, "POST", "/v1/completions", body,
+                          {"Authorization: Bearer " + key + "x"}).status, 401);
+  EXPECT_EQ(http::request(port, "POST", "/v1/completions", body,
+                          {"Authorization: Bearer " + key.substr(0, key.size() - 1)}).status, 401);
+  EXPECT_EQ(http::request(port, "GET", "/metrics", "", {"Authorization: bearer " + key}).status, 401);
+  EXPECT_EQ(http::request(port, "POST", "/v1/completions", body,
+                          {"Authorization: Bearer " + key}).status, 200);
+  EXPECT_EQ(http::request(port, "GET", "/health").status, 200);  // exempt
+  EXPECT_EQ(server.stop(), 0);
+  const std::string log = server.log();
+  EXPECT_EQ(log.find(key.substr(0, 10)), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace flashserve::testing

@@ -1,0 +1,50 @@
+// Fuzzes the POST /v1/completions parser and validator (server/openai_api.cpp) with the real
+// stories260K tokenizer. Any body gives either a CompletionRequest that satisfies every limit the
+// engine relies on, or an ApiError with a 4xx status whose envelope serialises.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/openai_api.h"
+#include "tests/fuzz/fuzz_file.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace flashserve;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::unique_ptr<Tokenizer> tok =
+      Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
+  static const ServedModel model{"stories260K", 512, tok->vocab_size(), 0};
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto parsed = parse_completion_request(body, model, *tok);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    FUZZ_ASSERT(e->status == 400 || e->status == 404, "error status");
+    FUZZ_ASSERT(!e->message.empty(), "empty error message");
+    const std::string text = dump_json(error_json(*e));  // invalid UTF-8 in messages must not throw
+    FUZZ_ASSERT(!text.empty(), "envelope");
+    return 0;
+  }
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  FUZZ_ASSERT(!r.prompts.empty() && r.prompts.size() == r.echo_texts.size(), "prompts");
+  FUZZ_ASSERT(r.n >= 1 && r.prompts.size() * size_t(r.n) <= size_t(kMaxChoices), "choices");
+  FUZZ_ASSERT(r.max_tokens >= 0, "max_tokens");
+  for (const auto& p : r.prompts) {
+    FUZZ_ASSERT(!p.empty(), "empty prompt");
+    FUZZ_ASSERT(int64_t(p.size()) + r.max_tokens <= model.max_model_len, "context");
+    for (int32_t id : p) FUZZ_ASSERT(id >= 0 && id < model.vocab_size, "token id");
+  }
+  FUZZ_ASSERT(r.stop.size() <= size_t(kMaxStops), "stop count");
+  for (const auto& s : r.stop) FUZZ_ASSERT(!s.empty() && s.size() <= kMaxStopBytes, "stop length");
+  const SamplingParams& s = r.sampling;
+  FUZZ_ASSERT(s.temperature >= 0 && s.temperature <= 2, "temperature");
+  FUZZ_ASSERT(s.top_p > 0 && s.top_p <= 1, "top_p");
+  FUZZ_ASSERT(s.top_k >= 0 && s.min_p >= 0 && s.min_p <= 1, "top_k/min_p");
+  FUZZ_ASSERT(std::isfinite(s.repetition_penalty) && s.repetition_penalty > 0, "rep penalty");
+  for (const auto& [id, bias] : s.logit_bias) {
+    FUZZ_ASSERT(id >= 0 && id < model.vocab_size && std::fabs(bias) <= 100, "logit_bias");
+  }
+  FUZZ_ASSERT(r.logprobs >= -1 && r.logprobs <= kMaxLogprobs, "logprobs");
+  FUZZ_ASSERT(!r.include_usage || r.stream, "stream_options");
+  return 0;
+}

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# GPU-machine session over binaries built on the development machine (sm_90a) instead of a build
+# there: the GPU machine has no cpp-httplib, and building costs device time. Pack them here with
+#   tests/gpu_backend/carried_session.sh pack [BUILD_DIR]    (default build/release)
+# which writes .carry/bin.tar.xz (binaries) and .carry/lib (the shared libraries they need that a
+# CUDA Ubuntu image may lack); .carry/models must hold stories260K and llama2-tokenizer. Then on
+# the GPU machine (device tool, carry .carry):
+#   tests/gpu_backend/carried_session.sh run STAGE...   (OUT=dir for the logs)
+# Stages: gpu (every gpu-labelled test program + cpu/cuda generate), graphs (TinyLlama-1.1B
+# shape: batch-1 decode with and without CUDA graphs, bench_e2e records), e2e (bench/gpu_e2e.sh
+# over the carried binaries), reliability (tests/soak/run_on_gpu.sh over them).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bins=(server/flashserve engine/flashserve-generate weights/flashserve-random-model
+      bench/bench_e2e bench/flashserve-logits bench/bench_server bench/bench_linear
+      tests/gpu_backend/test_cuda_backend tests/gpu_backend/test_cuda_ops
+      tests/gpu_decode/test_attention_decode tests/gpu_prefill/test_attention_prefill
+      tests/soak/test_soak)
+
+if [ "${1:-}" = pack ]; then
+  build=${2:-build/release}
+  mkdir -p .carry/lib
+  tar -C "$build" -cJf .carry/bin.tar.xz "${bins[@]}"
+  for lib in libcpp-httplib.so.0.11 libsentencepiece.so.0 libbrotlidec.so.1 libbrotlienc.so.1 \
+             libbrotlicommon.so.1; do
+    cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/lib/
+  done
+  du -sh .carry/bin.tar.xz .carry/lib
+  exit 0
+fi
+[ "${1:-}" = run ] || { echo "usage: $0 pack [BUILD_DIR] | run STAGE..." >&2; exit 2; }
+shift
+OUT=${OUT:-/tmp/fs_out}
+mkdir -p "$OUT"
+B=$root/build/carried
+mkdir -p "$B" && tar -C "$B" -xJf .carry/bin.tar.xz || exit 1
+export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# The test programs were compiled with FS_MODELS_DIR=/work/shared/models.
+mkdir -p /work/shared && ln -sfn "$root/.carry/models" /work/shared/models
+M=$root/.carry/models
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+rc=0
+
+for stage in "$@"; do
+  echo "== stage $stage (t=${SECONDS}s)"
+  case $stage in
+  gpu)
+    for t in tests/gpu_backend/test_cuda_ops tests/gpu_backend/test_cuda_backend \
+             tests/gpu_decode/test_attention_decode tests/gpu_prefill/test_attention_prefill; do
+      name=$(basename $t)
+      timeout 300 "$B/$t" > "$OUT/$name.log" 2>&1; r=$?
+      [ $r -ne 0 ] && rc=1
+      echo "$name rc=$r: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
+      grep -E "graphs vs eager|first difference|NMSE|FAILED  \]|Failure" "$OUT/$name.log" | head -30
+    done
+    for b in cpu cuda; do
+      timeout 60 "$B/engine/flashserve-generate" --model $M/stories260K --backend $b \
+        --temperature 0 --max-tokens 200 > "$OUT/generate_$b.txt" 2>&1 || rc=1
+    done
+    strip() { sed 's/prompt [0-9]* tokens in .*//' "$1"; }
+    if cmp -s <(strip "$OUT/generate_cpu.txt") <(strip "$OUT/generate_cuda.txt"); then
+      echo "generate stories260K: cpu and cuda (graphs) texts identical"
+    else
+      echo "generate stories260K: texts differ"; rc=1
+    fi
+    ;;
+  graphs)
+    T=/tmp/fs_models/tinyllama-1.1b
+    [ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+      --preset tinyllama-1.1b --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_model.log" 2>&1
+    for g in 256 0; do
+      timeout 200 "$B/bench/bench_e2e" --model $T --backend cuda --label tinyllama-1.1b \
+        --cases decode:1x128x256 --cuda-graph-max-batch $g --no-ceilings $([ $g = 0 ] && echo 1 || echo 0) \
+        >> "$OUT/graphs.jsonl" 2> "$OUT/graphs_$g.log" || rc=1
+      tail -n 1 "$OUT/graphs.jsonl" | python3 -c "import json,sys; j=json.loads(sys.stdin.read()); \
+print('graph max batch', j.get('cuda_graph_max_batch'), 'decode tok/s', j.get('decode_tokens_per_s'), \
+'frac_of_roofline', j.get('frac_of_roofline'), 'err', j.get('error'))"
+    done
+    ;;
+  linear)  # the decode step's projections: skinny-matmul kernel vs cuBLASLt
+    timeout 300 "$B/bench/bench_linear" > "$OUT/linear.jsonl" 2> "$OUT/linear.log" || rc=1
+    python3 - "$OUT/linear.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j["bench"] == "linear" and j["m"] in (1, 8):
+        print(f'{j["shape"]:15} {j["proj"]:8} m={j["m"]:<3} {j["us"]:8.1f} us {j["gb_s"]:7.0f} GB/s '
+              f'(cuBLASLt {j["cublaslt_us"]:8.1f} us {j["cublaslt_gb_s"]:7.0f} GB/s) x{j["speedup_vs_cublaslt"]:.2f}')
+    elif j["bench"] == "linear_weights_per_step":
+        print(f'{j["shape"]:15} step m={j["m"]:<3} {j["ms"]:.3f} ms frac_of_copy_bw {j["frac_of_copy_bw"]:.2f} '
+              f'(cuBLASLt {j["cublaslt_ms"]:.3f} ms, {j["cublaslt_frac_of_copy_bw"]:.2f}) x{j["speedup_vs_cublaslt"]:.2f}')
+PY
+    ;;
+  profile)  # where the decode step's GPU time goes (Nsight Systems, when the machine has it)
+    T=/tmp/fs_models/tinyllama-1.1b
+    [ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+      --preset tinyllama-1.1b --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_model.log" 2>&1
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+           /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -n 1)
+    if [ -n "$NSYS" ]; then
+      timeout 240 "$NSYS" profile -o /tmp/prof --force-overwrite true --trace cuda \
+        "$B/bench/bench_e2e" --model $T --backend cuda --label tinyllama-1.1b \
+        --cases decode:1x128x128 --repeats 1 --no-ceilings 1 > "$OUT/profile.log" 2>&1
+      timeout 120 "$NSYS" stats --report cuda_gpu_kern_sum --format csv /tmp/prof.nsys-rep \
+        > "$OUT/profile_kernels.csv" 2>&1
+      timeout 120 "$NSYS" stats --report cuda_api_sum --format csv /tmp/prof.nsys-rep \
+        > "$OUT/profile_api.csv" 2>&1
+      python3 - "$OUT/profile_kernels.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 8]
+hdr, body = rows[0], rows[1:]
+print("kernels by total GPU time (nsys):", hdr[:4], hdr[-1])
+for r in body[:14]:
+    print(r[0], r[1], r[2], r[3], r[-1][:110])
+PY
+      head -c 1500 "$OUT/profile_api.csv"
+    else
+      echo "no nsys on this machine"
+    fi
+    ;;
+  e2e_tinyllama)  # bench_e2e alone on the TinyLlama shape (decode + offline), no baselines
+    T=/tmp/fs_models/tinyllama-1.1b
+    [ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+      --preset tinyllama-1.1b --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_model.log" 2>&1
+    timeout 300 "$B/bench/bench_e2e" --model $T --backend cuda --label tinyllama-1.1b \
+      --cases decode:1x128x256,offline:16x128x256,offline:256x128x128,offline:256x512x256 \
+      --max-seconds 60 > "$OUT/e2e_tinyllama.jsonl" 2> "$OUT/e2e_tinyllama.log" || rc=1
+    grep -E "^(decode|offline)" "$OUT/e2e_tinyllama.log"
+    python3 -c "
+import json
+for l in open('$OUT/e2e_tinyllama.jsonl'):
+    j = json.loads(l)
+    if 'engine_steps' in j:
+        print(j['bench'], j.get('num_requests', 1), 'frac', j.get('frac_of_roofline', j.get('frac_of_step_lower_bound')),
+              'ms/step: schedule %.3f forward %.3f sample %.3f' % (j['engine_schedule_ms_per_step'],
+              j['engine_forward_ms_per_step'], j['engine_sample_ms_per_step']), 'steps', j['engine_steps'])
+"
+    ;;
+  e2e)
+    E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
+    ;;
+  reliability)
+    FS_PREBUILT=$B FS_MODEL=$M/stories260K bash tests/soak/run_on_gpu.sh "$OUT/reliability" || rc=1
+    ;;
+  *) echo "unknown stage $stage"; rc=1 ;;
+  esac
+done
+echo "session rc=$rc (t=${SECONDS}s)"
+# The device returns at most 8 files: everything goes back as one archive.
+tar czf /tmp/session.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/session.tgz "$OUT/"
+exit $rc

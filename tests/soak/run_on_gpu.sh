@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU half of issue 8, for the GPU machine once the CUDA backend is in (not run yet):
+#  1. compute-sanitizer memcheck and racecheck over every `gpu` test program;
+#  2. a short end-to-end run: `flashserve --backend cuda` under memcheck (leak check on), a few
+#     completions (plain, streamed, n=4, a hang-up), SIGTERM; the log must show no errors;
+#  3. the soak test against the CUDA backend for a few minutes (FS_SOAK_REQUESTS, default 20000).
+# Usage: tests/soak/run_on_gpu.sh [OUT_DIR]   (default build/gpu-reliability). Logs and the soak's
+# JSON line land in OUT_DIR; the exit status is non-zero if any step found a problem.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$root/build/gpu-reliability}
+build=$root/build/gpu-rel
+mkdir -p "$out"
+sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+echo "GPU: $gpu" | tee "$out/summary.txt"
+failed=0
+note() { echo "$*" | tee -a "$out/summary.txt"; }
+
+if [ -n "${FS_PREBUILT:-}" ]; then  # binaries built elsewhere (tests/gpu_backend/carried_session.sh)
+  build=$FS_PREBUILT
+  gpu_tests="test_cuda_ops test_cuda_backend test_attention_decode test_attention_prefill"
+else
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=ON \
+    -DFLASHSERVE_BUILD_BENCH=OFF >/dev/null || exit 1
+  cmake --build "$build" -j"$(nproc)" || exit 1
+  gpu_tests=$(ctest --test-dir "$build" -L gpu -N | awk '/Test +#/ {print $3}')
+fi
+
+# 1. Kernel tests under memcheck and racecheck (FS_SANITIZER_FILTER: a gtest filter per program,
+# as "name=filter;name=filter", to keep the slow ones to a subset).
+for name in $gpu_tests; do
+  exe=$(find "$build/tests" -type f -perm -u+x -name "$name" | head -n 1)
+  [ -n "$exe" ] || continue
+  for tool in memcheck racecheck; do
+    log="$out/${name}_${tool}.log"
+    filter=$(echo "${FS_SANITIZER_FILTER:-}" | tr ';' '\n' | sed -n "s/^$name=//p")
+    if timeout "${FS_SANITIZER_TIMEOUT:-600}" "$sanitizer" --tool "$tool" --error-exitcode 99 \
+         "$exe" ${filter:+--gtest_filter="$filter"} >"$log" 2>&1; then
+      note "$name $tool: ok ($(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$log" | tail -n 1))"
+    else
+      note "$name $tool: FAILED (see $log)"
+      failed=1
+    fi
+  done
+done
+
+# 2. End-to-end under memcheck.
+model=${FS_MODEL:-$root/../shared/models/stories260K}
+log="$out/e2e_memcheck.log"
+"$sanitizer" --tool memcheck --leak-check full --error-exitcode 99 \
+  "$build/server/flashserve" --model "$model" --backend cuda --port 18731 >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do curl -sf localhost:18731/health >/dev/null && break; sleep 0.5; done
+url=localhost:18731/v1/completions
+curl -sf "$url" -d '{"prompt":"Once upon a time","max_tokens":64,"temperature":0}' >"$out/e2e_1.json" || failed=1
+curl -sfN "$url" -d '{"prompt":"Once","max_tokens":64,"stream":true}' >"$out/e2e_2.txt" || failed=1
+curl -sf "$url" -d '{"prompt":["a","b"],"n":4,"max_tokens":32,"logprobs":2,"echo":true}' >"$out/e2e_3.json" || failed=1
+curl -s --max-time 0.3 -N "$url" -d '{"prompt":"x","max_tokens":400,"stream":true,"ignore_eos":true}' >/dev/null
+sleep 1
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+if [ "$status" -eq 0 ] && grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+  note "flashserve --backend cuda under memcheck: ok (exit 0, 0 errors)"
+else
+  note "flashserve --backend cuda under memcheck: FAILED (exit $status, see $log)"
+  failed=1
+fi
+
+# 3. Soak on the CUDA backend.
+if FS_SOAK_REQUESTS=${FS_SOAK_REQUESTS:-20000} FS_SOAK_CONCURRENCY=${FS_SOAK_CONCURRENCY:-64} \
+   FS_SOAK_SERVER_ARGS="--backend cuda" FS_SOAK_REPORT="$out/soak_cuda.jsonl" \
+   "$build/tests/soak/test_soak" >"$out/soak_cuda.log" 2>&1; then
+  note "soak (cuda): ok: $(tail -n 1 "$out/soak_cuda.jsonl")"
+else
+  note "soak (cuda): FAILED (see $out/soak_cuda.log)"
+  failed=1
+fi
+exit $failed

@@ -1,0 +1,119 @@
+// bench_e2e (bench/e2e_main.cpp) on the CPU backend and a tiny random model: every case prints one
+// JSON record with the promised fields, fixed-length runs really produce every token (ignore_eos
+// through the Engine), and failures become error records instead of silence.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "weights/random_model.h"
+
+namespace flashserve {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kBin = std::string(FS_BINARY_DIR) + "/bench/bench_e2e";
+
+struct CliRun {
+  int rc = -1;
+  std::vector<json> records;  // stdout's JSON lines
+  std::string err;            // stderr
+};
+
+CliRun run_cli(const std::string& args, const fs::path& dir) {
+  CliRun r;
+  const std::string err_file = (dir / "stderr.txt").string();
+  FILE* p = popen((kBin + " " + args + " 2> " + err_file).c_str(), "r");
+  if (!p) return r;
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) r.records.push_back(json::parse(line));
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+class BenchE2eCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fs_bench_e2e_cli_" + std::to_string(::getpid()));
+    ModelConfig c;
+    c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
+    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = 512, c.max_position_embeddings = 256;
+    write_random_hf_model((dir_ / "model").string(), c, 3, DType::kBF16);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(BenchE2eCli, EveryCaseRunsToLengthAndReports) {
+  const CliRun r = run_cli("--model " + (dir_ / "model").string() +
+                               " --backend cpu --label tiny --repeats 2 --max-num-seqs 4"
+                               " --max-num-batched-tokens 32 --cases decode:1x20x9,offline:6x12x5",
+                           dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.records.size(), 2u) << r.err;  // no ceilings record on the CPU backend
+  const json& d = r.records[0];
+  EXPECT_EQ(d["bench"], "e2e_decode");
+  EXPECT_EQ(d["model"], "tiny");
+  EXPECT_EQ(d["backend"], "cpu");
+  EXPECT_EQ(d["prompt_len"], 20);
+  EXPECT_EQ(d["output_len"], 9);
+  EXPECT_EQ(d["repeats"], 2);
+  EXPECT_EQ(d["output_tokens_last_run"], 9);  // EOS never ends a fixed-length run
+  EXPECT_EQ(d["all_finished_by_length"], true);
+  EXPECT_EQ(d["timed_out"], false);
+  EXPECT_GT(d["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_FALSE(d.contains("frac_of_roofline"));  // no ceilings without a GPU
+  EXPECT_NE(d["command"].get<std::string>().find("--cases decode:1x20x9"), std::string::npos);
+  EXPECT_EQ(d["shape"]["hidden_size"], 64);
+
+  const json& o = r.records[1];
+  EXPECT_EQ(o["bench"], "e2e_offline");
+  EXPECT_EQ(o["num_requests"], 6);
+  // 6 requests x 5 tokens with only 4 sequences and 32 tokens per step: the engine must queue.
+  EXPECT_EQ(o["output_tokens"], 30);
+  EXPECT_EQ(o["all_finished_by_length"], true);
+  EXPECT_NEAR(o["output_tokens_per_s"].get<double>() * o["elapsed_s"].get<double>(), 30, 1e-6);
+}
+
+TEST_F(BenchE2eCli, FailuresBecomeErrorRecords) {
+  // A prompt longer than the context: the case fails, its record says why, the other case runs.
+  CliRun r = run_cli("--model " + (dir_ / "model").string() +
+                         " --backend cpu --cases offline:2x300x4,decode:1x8x4",
+                     dir_);
+  EXPECT_EQ(r.rc, 1);
+  ASSERT_EQ(r.records.size(), 2u) << r.err;
+  EXPECT_EQ(r.records[0]["all_finished_by_length"], false);
+  EXPECT_TRUE(r.records[0].contains("error")) << r.records[0].dump();
+  EXPECT_EQ(r.records[1]["all_finished_by_length"], true);
+  // A backend that cannot start: one error record per case.
+  r = run_cli("--model " + (dir_ / "model").string() +
+                  " --backend nonsense --cases decode:1x8x4,offline:2x8x4",
+              dir_);
+  EXPECT_EQ(r.rc, 1);
+  ASSERT_EQ(r.records.size(), 2u);
+  for (const json& j : r.records)
+    EXPECT_NE(j["error"].get<std::string>().find("nonsense"), std::string::npos);
+  // Malformed cases are a usage error.
+  r = run_cli("--model " + (dir_ / "model").string() + " --cases decode:4x8x4", dir_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("bad case"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve
