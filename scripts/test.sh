@@ -9,7 +9,7 @@
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-extra=(clang libclang-rt-dev)
+extra=(clang libclang-rt-dev tmux libedit-dev)
 command -v node >/dev/null || extra+=(nodejs npm)
 fs_install_packages "${extra[@]}"
 
