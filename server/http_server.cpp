@@ -103,6 +103,8 @@ class SocketConnection : public ClientConnection {
 
 }  // namespace
 
+constexpr int kListenBacklog = 4096;  // pending connections the kernel may queue
+
 struct HttpServer::Impl {
   Engine& engine;
   const Tokenizer& tokenizer;
@@ -112,6 +114,7 @@ struct HttpServer::Impl {
   httplib::Server svr;
   std::atomic<bool> draining{false};
   int port = -1;
+  socket_t listen_sock = -1;  // the listening socket, once bound
   std::mutex log_mu;
 
   Impl(Engine& e, const Tokenizer& t, ServedModel m, HttpServerOptions o)
@@ -203,9 +206,10 @@ struct HttpServer::Impl {
     // httplib's default also sets SO_REUSEPORT, which lets a second server (or any process of the
     // same user) bind our port and silently take part of the traffic. SO_REUSEADDR alone still
     // allows a quick restart over TIME_WAIT connections. (tests/fault: BadFlagsAndTakenPort)
-    svr.set_socket_options([](socket_t sock) {
+    svr.set_socket_options([this](socket_t sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_sock = sock;  // the last one offered is the one that bound (see bind())
     });
     svr.set_keep_alive_max_count(1000);
 
@@ -309,6 +313,11 @@ bool HttpServer::bind() {
                  impl_->options.port);
     return false;
   }
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed inside Debian's
+  // compiled library): a burst of more simultaneous connects overflows the queue and those
+  // clients wait for SYN retries (1 s, 3 s, 7 s: seen as a TTFT p99 of 9 s at 256 concurrent
+  // clients on the GPU). Listening again on the bound socket raises it (capped by somaxconn).
+  if (impl_->listen_sock >= 0) ::listen(impl_->listen_sock, kListenBacklog);
   return true;
 }
 

@@ -6,6 +6,9 @@
 // (Oversized Content-Length bodies, bad JSON and API keys are in tests/server/test_server_errors.)
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <set>
 
@@ -101,6 +104,28 @@ TEST(FaultHttp, MalformedRequestsGetAnErrorOrAClose) {
   EXPECT_EQ(ok_completion(port), 200);
   EXPECT_EQ(metric(port, "flashserve_http_requests_total{status=\"500\"}"), -1) << "no 500s";
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// The listening socket queues a burst of connects (cpp-httplib alone would listen with a backlog
+// of 5, and a burst of clients beyond it waits for SYN retries: 1 s, 3 s, 7 s). `ss` shows a
+// listening socket's backlog in its Send-Q column.
+TEST(FaultHttp, ListenBacklogTakesABurstOfClients) {
+  ServerProcess server({"--no-request-log"});
+  ASSERT_TRUE(server.started()) << server.log();
+  FILE* p = popen(("ss -Hltn 'sport = :" + std::to_string(server.port()) + "' 2>/dev/null").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[512] = {0};
+  const bool got = fgets(line, sizeof line, p) != nullptr;
+  pclose(p);
+  if (!got) GTEST_SKIP() << "ss (iproute2) not available";
+  std::istringstream f(line);
+  std::string state;
+  long recv_q = 0, backlog = 0;
+  f >> state >> recv_q >> backlog;
+  long somaxconn = 4096;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  EXPECT_EQ(state, "LISTEN");
+  EXPECT_EQ(backlog, std::min(4096L, somaxconn)) << line;
 }
 
 TEST(FaultHttp, RandomBytesDoNotHurt) {

@@ -123,6 +123,47 @@ TEST_F(FaultStartup, DamagedTokenizerAndConfigAreRefused) {
   expect_refused("missing model", {"--model", (dir_ / "absent").string()}, "does not exist");
 }
 
+// Hugging Face folders with a damaged model.safetensors: each is refused at start-up with exit 1
+// and a message naming the file (the loader's own cases are in tests/weights).
+TEST_F(FaultStartup, DamagedSafetensorsAreRefused) {
+  const std::string config = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 172,
+      "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 4,
+      "vocab_size": 512, "max_position_embeddings": 512})";
+  auto with_header = [](const std::string& header, const std::string& data) {
+    std::string out(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(out.data(), &n, 8);
+    return out + header + data;
+  };
+  const std::string emb = R"("model.embed_tokens.weight": {"dtype": "F32", "shape": [512, 64], )";
+  struct Case {
+    std::string name, file, expect;
+  };
+  const std::vector<Case> cases = {
+      {"empty file", "", "model.safetensors"},
+      {"header length past the end", [] {
+         std::string b(8, '\0');
+         const uint64_t n = 1u << 30;
+         std::memcpy(b.data(), &n, 8);
+         return b + "{}";
+       }(), "model.safetensors"},
+      {"header not JSON", with_header("{not json", ""), "model.safetensors"},
+      {"offsets past the end", with_header("{" + emb + R"("data_offsets": [0, 131072]}})", "abcd"),
+       "model.safetensors"},
+      {"unknown dtype", with_header(R"({"x": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 2]}})", "ab"),
+       "model.safetensors"},
+      {"no tensors", with_header("{}", ""), "missing tensor"},
+  };
+  for (const Case& c : cases) {
+    fs::path d = dir_ / ("st_" + std::to_string(&c - cases.data()));
+    fs::create_directories(d);
+    write_file((d / "config.json").string(), config);
+    write_file((d / "model.safetensors").string(), c.file);
+    write_file((d / "tokenizer.model").string(), tok_);
+    expect_refused(c.name, {"--model", d.string()}, c.expect);
+  }
+}
+
 TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   const std::string model = folder("ok", bin_, tok_);
   expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "unknown flag", 2);

@@ -7,8 +7,9 @@
 # the GPU machine (device tool, carry .carry):
 #   tests/gpu_backend/carried_session.sh run STAGE...   (OUT=dir for the logs)
 # Stages: gpu (every gpu-labelled test program + cpu/cuda generate), graphs (TinyLlama-1.1B
-# shape: batch-1 decode with and without CUDA graphs, bench_e2e records), e2e (bench/gpu_e2e.sh
-# over the carried binaries), reliability (tests/soak/run_on_gpu.sh over them).
+# shape: batch-1 decode with and without CUDA graphs, bench_e2e records), linear (bench_linear),
+# e2e_tinyllama (bench_e2e alone), e2e (bench/gpu_e2e.sh over the carried binaries), serve (the
+# HTTP server on the GPU under bench_server), reliability (tests/soak/run_on_gpu.sh over them).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -33,7 +34,8 @@ fi
 shift
 OUT=${OUT:-/tmp/fs_out}
 mkdir -p "$OUT"
-B=$root/build/carried
+# build/release: the paths the test programs were compiled with (FS_BINARY_DIR) hold there too.
+B=$root/build/release
 mkdir -p "$B" && tar -C "$B" -xJf .carry/bin.tar.xz || exit 1
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # The test programs were compiled with FS_MODELS_DIR=/work/shared/models.
@@ -137,11 +139,48 @@ for l in open('$OUT/e2e_tinyllama.jsonl'):
               j['engine_forward_ms_per_step'], j['engine_sample_ms_per_step']), 'steps', j['engine_steps'])
 "
     ;;
+  serve)  # HTTP serving on the GPU: bench_server against flashserve --backend cuda
+    T=/tmp/fs_models/tinyllama-1.1b
+    [ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+      --preset tinyllama-1.1b --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_model.log" 2>&1
+    port=18790
+    cmd="flashserve --model $T --backend cuda --port $port --max-num-seqs 256 --max-num-batched-tokens 8192 --max-queue 1024 --no-request-log"
+    "$B/server/flashserve" --model $T --backend cuda --port $port --max-num-seqs 256 \
+      --max-num-batched-tokens 8192 --max-queue 1024 --no-request-log > "$OUT/serve_server.log" 2>&1 &
+    spid=$!
+    for _ in $(seq 240); do curl -sf localhost:$port/health > /dev/null && break; sleep 0.5; done
+    head -3 "$OUT/serve_server.log"
+    timeout 240 "$B/bench/bench_server" --port $port --concurrency 1,16,64,256 --num-requests 512 \
+      --prompt-len 128 --max-tokens 128 --token-range 1000,20000 --label tinyllama-1.1b \
+      --server-command "$cmd" > "$OUT/serve.jsonl" 2> "$OUT/serve_client.log" || rc=1
+    # TTFT of a single 2040-token prompt (+ 8 generated: the shape's context is 2048), 4 requests.
+    timeout 60 "$B/bench/bench_server" --port $port --concurrency 1 --num-requests 4 \
+      --prompt-len 2040 --max-tokens 8 --token-range 1000,20000 --label tinyllama-1.1b-ttft2048 \
+      --server-command "$cmd" >> "$OUT/serve.jsonl" 2>> "$OUT/serve_client.log" || rc=1
+    kill -TERM $spid; wait $spid; echo "server exit $? after SIGTERM"
+    python3 -c "
+import json
+for l in open('$OUT/serve.jsonl'):
+    j = json.loads(l); print({k: j.get(k) for k in ('label','concurrency','requests_per_s','output_tokens_per_s','ttft_ms_p50','ttft_ms_p99','tpot_ms_p50','tpot_ms_p99','errors')})
+"
+    ;;
   e2e)
     E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
     ;;
+  soak_long)  # the CUDA soak at 3x the requests: does RSS keep growing, or level off?
+    FS_SOAK_REQUESTS=${FS_SOAK_LONG_REQUESTS:-30000} FS_SOAK_CONCURRENCY=32 FS_SOAK_PROBES_EXACT=0 \
+      FS_SOAK_RSS_MARGIN_MIB=64 FS_SOAK_SERVER_ARGS="--backend cuda" FS_SOAK_REPORT="$OUT/soak_long.jsonl" \
+      timeout 300 "$B/tests/soak/test_soak" > "$OUT/soak_long.log" 2>&1 || rc=1
+    tail -n 1 "$OUT/soak_long.jsonl"
+    ;;
   reliability)
-    FS_PREBUILT=$B FS_MODEL=$M/stories260K bash tests/soak/run_on_gpu.sh "$OUT/reliability" || rc=1
+    # The sanitizers slow kernels 10-100x: the attention tests run their sanitizer subsets, the
+    # backend tests their stories260K and head_dim-64 cases.
+    FS_SANITIZER_FILTER="test_attention_prefill=AttentionPrefillSmall.*:AttentionPrefill.RejectsUnsupportedArguments;test_attention_decode=AttentionDecode.SmallForSanitizer:AttentionDecode.EmptySequencesAndEmptySplits:AttentionDecodeMerge.*;test_cuda_backend=CudaBackend.Stories260kRagged*:CudaGraphs.*:Shapes/CudaRandomModel.*d64*" \
+    FS_RACECHECK_FILTER="test_attention_prefill=AttentionPrefillSmall.*;test_attention_decode=AttentionDecode.SmallForSanitizer:AttentionDecodeMerge.*;test_cuda_backend=Shapes/CudaRandomModel.LogitsCloseToCpu/d64_gqa_tied_bf16" \
+    FS_SANITIZER_TIMEOUT=200 FS_SOAK_REQUESTS=${FS_SOAK_REQUESTS:-10000} \
+      FS_PREBUILT=$B FS_MODEL=$M/stories260K bash tests/soak/run_on_gpu.sh "$OUT/reliability" || rc=1
+    cat "$OUT/reliability/summary.txt"
     ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac

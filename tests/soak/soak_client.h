@@ -25,6 +25,11 @@ struct Tally {
   std::atomic<int64_t> hung_up_request{0};   // the client left before sending the whole request
   std::atomic<int64_t> hung_up_response{0};  // the client left while the answer was coming
   std::atomic<int64_t> probes_ok{0};       // fixed requests whose text matched the idle answer
+  // With probes_exact off (the CUDA backend: its GEMMs round differently at different batch
+  // sizes, so a sampled text may change with its neighbours): well-formed probe answers whose
+  // text differs from the idle one. They count as ok; with probes_exact on they are lost.
+  std::atomic<int64_t> probes_differ{0};
+  bool probes_exact = true;
   std::atomic<int64_t> lost{0};            // anything else: no answer, truncated, wrong status
   std::mutex mu;
   std::vector<std::string> failures;       // the first few `lost` ones, for the report

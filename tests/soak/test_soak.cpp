@@ -80,6 +80,7 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
   for (auto& p : probes) ASSERT_TRUE(soak::completion_text(port, p.body, &p.expected)) << p.body;
 
   soak::Tally t;
+  t.probes_exact = env_int("FS_SOAK_PROBES_EXACT", 1) != 0;
   std::atomic<int64_t> next{0};
   std::atomic<bool> running{true};
   long rss_start = rss_kib(server.pid()), rss_warm = -1, rss_max = rss_start;
@@ -159,6 +160,7 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
       {"rejected_503", t.rejected.load()}, {"bad_requests", t.bad_expected.load()},
       {"gets", t.other_ok.load()}, {"hung_up_request", t.hung_up_request.load()},
       {"hung_up_response", t.hung_up_response.load()}, {"probes_ok", t.probes_ok.load()},
+      {"probes_differ", t.probes_differ.load()}, {"probes_exact", t.probes_exact},
       {"lost", t.lost.load()}, {"preemptions", m["flashserve_preemptions_total"]},
       {"generation_tokens", m["flashserve_generation_tokens_total"]},
       {"client_disconnects", m["flashserve_client_disconnects_total"]},

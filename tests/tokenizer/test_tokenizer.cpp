@@ -105,22 +105,25 @@ TEST(Tokenizer, ByteFallbackPieces) {
 }
 
 TEST(Tokenizer, InvalidUtf8IsAClearError) {
-  auto t = Tokenizer::load(kLlamaTokenizer);
-  const std::vector<std::pair<std::string, int>> bad = {
-      {"\xff", 0},                   // never valid
-      {"abc\xC3", 3},                // cut-off sequence at the end
-      {"ok \xC0\xAF", 3},            // overlong "/"
-      {"\xED\xA0\x80", 0},           // UTF-16 surrogate
-      {"ab\xF4\x90\x80\x80", 2},     // above U+10FFFF
-      {"\xE2\x82 x", 0},             // truncated in the middle
-  };
-  for (const auto& [text, offset] : bad) {
-    const std::string msg = error_of([&] { t->encode(text, true); });
-    EXPECT_NE(msg.find("invalid UTF-8 in text to encode at byte " + std::to_string(offset)),
-              std::string::npos)
-        << msg;
+  for (const std::string& model : {kLlamaTokenizer, kStoriesTokenizer}) {
+    SCOPED_TRACE(model);
+    auto t = Tokenizer::load(model);
+    const std::vector<std::pair<std::string, int>> bad = {
+        {"\xff", 0},                   // never valid
+        {"abc\xC3", 3},                // cut-off sequence at the end
+        {"ok \xC0\xAF", 3},            // overlong "/"
+        {"\xED\xA0\x80", 0},           // UTF-16 surrogate
+        {"ab\xF4\x90\x80\x80", 2},     // above U+10FFFF
+        {"\xE2\x82 x", 0},             // truncated in the middle
+    };
+    for (const auto& [text, offset] : bad) {
+      const std::string msg = error_of([&] { t->encode(text, true); });
+      EXPECT_NE(msg.find("invalid UTF-8 in text to encode at byte " + std::to_string(offset)),
+                std::string::npos)
+          << msg;
+    }
+    EXPECT_NO_THROW(t->encode("\xF4\x8F\xBF\xBF \xEF\xBF\xBD", false));  // U+10FFFF, U+FFFD are fine
   }
-  EXPECT_NO_THROW(t->encode("\xF4\x8F\xBF\xBF \xEF\xBF\xBD", false));  // U+10FFFF, U+FFFD are fine
 }
 
 TEST(Tokenizer, OutOfRangeIdsAndBadFiles) {
