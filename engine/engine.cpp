@@ -265,7 +265,7 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
       continue;
     }
     SampleInput in;
-    in.logits = rows + (num_rows - 1) * vocab;
+    in.logits = greedy ? nullptr : rows + (num_rows - 1) * vocab;  // greedy: no row came back
     in.vocab_size = vocab_size_;
     in.prompt = std::span<const int32_t>(seq->tokens.data(), seq->num_prompt_tokens);
     in.generated = std::span<const int32_t>(seq->tokens.data() + seq->num_prompt_tokens,

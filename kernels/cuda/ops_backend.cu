@@ -133,6 +133,59 @@ __global__ void add_rms_norm_kernel(bf16* out, bf16* x, const bf16* delta, const
     orow[c] = __float2bfloat16(__bfloat162float(xr[c]) * inv * __bfloat162float(w[c]));
 }
 
+// The same with the row held in registers: each thread loads its V 16-byte vectors of x and
+// delta at once, then stores. The loop above stores x between loads, so the compiler (out and x
+// may alias delta) cannot overlap them: one memory round trip per 256 columns, ~4 us a row at
+// hidden 2048 on an H100, where a decode step runs two per layer. Needs hidden % 8 == 0 and
+// hidden <= 8 * V * blockDim.x; every thread owns the same vectors in all three passes.
+template <int V>
+__global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x, const bf16* delta, const bf16* w,
+                                        int hidden, float eps) {
+  uint4* xr = reinterpret_cast<uint4*>(x + int64_t(blockIdx.x) * hidden);
+  const uint4* dr = reinterpret_cast<const uint4*>(delta + int64_t(blockIdx.x) * hidden);
+  uint4* orow = reinterpret_cast<uint4*>(out + int64_t(blockIdx.x) * hidden);
+  const uint4* wr = reinterpret_cast<const uint4*>(w);
+  const int nvec = hidden / 8;
+  uint4 a[V], b[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c < nvec) a[i] = xr[c], b[i] = dr[c];
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c >= nvec) continue;
+    __nv_bfloat162* pa = reinterpret_cast<__nv_bfloat162*>(&a[i]);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b[i]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 fa = __bfloat1622float2(pa[j]), fb = __bfloat1622float2(pb[j]);
+      pa[j] = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);  // the residual, rounded to bf16
+      const float2 s = __bfloat1622float2(pa[j]);
+      ss += s.x * s.x + s.y * s.y;
+    }
+    xr[c] = a[i];
+  }
+  const float inv = rsqrtf(block_sum(ss) / float(hidden) + eps);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c >= nvec) continue;
+    uint4 wv = wr[c], o;
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a[i]);
+    const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&wv);
+    __nv_bfloat162* po = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 s = __bfloat1622float2(pa[j]), ww = __bfloat1622float2(pw[j]);
+      po[j] = __floats2bfloat162_rn(s.x * inv * ww.x, s.y * inv * ww.y);
+    }
+    orow[c] = o;
+  }
+}
+
 // One thread per (token, head of q|k|v, pair i): q/k pairs are turned, v pairs copied.
 __global__ void qkv_rope_write_kv_kernel(bf16* q, bf16* kc, bf16* vc, const bf16* qkv,
                                          const int32_t* positions, const float* inv_freq,
@@ -334,9 +387,18 @@ void write_kv_bf16(void* k_cache, void* v_cache, const void* k, const void* v,
 void add_rms_norm_bf16(void* out, void* x, const void* delta, const void* w, int n, int hidden,
                        float eps, cudaStream_t stream) {
   if (n == 0) return;
-  add_rms_norm_kernel<<<n, kThreads, 0, stream>>>(
-      static_cast<bf16*>(out), static_cast<bf16*>(x), static_cast<const bf16*>(delta),
-      static_cast<const bf16*>(w), hidden, eps);
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = hidden % 8 == 0 && hidden <= 8 * 4 * kThreads && aligned(out) && aligned(x) &&
+                   aligned(delta) && aligned(w);
+  if (vec) {
+    add_rms_norm_vec_kernel<4><<<n, kThreads, 0, stream>>>(
+        static_cast<bf16*>(out), static_cast<bf16*>(x), static_cast<const bf16*>(delta),
+        static_cast<const bf16*>(w), hidden, eps);
+  } else {
+    add_rms_norm_kernel<<<n, kThreads, 0, stream>>>(
+        static_cast<bf16*>(out), static_cast<bf16*>(x), static_cast<const bf16*>(delta),
+        static_cast<const bf16*>(w), hidden, eps);
+  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -15,6 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bins=(server/flashserve engine/flashserve-generate weights/flashserve-random-model
       bench/bench_e2e bench/flashserve-logits bench/bench_server bench/bench_linear
+      bench/bench_decode_ops
       tests/gpu_backend/test_cuda_backend tests/gpu_backend/test_cuda_ops
       tests/gpu_decode/test_attention_decode tests/gpu_prefill/test_attention_prefill
       tests/soak/test_soak)
@@ -92,6 +93,22 @@ for l in open(sys.argv[1]):
     elif j["bench"] == "linear_weights_per_step":
         print(f'{j["shape"]:15} step m={j["m"]:<3} {j["ms"]:.3f} ms frac_of_copy_bw {j["frac_of_copy_bw"]:.2f} '
               f'(cuBLASLt {j["cublaslt_ms"]:.3f} ms, {j["cublaslt_frac_of_copy_bw"]:.2f}) x{j["speedup_vs_cublaslt"]:.2f}')
+PY
+    ;;
+  ops)  # one decode layer's ops, each timed inside a CUDA graph
+    for cfg in "tinyllama-1.1b 1 256" "tinyllama-1.1b 16 256" "llama2-7b 1 256"; do
+      set -- $cfg
+      timeout 120 "$B/bench/bench_decode_ops" --shape $1 --m $2 --kv-len $3 >> "$OUT/decode_ops.jsonl" \
+        2>> "$OUT/decode_ops.log" || rc=1
+    done
+    python3 - "$OUT/decode_ops.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j["bench"] == "decode_op":
+        print(f'{j["shape"]:15} m={j["m"]:<3} {j["op"]:20} {j["us"]:7.2f} us  x layers {j["us_per_step"]:8.1f} us  frac_bw {j["frac_of_copy_bw"]:.2f}')
+    else:
+        print(f'{j["shape"]:15} m={j["m"]:<3} layer {j["layer_us"]:.1f} us, all layers {j["layers_ms"]:.3f} ms (bytes at copy bw {j["bytes_ms_at_copy_bw"]:.3f} ms)')
 PY
     ;;
   profile)  # where the decode step's GPU time goes (Nsight Systems, when the machine has it)

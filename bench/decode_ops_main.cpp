@@ -1,0 +1,204 @@
+// bench_decode_ops: where a decode step's time goes, op by op, on the CUDA backend. For one layer
+// of a model shape at batch m (one new token per sequence, kv_len cached tokens each), every op
+// of LlamaModel's layer loop is recorded `reps` times in a CUDA graph and replayed; the median
+// replay time / reps is the op's time inside a graph, launch gap included (the way a decode step
+// runs). Prints one JSON line per op with its microseconds, the per-step total (x layers), and
+// the bytes the op must move over the copy bandwidth (frac_of_copy_bw), then a summary line.
+//   bench_decode_ops [--shape tinyllama-1.1b|llama2-7b] [--m 1] [--kv-len 256] [--reps 50]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/hw_ceilings.h"
+#include "core/dtype.h"
+#include "engine/backend.h"
+
+using namespace flashserve;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct Shape {
+  std::string name;
+  int hidden, inter, layers, hq, hkv, d, vocab;
+};
+
+Shape shape_named(const std::string& n) {
+  if (n == "llama2-7b") return {n, 4096, 11008, 32, 32, 32, 128, 32000};
+  if (n == "llama3.2-1b") return {n, 2048, 8192, 16, 32, 8, 64, 32000};
+  return {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 64, 32000};
+}
+
+double time_op(Backend& be, const std::function<void()>& op, int reps) {
+  op();  // plans and workspaces outside the recording
+  be.synchronize();
+  be.begin_capture();
+  for (int i = 0; i < reps; ++i) op();
+  auto graph = be.end_capture();
+  be.replay(graph);
+  be.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < 15; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.replay(graph);
+    be.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] / reps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape_name = "tinyllama-1.1b", command;
+  int m = 1, kv_len = 256, reps = 50;
+  for (int i = 0; i < argc; ++i) {
+    if (i) command += ' ';
+    command += argv[i];
+  }
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i], v = argv[i + 1];
+    if (f == "--shape") shape_name = v;
+    else if (f == "--m") m = std::atoi(v.c_str());
+    else if (f == "--kv-len") kv_len = std::atoi(v.c_str());
+    else if (f == "--reps") reps = std::atoi(v.c_str());
+    else return std::fprintf(stderr, "usage: bench_decode_ops [--shape S] [--m M] [--kv-len L] [--reps N]\n"), 2;
+  }
+  try {
+    const bench::HwCeilings hw = bench::measure_hw_ceilings();
+    FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);
+    const Shape s = shape_named(shape_name);
+    auto be = make_cuda_backend(0);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    auto filled = [&](DType t, std::initializer_list<int64_t> shape, float scale = 1.f) {
+      Buffer b = be->allocate(t, shape);
+      const int64_t n = b.tensor.numel();
+      if (t == DType::kBF16) {
+        std::vector<uint16_t> h(static_cast<size_t>(n));
+        for (auto& x : h) x = float_to_bf16_bits(scale * u(rng));
+        be->copy_from_host(b.tensor, h.data());
+      } else {
+        std::vector<float> h(static_cast<size_t>(n));
+        for (auto& x : h) x = scale * u(rng);
+        be->copy_from_host(b.tensor, h.data());
+      }
+      return b;
+    };
+    const int64_t hid = s.hidden, qkv_w = int64_t(s.hq + 2 * s.hkv) * s.d;
+    // Activations and weights of one layer.
+    Buffer x = filled(DType::kBF16, {m, hid}), h = filled(DType::kBF16, {m, hid});
+    Buffer qkv = filled(DType::kBF16, {m, qkv_w}), q = filled(DType::kBF16, {m, s.hq, s.d});
+    Buffer attn = filled(DType::kBF16, {m, s.hq, s.d});
+    Buffer gate_up = filled(DType::kBF16, {m, 2 * s.inter}), gate = filled(DType::kBF16, {m, s.inter});
+    Buffer norm_w = filled(DType::kBF16, {hid});
+    Buffer inv_freq = filled(DType::kF32, {s.d / 2}, 0.01f);
+    // A paged cache holding m sequences of kv_len tokens, blocks in order.
+    const int bs = 16, blocks_per_seq = (kv_len + bs - 1) / bs, num_blocks = m * blocks_per_seq;
+    Buffer kc = filled(DType::kBF16, {num_blocks, bs, s.hkv, s.d});
+    Buffer vc = filled(DType::kBF16, {num_blocks, bs, s.hkv, s.d});
+    std::vector<int32_t> positions(m, kv_len - 1), slots(m), cu(m + 1), kv_lens(m, kv_len),
+        table(size_t(m) * blocks_per_seq);
+    for (int i = 0; i < m; ++i) {
+      cu[i + 1] = i + 1;
+      for (int b = 0; b < blocks_per_seq; ++b) table[size_t(i) * blocks_per_seq + b] = i * blocks_per_seq + b;
+      slots[i] = table[size_t(i) * blocks_per_seq + (kv_len - 1) / bs] * bs + (kv_len - 1) % bs;
+    }
+    auto upload = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+      Buffer b = be->allocate(DType::kI32, shape);
+      be->copy_from_host(b.tensor, v.data());
+      return b;
+    };
+    Buffer pos_b = upload(positions, {m}), slot_b = upload(slots, {m}), cu_b = upload(cu, {m + 1});
+    Buffer kvl_b = upload(kv_lens, {m}), table_b = upload(table, {m, blocks_per_seq});
+    AttentionBatch ab;
+    ab.num_seqs = ab.num_tokens = m;
+    ab.max_q_len = 1;
+    ab.max_kv_len = kv_len;
+    ab.block_size = bs;
+    ab.max_blocks_per_seq = blocks_per_seq;
+    ab.positions = pos_b.tensor;
+    ab.slot_mapping = slot_b.tensor;
+    ab.cu_q_lens = cu_b.tensor;
+    ab.kv_lens = kvl_b.tensor;
+    ab.block_table = table_b.tensor;
+    ab.host_kv_lens = kv_lens.data();
+    uint64_t key = 0;
+    be->graph_launch_key(ab, s.hq, s.hkv, s.d, &key);  // sizes the decode workspace
+    Buffer w_qkv = filled(DType::kBF16, {qkv_w, hid}, 0.02f), w_o = filled(DType::kBF16, {hid, hid}, 0.02f);
+    Buffer w_gu = filled(DType::kBF16, {2 * s.inter, hid}, 0.02f);
+    Buffer w_down = filled(DType::kBF16, {hid, s.inter}, 0.02f);
+    const float scale = 0.125f;
+
+    struct Op {
+      const char* name;
+      std::function<void()> run;
+      double bytes;
+    };
+    const double act = 2.0 * m;  // bytes per activation element of the batch
+    const double kv_bytes = 2.0 * m * kv_len * s.hkv * s.d * 2;
+    std::vector<Op> ops = {
+        {"matmul_qkv", [&] { be->matmul(qkv.tensor, h.tensor, w_qkv.tensor); }, 2.0 * qkv_w * hid},
+        {"qkv_rope_write_kv",
+         [&] {
+           be->qkv_rope_write_kv(q.tensor, kc.tensor, vc.tensor, qkv.tensor, ab.positions,
+                                 inv_freq.tensor, ab.slot_mapping);
+         },
+         act * qkv_w * 2},
+        {"paged_attention", [&] { be->paged_attention(attn.tensor, q.tensor, kc.tensor, vc.tensor, ab, scale); },
+         kv_bytes},
+        {"matmul_o", [&] { be->matmul(h.tensor, attn.tensor.view({m, int64_t(s.hq) * s.d}), w_o.tensor); },
+         2.0 * hid * hid},
+        {"add_rms_norm_post", [&] { be->add_rms_norm(h.tensor, x.tensor, h.tensor, norm_w.tensor, 1e-5f); },
+         act * hid * 4},
+        {"matmul_gate_up", [&] { be->matmul(gate_up.tensor, h.tensor, w_gu.tensor); }, 2.0 * 2 * s.inter * hid},
+        {"swiglu_fused", [&] { be->swiglu_fused(gate.tensor, gate_up.tensor); }, act * 3 * s.inter},
+        {"matmul_down", [&] { be->matmul(h.tensor, gate.tensor, w_down.tensor); }, 2.0 * hid * s.inter},
+        {"add_rms_norm_next", [&] { be->add_rms_norm(h.tensor, x.tensor, h.tensor, norm_w.tensor, 1e-5f); },
+         act * hid * 4},
+    };
+    double layer_us = 0, layer_bytes = 0;
+    for (const Op& op : ops) {
+      const double sec = time_op(*be, op.run, reps);
+      layer_us += sec * 1e6;
+      layer_bytes += op.bytes;
+      json j;
+      j["bench"] = "decode_op";
+      j["gpu"] = hw.gpu;
+      j["command"] = command;
+      j["shape"] = s.name;
+      j["m"] = m;
+      j["kv_len"] = kv_len;
+      j["op"] = op.name;
+      j["us"] = sec * 1e6;
+      j["us_per_step"] = sec * 1e6 * s.layers;
+      j["bytes"] = op.bytes;
+      j["frac_of_copy_bw"] = op.bytes / sec / hw.copy_bytes_per_s;
+      std::printf("%s\n", j.dump().c_str());
+    }
+    json j;
+    j["bench"] = "decode_layer";
+    j["gpu"] = hw.gpu;
+    j["command"] = command;
+    j["shape"] = s.name;
+    j["m"] = m;
+    j["kv_len"] = kv_len;
+    j["layer_us"] = layer_us;
+    j["layers_ms"] = layer_us * s.layers / 1e3;
+    j["bytes_ms_at_copy_bw"] = layer_bytes * s.layers / hw.copy_bytes_per_s * 1e3;
+    j["frac_of_copy_bw"] = layer_bytes / (layer_us * 1e-6) / hw.copy_bytes_per_s;
+    std::printf("%s\n", j.dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_decode_ops: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
