@@ -44,9 +44,15 @@ def run_date(path, rows):
     return datetime.date.fromtimestamp(os.path.getmtime(path)).isoformat(), "file date"
 
 
+# Files of another timing method than the main one (decode: memset L2 flush, runs held behind a
+# spin kernel) are plotted only when nothing else is there.
+ALTERNATE_METHODS = ("_memset_flush", "_rotate_held")
+
+
 def newest(files):
-    """The newest (date, name) of [(path, rows, date, how)]."""
-    return max(files, key=lambda f: (f[2], os.path.basename(f[0])))
+    """The newest (date, name) of [(path, rows, date, how)], main timing method first."""
+    main = [f for f in files if not any(m in os.path.basename(f[0]) for m in ALTERNATE_METHODS)]
+    return max(main or files, key=lambda f: (f[2], os.path.basename(f[0])))
 
 
 def collect(results_dir):
@@ -218,6 +224,9 @@ def decode_table(rows):
 
 def plot_server(path, rows, date, how, out):
     rows = sorted((r for r in rows if r.get("bench") == "server"), key=lambda r: r["concurrency"])
+    # One sweep per plot: the label of the first record (others, e.g. a long-prompt TTFT probe,
+    # stay in the file and the tables).
+    rows = [r for r in rows if r.get("label") == rows[0].get("label")]
     conc = [r["concurrency"] for r in rows]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.6))
     # Every request generates max_tokens tokens, so requests/s is output tokens/s / max_tokens:
@@ -241,7 +250,9 @@ def plot_server(path, rows, date, how, out):
         a.set_xticklabels([str(c) for c in conc])
         a.grid(alpha=0.3)
     r0 = rows[0]
-    device = f"{r0.get('label') or 'CPU backend'}; CPU {r0.get('cpu', '?')}; prompt {r0.get('prompt_len')} " \
+    gpu = r0.get("gpu")
+    where = f"GPU {gpu}" if gpu and gpu not in ("none", "cpu") else f"CPU {r0.get('cpu', '?')}"
+    device = f"{r0.get('label') or 'CPU backend'}; {where}; prompt {r0.get('prompt_len')} " \
              f"+ {r0.get('max_tokens')} tokens"
     fig.suptitle(title("flashserve server throughput and latency (bench_server, loopback)",
                        device, date, how, path), fontsize=9)

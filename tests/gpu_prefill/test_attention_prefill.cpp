@@ -44,6 +44,7 @@ std::vector<PrefillCase> default_cases() {
   add("large_logits_d128", {{300, 300}}, 4, 4, 128, 16, true, DType::kBF16, 20.f);
   add("large_logits_d64_chunked", {{150, 700}}, 4, 1, 64, 32, true, DType::kBF16, 30.f);
   add("long_causal_d128_g2", {{2500, 2500}}, 2, 1, 128, 16, true);
+  add("long_causal_d64_4096_bs32", {{4096, 4096}}, 2, 1, 64, 32, true);  // several thousand rows
   add("long_noncausal_d64", {{1500, 1500}}, 2, 2, 64, 16, false);
   add("f16_ragged_d128", {{33, 33}, {100, 450}, {1, 1}}, 8, 2, 128, 16, true, DType::kF16);
   add("f16_d64_large_logits", {{257, 257}}, 4, 4, 64, 32, false, DType::kF16, 10.f);
@@ -111,7 +112,10 @@ TEST(AttentionPrefillSmall, SanitizerSubset) {
   cs[1].block_size = 32;
   cs[1].causal = false;
   for (PrefillCase c : cs) {
-    for (int v : {-1, 0}) {  // the launcher's small-grid choice, and the large-grid default
+    // The launcher's own choice (the small-grid variant at these sizes), and the large-grid
+    // default it takes for big batches (what a long prefill runs).
+    const int large = cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32);
+    for (int v : {-1, large}) {
       c.variant = v;
       const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
       std::printf("%s\n", r.message.c_str());
