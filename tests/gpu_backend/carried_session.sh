@@ -181,6 +181,29 @@ for l in open('$OUT/serve.jsonl'):
     j = json.loads(l); print({k: j.get(k) for k in ('label','concurrency','requests_per_s','output_tokens_per_s','ttft_ms_p50','ttft_ms_p99','tpot_ms_p50','tpot_ms_p99','errors')})
 "
     ;;
+  e2e_7b_compile)  # what the 10-minute e2e calls left out: Llama-2-7B bench + eager baseline,
+                   # and transformers' static cache + torch.compile baseline for TinyLlama
+    CFG=/tmp/fs_models/fs_configs
+    for sh in llama2-7b tinyllama-1.1b; do
+      "$B/weights/flashserve-random-model" --out "$CFG/$sh" --preset $sh --config-only 1 > /dev/null 2>&1
+    done
+    T7=/tmp/fs_models/llama2-7b
+    timeout 200 "$B/weights/flashserve-random-model" --out $T7 --preset llama2-7b \
+      --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_7b.log" 2>&1 || rc=1
+    timeout 150 "$B/bench/bench_e2e" --model $T7 --backend cuda --label llama2-7b \
+      --cases decode:1x128x256,offline:16x128x256 --max-seconds 60 > "$OUT/e2e_7b.jsonl" \
+      2> "$OUT/e2e_7b.log" || rc=1
+    grep -E "^(decode|offline)" "$OUT/e2e_7b.log"
+    rm -rf $T7
+    PYTHONUNBUFFERED=1 timeout 120 python3 bench/hf_generate_baseline.py --out "$OUT/hf_7b.jsonl" \
+      --shapes llama2-7b --cases 1x128x256,16x128x256 --config-dir $CFG --budget-s 90 \
+      > "$OUT/hf_7b.log" 2>&1 || rc=1
+    tail -4 "$OUT/hf_7b.log"
+    PYTHONUNBUFFERED=1 timeout 230 python3 bench/hf_generate_baseline.py --out "$OUT/hf_compile.jsonl" \
+      --shapes tinyllama-1.1b --cases "" --compile-cases 1x128x256,16x128x256 --config-dir $CFG \
+      --budget-s 200 > "$OUT/hf_compile.log" 2>&1 || rc=1
+    tail -4 "$OUT/hf_compile.log"
+    ;;
   e2e)
     E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
     ;;
