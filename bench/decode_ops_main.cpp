@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
 #include "core/dtype.h"
 #include "engine/backend.h"
@@ -34,25 +35,6 @@ Shape shape_named(const std::string& n) {
   if (n == "llama2-7b") return {n, 4096, 11008, 32, 32, 32, 128, 32000};
   if (n == "llama3.2-1b") return {n, 2048, 8192, 16, 32, 8, 64, 32000};
   return {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 64, 32000};
-}
-
-double time_op(Backend& be, const std::function<void()>& op, int reps) {
-  op();  // plans and workspaces outside the recording
-  be.synchronize();
-  be.begin_capture();
-  for (int i = 0; i < reps; ++i) op();
-  auto graph = be.end_capture();
-  be.replay(graph);
-  be.synchronize();
-  std::vector<double> t;
-  for (int i = 0; i < 15; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    be.replay(graph);
-    be.synchronize();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] / reps;
 }
 
 }  // namespace
@@ -167,7 +149,7 @@ int main(int argc, char** argv) {
     };
     double layer_us = 0, layer_bytes = 0;
     for (const Op& op : ops) {
-      const double sec = time_op(*be, op.run, reps);
+      const double sec = bench::time_in_graph(*be, [&](int) { op.run(); }, reps);
       layer_us += sec * 1e6;
       layer_bytes += op.bytes;
       json j;

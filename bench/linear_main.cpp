@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
 #include "core/dtype.h"
 #include "engine/backend.h"
@@ -59,29 +60,6 @@ std::vector<int> parse_ints(const std::string& s) {
     p = e + 1;
   }
   return v;
-}
-
-// Seconds per matmul: median over `trials` replays of a graph of `reps` matmuls that cycle
-// through the weight copies `ws` (together larger than the L2 cache, so w comes from HBM as in a
-// real step, where ~2 GB of weights pass between two uses of the same matrix).
-double time_matmul(Backend& be, Tensor out, const Tensor& x, const std::vector<Buffer>& ws,
-                   int reps, int trials) {
-  be.matmul(out, x, ws[0].tensor);  // plans / heuristics outside the recording
-  be.synchronize();
-  be.begin_capture();
-  for (int i = 0; i < reps; ++i) be.matmul(out, x, ws[i % ws.size()].tensor);
-  auto graph = be.end_capture();
-  be.replay(graph);  // warm-up
-  be.synchronize();
-  std::vector<double> t;
-  for (int i = 0; i < trials; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    be.replay(graph);
-    be.synchronize();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] / reps;
 }
 
 }  // namespace
@@ -129,7 +107,11 @@ int main(int argc, char** argv) {
             Buffer x = bes[b]->allocate(DType::kBF16, {m, p.k});
             Buffer o = bes[b]->allocate(p.f32_out ? DType::kF32 : DType::kBF16, {m, p.n});
             bes[b]->copy_from_host(x.tensor, hx.data());
-            sec[b] = time_matmul(*bes[b], o.tensor, x.tensor, ws, std::max(reps, copies), 15);
+            // Cycling through the copies (together larger than the L2 cache) makes w come from
+            // HBM as in a real step, where ~2 GB of weights pass between two uses of a matrix.
+            sec[b] = bench::time_in_graph(
+                *bes[b], [&](int i) { bes[b]->matmul(o.tensor, x.tensor, ws[i % ws.size()].tensor); },
+                std::max(reps, copies));
           }
           const double bytes = 2.0 * (p.n * p.k + m * p.k) + (p.f32_out ? 4.0 : 2.0) * m * p.n;
           const int times = p.f32_out ? 1 : s.layers;
