@@ -42,7 +42,9 @@ constexpr const char* kUsage =
     "  offline:NxPxO  N requests at once after a short warm-up batch\n"
     "  --kv-cache-tokens 0: room for the largest case at once, capped by free GPU memory\n"
     "  --max-seconds: a case still running after this is cancelled (reported as timed_out)\n"
-    "  --cuda-graph-max-batch: decode steps up to this batch replay CUDA graphs; 0 = eager\n";
+    "  --cuda-graph-max-batch: decode steps up to this batch replay CUDA graphs; 0 = eager\n"
+    "  --temperature 0 --top-k 0 --top-p 1: the requests' sampling (default greedy)\n"
+    "  --host-sampling 1: copy every logits row to the host sampler (the GPU sampler's baseline)\n";
 
 struct Case {
   std::string mode;  // "decode" | "offline"
@@ -57,6 +59,12 @@ struct Args {
   int64_t kv_cache_tokens = 0;
   double max_seconds = 120;
   bool ceilings = true;
+  SamplingParams sampling = [] {
+    SamplingParams p;
+    p.temperature = 0.f;
+    return p;
+  }();
+  bool host_sampling = false;
   std::string command;
 };
 
@@ -123,6 +131,14 @@ Args parse_args(int argc, char** argv) {
       a.graph_max_batch = n;
     else if (f == "--no-ceilings")
       a.ceilings = !(v == "1" || v == "true");
+    else if (f == "--temperature")
+      a.sampling.temperature = float(std::atof(v.c_str()));
+    else if (f == "--top-k")
+      a.sampling.top_k = n;
+    else if (f == "--top-p")
+      a.sampling.top_p = float(std::atof(v.c_str()));
+    else if (f == "--host-sampling")
+      a.host_sampling = v == "1" || v == "true";
     else
       std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
   }
@@ -160,7 +176,8 @@ struct RunResult {
 
 // Submits every prompt at once, drains all streams round-robin, times each request.
 RunResult run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                    int output_len, double max_seconds) {
+                    int output_len, const Args& a) {
+  const double max_seconds = a.max_seconds;
   RunResult r;
   const size_t n = prompts.size();
   std::vector<std::shared_ptr<RequestStream>> streams(n);
@@ -172,7 +189,7 @@ RunResult run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& pro
     GenerationRequest req;
     req.prompt = prompts[i];
     req.max_tokens = output_len;
-    req.sampling.temperature = 0.f;
+    req.sampling = a.sampling;
     req.sampling.seed = i;
     req.has_seed = true;
     req.ignore_eos = true;
@@ -258,11 +275,11 @@ int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
 json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
                  const bench::HwCeilings& hw, json j) {
   const auto one = make_prompts(1, k.prompt_len, c);
-  run_batch(engine, one, k.output_len, a.max_seconds);  // warm-up: allocations, graphs, caches
+  run_batch(engine, one, k.output_len, a);  // warm-up: allocations, graphs, caches
   std::vector<double> tps, ttft;
   RunResult last;
   for (int i = 0; i < a.repeats; ++i) {
-    last = run_batch(engine, one, k.output_len, a.max_seconds);
+    last = run_batch(engine, one, k.output_len, a);
     if (last.timed_out || last.decode_s.empty()) break;
     tps.push_back(double(last.output_tokens - 1) / last.decode_s[0]);
     ttft.push_back(last.ttft_s[0]);
@@ -290,9 +307,9 @@ json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig
 json offline_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
                   const bench::HwCeilings& hw, json j) {
   // Warm-up with a few short requests so first-use costs stay out of the timed batch.
-  run_batch(engine, make_prompts(std::min(k.num_requests, 8), k.prompt_len, c), 4, a.max_seconds);
+  run_batch(engine, make_prompts(std::min(k.num_requests, 8), k.prompt_len, c), 4, a);
   const RunResult r =
-      run_batch(engine, make_prompts(k.num_requests, k.prompt_len, c), k.output_len, a.max_seconds);
+      run_batch(engine, make_prompts(k.num_requests, k.prompt_len, c), k.output_len, a);
   j["num_requests"] = k.num_requests;
   j["elapsed_s"] = r.elapsed_s;
   j["output_tokens"] = r.output_tokens;
@@ -361,6 +378,7 @@ int run(const Args& a) {
   EngineOptions eo;
   eo.max_num_seqs = a.max_num_seqs;
   eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  eo.sample_on_device = !a.host_sampling;
   for (const Case& k : a.cases) eo.max_queue = std::max(eo.max_queue, k.num_requests + 8);
   auto engine = Engine::create(std::move(runner), eo);
   std::fprintf(stderr, "%s: backend %s, load %.1f s, KV cache %lld tokens\n", a.label.c_str(),
@@ -382,6 +400,10 @@ int run(const Args& a) {
     j["max_num_seqs"] = a.max_num_seqs;
     j["max_num_batched_tokens"] = a.max_num_batched_tokens;
     j["cuda_graph_max_batch"] = a.graph_max_batch;
+    j["temperature"] = a.sampling.temperature;
+    j["top_k"] = a.sampling.top_k;
+    j["top_p"] = a.sampling.top_p;
+    j["sampler"] = a.host_sampling ? "host" : "device";
     j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);
     j["bf16_tflops"] = hw.available ? json(hw.bf16_flops_per_s / 1e12) : json(nullptr);
     try {

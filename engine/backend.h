@@ -7,9 +7,11 @@
 
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/error.h"
+#include "engine/sampler.h"
 #include "engine/tensor.h"
 #include "weights/model.h"
 
@@ -115,6 +117,13 @@ class Backend {
   // -1 when the row holds a NaN.
   virtual void argmax_rows(Tensor ids,               // [rows] int32
                            const Tensor& logits) = 0;  // [rows, vocab] f32
+  // ids[i] = the host sampler's token (engine/sampler.h: bias, penalties, temperature, top-k,
+  // top-p, min-p, the same Philox draw) for logits row rows[i] under requests[i]; -1 when that
+  // row holds a NaN. Runs where the logits are and waits; invalid parameters throw.
+  virtual void sample_rows(int32_t* ids,                              // [n] host memory
+                           const Tensor& logits,                      // [rows, vocab] f32
+                           std::span<const int64_t> rows,             // [n]
+                           std::span<const SampleRequest> requests) = 0;  // [n]
   // Causal paged attention over the block table (kernels/paged_attention.h); K/V of this
   // step's tokens must already be written.
   virtual void paged_attention(

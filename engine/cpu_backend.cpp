@@ -289,6 +289,33 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // The host sampler itself, row by row: the reference the GPU sampler is tested against.
+  void sample_rows(int32_t* ids, const Tensor& logits, std::span<const int64_t> rows,
+                   std::span<const SampleRequest> requests) override {
+    FS_CHECK(logits.dtype == DType::kF32 && logits.ndim == 2 && rows.size() == requests.size(),
+             "sample_rows: shapes");
+    const int64_t vocab = logits.dim(1);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      FS_CHECK(rows[i] >= 0 && rows[i] < logits.dim(0), "sample_rows: row ", rows[i], " of ",
+               logits.dim(0));
+      FS_CHECK(requests[i].params != nullptr, "sample_rows: request ", i, " has no parameters");
+      const float* row = logits.as<float>() + rows[i] * vocab;
+      if (std::any_of(row, row + vocab, [](float v) { return std::isnan(v); })) {
+        ids[i] = -1;
+        continue;
+      }
+      SamplingParams p = *requests[i].params;
+      p.logprobs = -1;  // only the token goes back
+      SampleInput in;
+      in.logits = row;
+      in.vocab_size = int(vocab);
+      in.prompt = requests[i].prompt;
+      in.generated = requests[i].generated;
+      in.step = requests[i].step;
+      ids[i] = sample_token(in, p).token;
+    }
+  }
+
   void gather_rows(Tensor out, const Tensor& x, const Tensor& row_ids) override {
     const int64_t rows = row_ids.numel(), width = out.numel() / std::max<int64_t>(rows, 1);
     const int64_t x_rows = x.numel() / std::max<int64_t>(width, 1);

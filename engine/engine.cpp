@@ -44,7 +44,7 @@ class EngineImpl : public Engine {
   void loop();
   void admit(PendingRequest p);
   void process_outputs(const SchedulerOutput& out, const StepBatch& batch,
-                       const std::vector<float>& logits, const std::vector<int32_t>& greedy_ids);
+                       const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void finish_all(FinishReason reason, const std::string& error);
   void publish_metrics();
@@ -209,27 +209,33 @@ void EngineImpl::flush_events() {
   events_.clear();
 }
 
-// Greedy decoding without penalties, bias or logprobs needs only the argmax of the row: the
-// runner computes it where the logits are (the GPU), and the row never travels to the host.
-bool argmax_is_enough(const SamplingParams& p) {
-  return p.temperature == 0.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f &&
-         p.repetition_penalty == 1.f && p.logit_bias.empty() && p.logprobs < 0;
+// A request's token can be drawn where the logits are (ModelRunner / Backend::sample_rows)
+// unless it wants logprobs (computed here from the whole row) or its parameters are invalid
+// (then the host sampler fails that request alone, with its message).
+bool sample_on_device(const SamplingParams& p, int vocab_size) {
+  if (p.logprobs >= 0) return false;
+  try {
+    validate_sampling(p, vocab_size);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
 }
 
 void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& batch,
                                  const std::vector<float>& logits,
-                                 const std::vector<int32_t>& greedy_ids) {
+                                 const std::vector<int32_t>& sampled_ids) {
   const size_t vocab = static_cast<size_t>(vocab_size_);
-  size_t row = 0, greedy_row = 0;
+  size_t row = 0, sampled_row = 0;
   std::vector<std::pair<uint64_t, FinishReason>> done;
   std::vector<std::pair<uint64_t, std::string>> errors;
   for (size_t i = 0; i < out.chunks.size(); ++i) {
     const ScheduledChunk& c = out.chunks[i];
     Sequence* seq = c.seq;
     ActiveRequest& a = active_.at(seq->id);
-    const bool greedy = batch.chunks[i].greedy;
-    const int32_t greedy_id = greedy ? greedy_ids.at(greedy_row++) : -1;
-    const int num_rows = greedy ? 0
+    const bool sampled = batch.chunks[i].sample.has_value();
+    const int32_t sampled_id = sampled ? sampled_ids.at(sampled_row++) : -1;
+    const int num_rows = sampled ? 0
                          : c.logits == LogitsWanted::kAll ? c.num_tokens
                          : c.logits == LogitsWanted::kLast ? 1 : 0;
     const float* rows = logits.data() + row * vocab;  // [num_rows, vocab_size]
@@ -258,14 +264,14 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
       a.prompt_counted = true;
       prompt_tokens_ += seq->num_prompt_tokens;
     }
-    if ((num_rows == 0 && !greedy) || seq->num_computed < seq->num_tokens())
+    if ((num_rows == 0 && !sampled) || seq->num_computed < seq->num_tokens())
       continue;  // mid-prompt chunk
     if (seq->num_generated() >= seq->max_tokens) {  // max_tokens = 0 with prompt logprobs
       done.emplace_back(seq->id, FinishReason::kLength);
       continue;
     }
     SampleInput in;
-    in.logits = greedy ? nullptr : rows + (num_rows - 1) * vocab;  // greedy: no row came back
+    in.logits = sampled ? nullptr : rows + (num_rows - 1) * vocab;  // sampled: no row came back
     in.vocab_size = vocab_size_;
     in.prompt = std::span<const int32_t>(seq->tokens.data(), seq->num_prompt_tokens);
     in.generated = std::span<const int32_t>(seq->tokens.data() + seq->num_prompt_tokens,
@@ -273,9 +279,9 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
     in.step = static_cast<uint64_t>(seq->num_generated());  // the same after a recompute
     SampledToken tok;
     try {
-      if (greedy) {
-        FS_CHECK(greedy_id >= 0, "NaN logit reached the sampler");
-        tok.token = greedy_id;
+      if (sampled) {
+        FS_CHECK(sampled_id >= 0, "NaN logit reached the sampler");
+        tok.token = sampled_id;
         tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
       } else {
         tok = sample_token(in, a.sampling);
@@ -302,15 +308,15 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
   }
   FS_CHECK(row * vocab == logits.size(), "the model returned ", logits.size() / vocab,
            " logits rows, the batch asked for ", row);
-  FS_CHECK(greedy_row == greedy_ids.size(), "the model returned ", greedy_ids.size(),
-           " greedy ids, the batch asked for ", greedy_row);
+  FS_CHECK(sampled_row == sampled_ids.size(), "the model returned ", sampled_ids.size(),
+           " sampled ids, the batch asked for ", sampled_row);
   for (auto& [id, reason] : done) finish(id, reason);
   for (auto& [id, why] : errors) finish(id, FinishReason::kError, why);
 }
 
 void EngineImpl::loop() {
   std::vector<float> logits;
-  std::vector<int32_t> greedy_ids;
+  std::vector<int32_t> sampled_ids;
   std::string fault;
   for (;;) {
     std::deque<PendingRequest> incoming;
@@ -337,19 +343,30 @@ void EngineImpl::loop() {
         SchedulerOutput out = scheduler_.schedule();
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
         StepBatch batch = out.to_step_batch();
-        for (size_t i = 0; i < batch.chunks.size(); ++i)
-          batch.chunks[i].greedy = batch.chunks[i].logits == LogitsWanted::kLast &&
-                                   argmax_is_enough(active_.at(out.chunks[i].seq->id).sampling);
+        for (size_t i = 0; i < batch.chunks.size(); ++i) {
+          const Sequence& seq = *out.chunks[i].seq;
+          const SamplingParams& p = active_.at(seq.id).sampling;
+          if (!options_.sample_on_device || batch.chunks[i].logits != LogitsWanted::kLast ||
+              !sample_on_device(p, vocab_size_))
+            continue;
+          SampleRequest r;  // as process_outputs() would fill a SampleInput
+          r.params = &p;
+          r.prompt = std::span<const int32_t>(seq.tokens.data(), seq.num_prompt_tokens);
+          r.generated = std::span<const int32_t>(seq.tokens.data() + seq.num_prompt_tokens,
+                                                 seq.num_generated());
+          r.step = static_cast<uint64_t>(seq.num_generated());
+          batch.chunks[i].sample = r;
+        }
         const auto t1 = Clock::now();
         publish_metrics();
         flush_events();
         const auto t2 = Clock::now();
         logits.clear();
-        greedy_ids.clear();
-        runner_->step(batch, &logits, &greedy_ids);
+        sampled_ids.clear();
+        runner_->step(batch, &logits, &sampled_ids);
         const auto t3 = Clock::now();
         scheduler_.commit(out);
-        process_outputs(out, batch, logits, greedy_ids);
+        process_outputs(out, batch, logits, sampled_ids);
         const auto t4 = Clock::now();
         auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
         ++steps_;

@@ -20,6 +20,9 @@ struct EngineOptions {
   int max_num_seqs = 64;             // running sequences per step
   int max_num_batched_tokens = 512;  // tokens per step (prefill chunks + decodes)
   int max_queue = 256;               // waiting requests; submit() refuses beyond this
+  // Draw tokens where the logits are (Backend::sample_rows: the GPU sampler on CUDA) unless a
+  // request wants logprobs; false copies every row to the host sampler (a baseline for benches).
+  bool sample_on_device = true;
 };
 
 struct GenerationRequest {

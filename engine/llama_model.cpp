@@ -116,6 +116,7 @@ void LlamaModel::forward(const StepLayout& s, KvCache& cache, float* logits, int
 }
 
 void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax) {
+  last_logits_ = rows > 0 ? scratch(ws_.logits, DType::kF32, {rows, config_.vocab_size}) : Tensor();
   if (argmax && wanted > 0)
     backend_.copy_to_host(argmax, scratch(ws_.argmax, DType::kI32, {rows}).rows(0, wanted));
   if (logits && wanted > 0)

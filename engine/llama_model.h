@@ -42,6 +42,10 @@ class LlamaModel {
                float* logits,    // [num_logit_rows, vocab_size] host memory, or null
                int32_t* argmax);  // [num_logit_rows] host memory, or null
 
+  // The last forward's logits [num_logit_rows (padded to a graph bucket), vocab_size] f32, on
+  // the backend's device; valid until the next forward.
+  const Tensor& logits() const { return last_logits_; }
+
   // Pure decode steps of up to `max_batch` sequences are recorded once per shape bucket and
   // replayed (engine/decode_graphs.h) when the backend can; 0 turns that off (every step eager).
   void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
@@ -88,6 +92,7 @@ class LlamaModel {
   int graph_max_batch_ = 0;
   StepLayout graph_layout_;  // the padded decode step
   GraphCache graphs_;
+  Tensor last_logits_;  // logits()
 };
 
 }  // namespace flashserve

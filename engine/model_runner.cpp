@@ -55,14 +55,16 @@ class BackendModelRunner final : public ModelRunner {
   uint64_t graphs_recorded() const override { return model_.graphs_recorded(); }
 
   void step(const StepBatch& batch, std::vector<float>* logits,
-            std::vector<int32_t>* greedy_ids) override {
+            std::vector<int32_t>* sampled_ids) override {
     FS_CHECK(logits != nullptr, "step: logits must not be null");
     if (batch.chunks.empty()) return;
     build_layout(batch);
     const size_t vocab = size_t(config().vocab_size), rows = layout_.logit_rows.size();
-    const size_t greedy = size_t(std::count(row_greedy_.begin(), row_greedy_.end(), 1));
-    FS_CHECK(greedy == 0 || greedy_ids != nullptr, "step: greedy chunks need greedy_ids");
-    if (greedy == 0) {  // every row goes back whole, straight into the caller's vector
+    size_t sampled = 0, drawn = 0;  // rows with a sample; of those, not a plain argmax
+    for (const SampleRequest* r : row_sample_)
+      if (r) ++sampled, drawn += !argmax_is_enough(*r->params);
+    FS_CHECK(sampled == 0 || sampled_ids != nullptr, "step: sampled chunks need sampled_ids");
+    if (sampled == 0) {  // every row goes back whole, straight into the caller's vector
       const size_t old = logits->size();
       logits->resize(old + rows * vocab);
       try {
@@ -73,14 +75,27 @@ class BackendModelRunner final : public ModelRunner {
       }
       return;
     }
-    // Greedy rows come back as their argmax only; the rest (if any) as whole rows.
-    row_ids_.resize(rows);
-    row_logits_.resize(greedy < rows ? rows * vocab : 0);
-    model_.forward(layout_, *cache_, greedy < rows ? row_logits_.data() : nullptr,
-                   row_ids_.data());
+    // Sampled rows come back as tokens: plain greedy ones as the argmax the forward computes,
+    // the others drawn by the backend's sampler; the rest (if any) as whole rows.
+    row_ids_.assign(rows, -1);
+    row_logits_.resize(sampled < rows ? rows * vocab : 0);
+    model_.forward(layout_, *cache_, sampled < rows ? row_logits_.data() : nullptr,
+                   drawn < sampled ? row_ids_.data() : nullptr);
+    if (drawn > 0) {
+      draw_rows_.clear();
+      draw_requests_.clear();
+      for (size_t r = 0; r < rows; ++r)
+        if (row_sample_[r] && !argmax_is_enough(*row_sample_[r]->params)) {
+          draw_rows_.push_back(int64_t(r));
+          draw_requests_.push_back(*row_sample_[r]);
+        }
+      draw_ids_.resize(drawn);
+      backend_->sample_rows(draw_ids_.data(), model_.logits(), draw_rows_, draw_requests_);
+      for (size_t i = 0; i < drawn; ++i) row_ids_[size_t(draw_rows_[i])] = draw_ids_[i];
+    }
     for (size_t r = 0; r < rows; ++r) {
-      if (row_greedy_[r]) {
-        greedy_ids->push_back(row_ids_[r]);
+      if (row_sample_[r]) {
+        sampled_ids->push_back(row_ids_[r]);
       } else {
         logits->insert(logits->end(), row_logits_.begin() + r * vocab,
                        row_logits_.begin() + (r + 1) * vocab);
@@ -100,7 +115,7 @@ class BackendModelRunner final : public ModelRunner {
     s.cu_q_lens.assign(1, 0);
     s.kv_lens.clear();
     s.logit_rows.clear();
-    row_greedy_.clear();
+    row_sample_.clear();
     for (size_t b = 0; b < batch.chunks.size(); ++b) {
       const SeqChunk& ch = batch.chunks[b];
       FS_CHECK(ch.num_tokens > 0 && ch.tokens != nullptr, "chunk ", b, " has no tokens");
@@ -125,16 +140,17 @@ class BackendModelRunner final : public ModelRunner {
         s.positions.push_back(pos);
         s.slot_mapping.push_back((*ch.block_table)[pos / bs] * bs + pos % bs);
       }
-      FS_CHECK(!ch.greedy || ch.logits == LogitsWanted::kLast, "chunk ", b,
-               ": greedy needs LogitsWanted::kLast");
+      FS_CHECK(!ch.sample || ch.logits == LogitsWanted::kLast, "chunk ", b,
+               ": sampling needs LogitsWanted::kLast");
+      FS_CHECK(!ch.sample || ch.sample->params, "chunk ", b, ": sampling without parameters");
       if (ch.logits == LogitsWanted::kLast) {
         s.logit_rows.push_back(row0 + ch.num_tokens - 1);
-        row_greedy_.push_back(ch.greedy ? 1 : 0);
+        row_sample_.push_back(ch.sample ? &*ch.sample : nullptr);
       }
       if (ch.logits == LogitsWanted::kAll)
         for (int i = 0; i < ch.num_tokens; ++i) {
           s.logit_rows.push_back(row0 + i);
-          row_greedy_.push_back(0);
+          row_sample_.push_back(nullptr);
         }
       s.cu_q_lens.push_back(int32_t(s.tokens.size()));
       s.kv_lens.push_back(kv_len);
@@ -155,9 +171,12 @@ class BackendModelRunner final : public ModelRunner {
   LlamaModel model_;
   std::unique_ptr<KvCache> cache_;
   StepLayout layout_;  // reused across steps to keep its capacity
-  std::vector<char> row_greedy_;    // [logit rows] 1 where the row's chunk is greedy
-  std::vector<int32_t> row_ids_;    // [logit rows] argmax, for the greedy path
+  std::vector<const SampleRequest*> row_sample_;  // [logit rows] the chunk's sample, or null
+  std::vector<int32_t> row_ids_;    // [logit rows] tokens of the sampled rows
   std::vector<float> row_logits_;   // [logit rows, vocab] whole rows, for a mixed step
+  std::vector<int64_t> draw_rows_;  // rows for Backend::sample_rows, and their requests / ids
+  std::vector<SampleRequest> draw_requests_;
+  std::vector<int32_t> draw_ids_;
 };
 
 }  // namespace

@@ -39,11 +39,11 @@ class ModelRunner {
 
   // Runs one step. Writes the chunks' K/V into their blocks, then appends to `logits` one row of
   // vocab_size floats per requested position, chunk by chunk in order (kLast: 1 row, kAll:
-  // num_tokens rows, kNone: none), except for greedy chunks: for each of those, in order, it
-  // appends the row's argmax to `greedy_ids` (-1 when the row holds a NaN). Throws
+  // num_tokens rows, kNone: none), except for chunks with a `sample`: for each of those, in
+  // order, it appends the drawn token to `sampled_ids` (-1 when the row holds a NaN). Throws
   // flashserve::Error on invalid input or backend faults.
   virtual void step(const StepBatch& batch, std::vector<float>* logits,
-                    std::vector<int32_t>* greedy_ids) = 0;
+                    std::vector<int32_t>* sampled_ids) = 0;
   void step(const StepBatch& batch, std::vector<float>* logits) { step(batch, logits, nullptr); }
 };
 

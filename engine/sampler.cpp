@@ -10,9 +10,8 @@
 #include "core/philox.h"
 
 namespace flashserve {
-namespace {
 
-void validate(const SamplingParams& p, int vocab_size) {
+void validate_sampling(const SamplingParams& p, int vocab_size) {
   FS_CHECK(std::isfinite(p.temperature) && p.temperature >= 0.f, "temperature ", p.temperature,
            " must be finite and >= 0");
   FS_CHECK(p.top_p > 0.f && p.top_p <= 1.f, "top_p ", p.top_p, " must be in (0, 1]");
@@ -25,6 +24,13 @@ void validate(const SamplingParams& p, int vocab_size) {
     FS_CHECK(token >= 0 && token < vocab_size, "logit_bias token ", token, " outside vocab of ",
              vocab_size);
 }
+
+bool argmax_is_enough(const SamplingParams& p) {
+  return p.temperature == 0.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f &&
+         p.repetition_penalty == 1.f && p.logit_bias.empty();
+}
+
+namespace {
 
 // Orders candidates by probability, highest first; equal ones by id so the order is total.
 struct ByProbDesc {
@@ -46,7 +52,9 @@ int32_t argmax(std::span<const float> x) {
 int32_t draw(std::span<const float> logits, const SamplingParams& p, uint64_t step) {
   const int vocab = int(logits.size());
   const float max_logit = *std::max_element(logits.begin(), logits.end());
-  if (max_logit == -std::numeric_limits<float>::infinity()) return argmax(logits);
+  // All -inf: nothing to weigh. A +inf logit: its probability is 1 against 0 for the rest
+  // (exp of inf - inf would be NaN), so the first +inf wins.
+  if (!std::isfinite(max_logit)) return argmax(logits);
   // Unnormalised probabilities; the most likely token has exactly 1.
   std::vector<double> prob(vocab);
   const double inv_t = 1.0 / double(p.temperature);
@@ -150,7 +158,7 @@ SampledToken token_logprobs(std::span<const float> logits, int32_t token, int k)
 
 SampledToken sample_token(const SampleInput& in, const SamplingParams& p) {
   FS_CHECK(in.logits != nullptr && in.vocab_size > 0, "sample_token: no logits");
-  validate(p, in.vocab_size);
+  validate_sampling(p, in.vocab_size);
   std::span<const float> raw(in.logits, size_t(in.vocab_size));
   for (float l : raw) FS_CHECK(!std::isnan(l), "NaN logit reached the sampler");
   std::vector<float> work(raw.begin(), raw.end());

@@ -28,6 +28,21 @@ struct SampleInput {
 // Samples one token. Throws flashserve::Error on invalid parameters or a NaN logit.
 SampledToken sample_token(const SampleInput& input, const SamplingParams& params);
 
+// A row for a backend to sample where its logits live (Backend::sample_rows): SampleInput
+// without the logits. The backend returns only the token, so params->logprobs is ignored.
+struct SampleRequest {
+  const SamplingParams* params = nullptr;
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
+  uint64_t step = 0;
+};
+
+// Throws flashserve::Error unless `params` are valid for a vocabulary of `vocab_size`.
+void validate_sampling(const SamplingParams& params, int vocab_size);
+
+// True when the token is just the argmax of the raw row: greedy, no bias, no penalties.
+bool argmax_is_enough(const SamplingParams& params);
+
 // Applies logit_bias and the three penalties to `logits` in place (exposed for tests).
 void apply_penalties(std::span<float> logits,  // [vocab_size]
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,

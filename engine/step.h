@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "engine/sampler.h"
 
 namespace flashserve {
 
@@ -17,9 +20,10 @@ struct SeqChunk {
   const std::vector<int32_t>* block_table = nullptr;  // KV blocks covering positions
                                                        // 0 .. num_cached + num_tokens - 1
   LogitsWanted logits = LogitsWanted::kLast;  // kAll: every position (prompt logprobs, echo)
-  // With kLast: the runner returns this row's argmax (greedy decoding: ties to the lowest id)
-  // instead of the row itself, so its logits never leave the device.
-  bool greedy = false;
+  // With kLast: the runner draws this row's next token where the logits are (the GPU) and
+  // returns the token instead of the row, so the logits never leave the device. Greedy
+  // requests without bias or penalties take the argmax the step computes anyway.
+  std::optional<SampleRequest> sample;
 };
 
 struct StepBatch {

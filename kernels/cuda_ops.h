@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/paged_attention.h"
+#include "kernels/sampling_args.h"
 
 namespace flashserve::cuda {
 
@@ -84,6 +85,16 @@ void gemv_bf16(void* out,            // [m, n] fp32 (out_f32) or bf16
 void argmax_rows_f32(int32_t* ids,          // [rows]
                      const float* logits,   // [rows, cols]
                      int rows, int cols, cudaStream_t stream);
+// ids[r] = the host sampler's token for logits row args[r].logits_row under args[r]
+// (kernels/cuda/sampling.cu), -1 if that row holds a NaN.
+void sample_rows_f32(int32_t* ids,               // [n]
+                     float* work,                // [n, vocab] scratch: the penalised rows
+                     uint8_t* alive,             // [n, vocab] scratch
+                     const float* logits,        // [rows, vocab]
+                     const SampleRowArgs* args,  // [n]
+                     const TokenEdit* edits,     // [args[n-1].edits_end]
+                     const float* biases,        // [edits' bias_end max]
+                     int n, int vocab, cudaStream_t stream);
 // dst = float_to_bf16(src)
 void f32_to_bf16(void* dst, const float* src, int64_t numel, cudaStream_t stream);
 

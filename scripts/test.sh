@@ -17,6 +17,10 @@ stages=${FS_TEST_STAGES:-release asan tsan fuzz}
 # Fault tests that need release-build throughput; the sanitizer stages skip them.
 slow_tests="FaultHttp.ClientThatNeverReadsItsStreamIsCancelled:FaultLoad.KvCacheExhaustion*"
 jobs=$(nproc)
+# Sanitizer builds at -O1 with line tables only: the usual setting for ASan/TSan, and 2.5x faster
+# to compile than -O2 -g (measured on server/http_server.cpp with ASan: 35 s -> 14 s).
+san_build=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+           "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1")
 declare -A took
 stage() {  # stage NAME: true when NAME is selected; starts its clock
   [[ " $stages " == *" $1 "* ]] || return 1
@@ -34,7 +38,7 @@ fi
 
 if stage asan; then
   asan="$FS_ROOT/build/asan"
-  fs_build "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+  fs_build "$asan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_SANITIZE=address,undefined -DFLASHSERVE_BUILD_BENCH=OFF
   # The server tests start build/asan/server/flashserve: the server itself runs instrumented.
   # Left out: tests whose assertions need release speed or release memory (test_server_load's
@@ -52,7 +56,7 @@ if stage tsan; then
   # that wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
   tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
               test_server_errors test_server_disconnect test_fault_http test_fault_load)
-  fs_build "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+  fs_build "$tsan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF -- flashserve flashserve-generate \
     "${tsan_tests[@]}"
   regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"

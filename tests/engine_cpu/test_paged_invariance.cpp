@@ -169,6 +169,14 @@ TEST_F(PagedInvariance, LogitsWantedSelectsRows) {
 // unchanged by their greedy neighbours.
 TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
   const int vocab = model_->config().vocab_size;
+  SamplingParams greedy, drawn;  // chunk 0 takes the argmax; chunk 4 the backend's sampler
+  greedy.temperature = 0.f;
+  drawn.temperature = 0.9f;
+  drawn.top_k = 40;
+  drawn.top_p = 0.95f;
+  drawn.repetition_penalty = 1.2f;
+  drawn.seed = 1234;
+  const std::vector<int32_t> history = {1, 5, 9, 5};
   std::vector<float> plain, mixed;
   std::vector<int32_t> ids;
   const std::vector<int> lens = {5, 1, 9, 3, 7};
@@ -182,7 +190,8 @@ TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
       const LogitsWanted want = i == 2 ? LogitsWanted::kAll
                                 : i == 3 ? LogitsWanted::kNone : LogitsWanted::kLast;
       b.chunks.push_back(seqs[i].chunk(lens[i], 16, pool, want));
-      b.chunks.back().greedy = pass == 1 && (i == 0 || i == 4);
+      if (pass == 1 && i == 0) b.chunks.back().sample = SampleRequest{&greedy, {}, {}, 0};
+      if (pass == 1 && i == 4) b.chunks.back().sample = SampleRequest{&drawn, history, history, 3};
     }
     r->step(b, pass == 0 ? &plain : &mixed, pass == 0 ? nullptr : &ids);
   }
@@ -197,7 +206,9 @@ TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
   ASSERT_EQ(mixed.size(), size_t(10) * vocab);
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[0], argmax(row(plain, 0)));
-  EXPECT_EQ(ids[1], argmax(row(plain, 11)));
+  const std::vector<float> last = row(plain, 11);
+  const SampleInput in{last.data(), vocab, history, history, 3};
+  EXPECT_EQ(ids[1], sample_token(in, drawn).token);
   for (int r = 0; r < 10; ++r) EXPECT_EQ(row(mixed, r), row(plain, r + 1)) << r;
   // A greedy chunk without a place for its id, or with kAll, is refused.
   auto r = runner(16);
@@ -206,7 +217,7 @@ TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
   seq.tokens = {1, 2, 3};
   StepBatch b;
   b.chunks.push_back(seq.chunk(3, 16, pool, LogitsWanted::kAll));
-  b.chunks.back().greedy = true;
+  b.chunks.back().sample = SampleRequest{&greedy, {}, {}, 0};
   std::vector<float> l;
   EXPECT_THROW(r->step(b, &l, &ids), Error);
   b.chunks.back().logits = LogitsWanted::kLast;

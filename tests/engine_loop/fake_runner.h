@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "engine/block_allocator.h"
 #include "engine/model_runner.h"
+#include "engine/sampler.h"
 
 namespace flashserve {
 
@@ -44,7 +45,7 @@ class FakeRunner : public ModelRunner {
   }
 
   void step(const StepBatch& batch, std::vector<float>* logits,
-            std::vector<int32_t>* greedy_ids) override {
+            std::vector<int32_t>* sampled_ids) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       in_step_ = true;
@@ -71,10 +72,19 @@ class FakeRunner : public ModelRunner {
         for (int p = 0; p <= pos; ++p) prefix.push_back(kv_[slot(table, p)]);
         std::vector<float> row(size_t(config_.vocab_size));
         logits_after(prefix, config_.vocab_size, row.data());
-        if (c.greedy) {  // as a device argmax: ties to the lowest id
-          FS_CHECK(greedy_ids != nullptr && c.logits == LogitsWanted::kLast, "bad greedy chunk");
-          greedy_ids->push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
-          ++greedy_rows_;
+        if (c.sample) {  // as a device sampler: the host sampler's token, only the token back
+          FS_CHECK(sampled_ids != nullptr && c.logits == LogitsWanted::kLast, "bad sampled chunk");
+          if (argmax_is_enough(*c.sample->params)) {  // ties to the lowest id
+            sampled_ids->push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+            ++greedy_rows_;
+          } else {
+            SamplingParams p = *c.sample->params;
+            p.logprobs = -1;
+            SampleInput in{row.data(), config_.vocab_size, c.sample->prompt, c.sample->generated,
+                           c.sample->step};
+            sampled_ids->push_back(sample_token(in, p).token);
+            ++drawn_rows_;
+          }
         } else {
           logits->insert(logits->end(), row.begin(), row.end());
         }
@@ -100,6 +110,7 @@ class FakeRunner : public ModelRunner {
   int steps() const { return steps_.load(); }
   int max_batch() const { return max_batch_.load(); }
   int greedy_rows() const { return greedy_rows_.load(); }  // rows answered by argmax
+  int drawn_rows() const { return drawn_rows_.load(); }    // rows drawn by the sampler
   void throw_on_step(int n) { throw_on_step_ = n; }
 
  private:
@@ -112,7 +123,8 @@ class FakeRunner : public ModelRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   bool gate_closed_ = false, in_step_ = false;
-  std::atomic<int> steps_{0}, max_batch_{0}, throw_on_step_{-1}, greedy_rows_{0};
+  std::atomic<int> steps_{0}, max_batch_{0}, throw_on_step_{-1}, greedy_rows_{0},
+      drawn_rows_{0};
 };
 
 }  // namespace flashserve

@@ -77,6 +77,26 @@ void check_batch_invariance(int num_blocks, EngineOptions opts, bool expect_pree
   }
 }
 
+// One request run alone twice: [0] without logprobs (the runner returns its tokens), [1] with
+// logprobs (its rows come back to the host sampler); with the fake runner's counters.
+struct BothPaths {
+  std::vector<int32_t> tokens[2];
+  int greedy_rows[2] = {0, 0}, drawn_rows[2] = {0, 0};
+};
+BothPaths run_both_paths(GenerationRequest r) {
+  BothPaths b;
+  for (int with_logprobs = 0; with_logprobs < 2; ++with_logprobs) {
+    r.sampling.logprobs = with_logprobs ? 0 : -1;
+    Harness h(64, 16);
+    Collected c = collect(*h.engine->submit(r));
+    EXPECT_EQ(c.finish, FinishReason::kLength) << c.error;
+    b.tokens[with_logprobs] = c.tokens;
+    b.greedy_rows[with_logprobs] = h.runner->greedy_rows();
+    b.drawn_rows[with_logprobs] = h.runner->drawn_rows();
+  }
+  return b;
+}
+
 // A greedy request without logprobs is answered by the runner's argmax, one with logprobs by the
 // host sampler over the whole row: the same tokens either way.
 TEST(EngineFake, ArgmaxPathEqualsHostGreedy) {
@@ -84,16 +104,33 @@ TEST(EngineFake, ArgmaxPathEqualsHostGreedy) {
   for (int i = 0; i < 4; ++i) {
     auto r = make_request(random_prompt(rng, 3 + i * 17), 30, 0.f, 1);
     r.ignore_eos = true;
-    std::vector<int32_t> tokens[2];
-    for (int with_logprobs = 0; with_logprobs < 2; ++with_logprobs) {
-      r.sampling.logprobs = with_logprobs ? 0 : -1;
-      Harness h(64, 16);
-      Collected c = collect(*h.engine->submit(r));
-      ASSERT_EQ(c.finish, FinishReason::kLength) << c.error;
-      tokens[with_logprobs] = c.tokens;
-      EXPECT_EQ(h.runner->greedy_rows() > 0, !with_logprobs);
-    }
-    EXPECT_EQ(tokens[0], tokens[1]) << "prompt " << i;
+    const BothPaths b = run_both_paths(r);
+    EXPECT_GT(b.greedy_rows[0], 0);
+    EXPECT_EQ(b.greedy_rows[1], 0);
+    EXPECT_EQ(b.tokens[0], b.tokens[1]) << "prompt " << i;
+  }
+}
+
+// A sampled request without logprobs has its token drawn by the runner (the device sampler's
+// place); with logprobs, by the host sampler over the returned row. The SampleRequest the engine
+// builds (history, step, parameters) must make the two agree token for token.
+TEST(EngineFake, DeviceSamplingPathEqualsHostSampler) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 6; ++i) {
+    auto r = make_request(random_prompt(rng, 2 + i * 13), 40, 0.7f + 0.2f * float(i), 77 + i);
+    r.ignore_eos = true;
+    r.sampling.top_k = i % 3 == 0 ? 0 : 5 + i;
+    r.sampling.top_p = i % 2 ? 0.9f : 1.f;
+    r.sampling.min_p = i == 4 ? 0.05f : 0.f;
+    r.sampling.repetition_penalty = i >= 3 ? 1.3f : 1.f;
+    r.sampling.frequency_penalty = i == 5 ? 0.4f : 0.f;
+    r.sampling.presence_penalty = i == 2 ? 0.6f : 0.f;
+    if (i == 1) r.sampling.logit_bias = {{3, 2.f}, {7, -100.f}};
+    const BothPaths b = run_both_paths(r);
+    EXPECT_GT(b.drawn_rows[0], 0);
+    EXPECT_EQ(b.drawn_rows[1], 0);
+    EXPECT_EQ(b.greedy_rows[0] + b.greedy_rows[1], 0);
+    EXPECT_EQ(b.tokens[0], b.tokens[1]) << "request " << i;
   }
 }
 

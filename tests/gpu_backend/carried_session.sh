@@ -9,14 +9,17 @@
 # Stages: gpu (every gpu-labelled test program + cpu/cuda generate), graphs (TinyLlama-1.1B
 # shape: batch-1 decode with and without CUDA graphs, bench_e2e records), linear (bench_linear),
 # e2e_tinyllama (bench_e2e alone), e2e (bench/gpu_e2e.sh over the carried binaries), serve (the
-# HTTP server on the GPU under bench_server), reliability (tests/soak/run_on_gpu.sh over them).
+# HTTP server on the GPU under bench_server), reliability (tests/soak/run_on_gpu.sh over them),
+# sampling (the GPU sampler: its test, under compute-sanitizer too, bench_sampling, and bench_e2e
+# with sampled requests, GPU sampler vs host sampler).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bins=(server/flashserve engine/flashserve-generate weights/flashserve-random-model
       bench/bench_e2e bench/flashserve-logits bench/bench_server bench/bench_linear
-      bench/bench_decode_ops
+      bench/bench_decode_ops bench/bench_sampling
       tests/gpu_backend/test_cuda_backend tests/gpu_backend/test_cuda_ops
+      tests/gpu_backend/test_cuda_sampling
       tests/gpu_decode/test_attention_decode tests/gpu_prefill/test_attention_prefill
       tests/soak/test_soak)
 
@@ -137,6 +140,36 @@ PY
     else
       echo "no nsys on this machine"
     fi
+    ;;
+  sampling)
+    timeout 300 "$B/tests/gpu_backend/test_cuda_sampling" > "$OUT/test_cuda_sampling.log" 2>&1 || rc=1
+    grep -E "^vocab|^\[  (PASSED|FAILED)|Failure" "$OUT/test_cuda_sampling.log" | head -20
+    if command -v compute-sanitizer > /dev/null; then
+      for tool in memcheck racecheck; do
+        timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$B/tests/gpu_backend/test_cuda_sampling" > "$OUT/sanitizer_sampling_$tool.log" 2>&1; r=$?
+        [ $r -ne 0 ] && rc=1
+        echo "compute-sanitizer $tool test_cuda_sampling rc=$r: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/sanitizer_sampling_$tool.log" | tr '\n' ' ')"
+      done
+    fi
+    timeout 400 "$B/bench/bench_sampling" > "$OUT/sampling.jsonl" 2> "$OUT/sampling.log" || rc=1
+    python3 - "$OUT/sampling.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    print(f'vocab {j["vocab"]:6} batch {j["batch"]:3} {j["mix"]:12} gpu {j["gpu_sampler_us"]:9.1f} us  host {j["host_sampler_us"]:11.1f} us  x{j["speedup_vs_host_sampler"]:8.1f}  equal {j["tokens_equal"]}')
+PY
+    T=/tmp/fs_models/tinyllama-1.1b
+    [ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+      --preset tinyllama-1.1b --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_model.log" 2>&1
+    for run in "greedy 0 0" "sampled 1 0" "sampled_host 1 1"; do
+      set -- $run
+      timeout 200 "$B/bench/bench_e2e" --model $T --backend cuda --label tinyllama-1.1b-$1 \
+        --cases decode:1x128x256,offline:256x128x128 --temperature $2 --top-k $([ $2 = 1 ] && echo 50 || echo 0) \
+        --top-p $([ $2 = 1 ] && echo 0.9 || echo 1) --host-sampling $3 --no-ceilings $([ $1 = greedy ] && echo 0 || echo 1) \
+        --max-seconds 90 >> "$OUT/e2e_sampling.jsonl" 2> "$OUT/e2e_sampling_$1.log" || rc=1
+      grep -E "^(decode|offline)" "$OUT/e2e_sampling_$1.log"
+    done
     ;;
   e2e_tinyllama)  # bench_e2e alone on the TinyLlama shape (decode + offline), no baselines
     T=/tmp/fs_models/tinyllama-1.1b

@@ -55,7 +55,13 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
       const int pending = int(s.tokens.size()) - s.num_cached;
       const int n = chunk > 0 ? std::min(chunk, pending) : pending;
       b.chunks.push_back(s.chunk(n, bs, pool, LogitsWanted::kLast));
-      b.chunks.back().greedy = device_argmax;  // the backend's argmax_rows instead of the row
+      static const SamplingParams kGreedy = [] {
+        SamplingParams p;
+        p.temperature = 0.f;
+        return p;
+      }();
+      if (device_argmax)  // the backend's argmax_rows instead of the row
+        b.chunks.back().sample = SampleRequest{&kGreedy, {}, {}, 0};
     }
     logits.clear();
     std::vector<int32_t> ids;

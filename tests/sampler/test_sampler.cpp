@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -60,6 +61,27 @@ TEST(Sampler, TopKOneIsGreedy) {
     p.seed = s * 7919u;
     int32_t want = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
     EXPECT_EQ(sample(l, p, s), want);
+  }
+}
+
+// Non-finite maxima: all -inf gives the argmax (id 0); a +inf logit takes all the probability
+// (the first +inf when there are several), for every truncation setting.
+TEST(Sampler, NonFiniteMaxima) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> masked(50, -inf), plus = random_logits(50, 3);
+  plus[17] = inf;
+  plus[40] = inf;
+  for (int top_k : {0, 3}) {
+    for (float top_p : {1.f, 0.5f}) {
+      SamplingParams p;
+      p.temperature = 1.f;
+      p.top_k = top_k;
+      p.top_p = top_p;
+      for (uint64_t step = 0; step < 10; ++step) {
+        EXPECT_EQ(sample(masked, p, step), 0);
+        EXPECT_EQ(sample(plus, p, step), 17);
+      }
+    }
   }
 }
 

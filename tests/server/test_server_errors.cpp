@@ -3,6 +3,9 @@
 // limit so that 401 and 413 are reachable.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/server/server_process.h"
 
 namespace flashserve::testing {
@@ -104,12 +107,21 @@ TEST(ServerErrors, QueueFullIs503WithRetryAfter) {
   ASSERT_TRUE(server.started()) << server.log();
   std::vector<http::Response> responses(12);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 12; ++i) {
+  auto send = [&](int i) {
     threads.emplace_back([&, i] {
       responses[i] = http::request(server.port(), "POST", "/v1/completions",
                                    R"({"prompt":"Once","max_tokens":300,"ignore_eos":true})");
     });
+  };
+  // The first one must be running before the burst: else the whole burst can find it still
+  // in the queue's one slot, and only it would be served.
+  send(0);
+  for (int tries = 0; tries < 200; ++tries) {
+    const std::string metrics = http::request(server.port(), "GET", "/metrics").body;
+    if (metrics.find("flashserve_requests_running 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  for (int i = 1; i < 12; ++i) send(i);
   for (auto& t : threads) t.join();
   int ok = 0, rejected = 0;
   for (auto& r : responses) {
