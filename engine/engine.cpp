@@ -212,7 +212,7 @@ void EngineImpl::flush_events() {
 // A request's token can be drawn where the logits are (ModelRunner / Backend::sample_rows)
 // unless it wants logprobs (computed here from the whole row) or its parameters are invalid
 // (then the host sampler fails that request alone, with its message).
-bool sample_on_device(const SamplingParams& p, int vocab_size) {
+bool can_sample_on_device(const SamplingParams& p, int vocab_size) {
   if (p.logprobs >= 0) return false;
   try {
     validate_sampling(p, vocab_size);
@@ -347,7 +347,7 @@ void EngineImpl::loop() {
           const Sequence& seq = *out.chunks[i].seq;
           const SamplingParams& p = active_.at(seq.id).sampling;
           if (!options_.sample_on_device || batch.chunks[i].logits != LogitsWanted::kLast ||
-              !sample_on_device(p, vocab_size_))
+              !can_sample_on_device(p, vocab_size_))
             continue;
           SampleRequest r;  // as process_outputs() would fill a SampleInput
           r.params = &p;

@@ -188,6 +188,7 @@ int run(const Args& a) {
     std::fflush(stdout);
   }
   std::fputs((detok.flush() + "\n").c_str(), stdout);
+  std::fflush(stdout);  // before the stderr summary, also when both go to one pipe
   const auto t1 = Clock::now();
   const double prefill_s = std::chrono::duration<double>(t_first - t0).count();
   const double decode_s = std::chrono::duration<double>(t1 - t_first).count();

@@ -255,6 +255,12 @@ for l in open('$OUT/serve.jsonl'):
       FS_PREBUILT=$B FS_MODEL=$M/stories260K bash tests/soak/run_on_gpu.sh "$OUT/reliability" || rc=1
     cat "$OUT/reliability/summary.txt"
     ;;
+  sanitize_e2e)  # only the end-to-end memcheck run of tests/soak/run_on_gpu.sh
+    FS_RELIABILITY_STEPS=e2e FS_PREBUILT=$B FS_MODEL=$M/stories260K \
+      bash tests/soak/run_on_gpu.sh "$OUT/sanitize_e2e" || rc=1
+    cat "$OUT/sanitize_e2e/summary.txt"
+    head -c 600 "$OUT/sanitize_e2e/e2e_4.json"; echo
+    ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac
 done
