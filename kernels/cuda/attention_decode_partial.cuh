@@ -18,6 +18,7 @@
 
 #include "kernels/attention_state.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 
 namespace flashserve::cuda::detail {
@@ -87,6 +88,9 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
   constexpr int kDim = Tr::kDim;
   extern __shared__ __align__(128) unsigned char smem[];
 
+  // Launched with launch_pdl (kernels/cuda/pdl.cuh): q and the cache were written by the
+  // kernel before, which may still be finishing.
+  pdl_wait();
   const int split = blockIdx.x, kvh = blockIdx.y * kHeads, b = blockIdx.z;  // kvh: first kv head
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;  // mma fragment row / column pair
@@ -323,7 +327,7 @@ void launch_decode_partial(const DecodeParams& params, int num_seqs, cudaStream_
   auto kernel = decode_partial_kernel<T, kHeadDim, kHeads>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   const dim3 grid(params.num_splits, params.num_kv_heads / kHeads, num_seqs);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(params);
+  launch_pdl(kernel, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, params);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace flashserve::cuda {
@@ -41,6 +42,7 @@ template <int M, class Out>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(Out* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w,
                 int n, int k) {
+  pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kWarps + threadIdx.x / 32;
   if (row >= n) return;
@@ -51,19 +53,31 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int r = 0; r < M; ++r) acc[r] = 0.f;
   int v = lane;
-  for (; v + 32 * (kUnroll - 1) < vecs; v += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  // The weights do not depend on the previous kernel: the first loads go out before waiting
+  // for it. x, its output, is read only after pdl_wait, and through the coherent path (ld.ca,
+  // not the read-only ld.nc: x is written by a kernel that may have overlapped this one).
+  uint4 wv[kUnroll];
+  bool full = v + 32 * (kUnroll - 1) < vecs;
+  if (full)
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);  // loads first, then math
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);
+  pdl_wait();
+  while (full) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int r = 0; r < M; ++r) dot8(wv[u], __ldg(xv + int64_t(r) * vecs + v + 32 * u), acc[r]);
+      for (int r = 0; r < M; ++r)
+        dot8(wv[u], __ldca(xv + int64_t(r) * vecs + v + 32 * u), acc[r]);
+    v += 32 * kUnroll;
+    full = v + 32 * (kUnroll - 1) < vecs;
+    if (full)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + v + 32 * u);  // loads first, then math
   }
   for (; v < vecs; v += 32) {
     const uint4 wv = __ldg(wr + v);
 #pragma unroll
-    for (int r = 0; r < M; ++r) dot8(wv, __ldg(xv + int64_t(r) * vecs + v), acc[r]);
+    for (int r = 0; r < M; ++r) dot8(wv, __ldca(xv + int64_t(r) * vecs + v), acc[r]);
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
@@ -78,7 +92,7 @@ void launch(Out* out, const bf16* x, const bf16* w, int m, int n, int k, cudaStr
   const dim3 grid((n + kWarps - 1) / kWarps), block(kWarps * 32);
   switch (m) {
 #define FS_GEMV_CASE(M) \
-  case M: gemv_kernel<M, Out><<<grid, block, 0, stream>>>(out, x, w, n, k); break;
+  case M: launch_pdl(gemv_kernel<M, Out>, grid, block, 0, stream, out, x, w, n, k); break;
     FS_GEMV_CASE(1)
     FS_GEMV_CASE(2)
     FS_GEMV_CASE(3)

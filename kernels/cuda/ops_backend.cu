@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace flashserve::cuda {
@@ -117,6 +118,8 @@ __global__ void write_kv_kernel(bf16* kc, bf16* vc, const bf16* k, const bf16* v
 
 __global__ void add_rms_norm_kernel(bf16* out, bf16* x, const bf16* delta, const bf16* w,
                                     int hidden, float eps) {
+  pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
+  pdl_wait();
   bf16* xr = x + int64_t(blockIdx.x) * hidden;
   const bf16* dr = delta + int64_t(blockIdx.x) * hidden;
   bf16* orow = out + int64_t(blockIdx.x) * hidden;
@@ -141,6 +144,8 @@ __global__ void add_rms_norm_kernel(bf16* out, bf16* x, const bf16* delta, const
 template <int V>
 __global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x, const bf16* delta, const bf16* w,
                                         int hidden, float eps) {
+  pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
+  pdl_wait();
   uint4* xr = reinterpret_cast<uint4*>(x + int64_t(blockIdx.x) * hidden);
   const uint4* dr = reinterpret_cast<const uint4*>(delta + int64_t(blockIdx.x) * hidden);
   uint4* orow = reinterpret_cast<uint4*>(out + int64_t(blockIdx.x) * hidden);
@@ -190,6 +195,8 @@ __global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x, const bf16* delta, c
 __global__ void qkv_rope_write_kv_kernel(bf16* q, bf16* kc, bf16* vc, const bf16* qkv,
                                          const int32_t* positions, const float* inv_freq,
                                          const int32_t* slots, int n, int hq, int hkv, int d) {
+  pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
+  pdl_wait();
   const int half = d / 2, heads = hq + 2 * hkv;
   const int64_t per_tok = int64_t(heads) * half;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -220,6 +227,8 @@ __global__ void qkv_rope_write_kv_kernel(bf16* q, bf16* kc, bf16* vc, const bf16
 }
 
 __global__ void swiglu_fused_kernel(bf16* out, const bf16* gate_up, int n, int inter) {
+  pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
+  pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(n) * inter) return;
   const int64_t r = i / inter, c = i % inter;
@@ -391,13 +400,13 @@ void add_rms_norm_bf16(void* out, void* x, const void* delta, const void* w, int
   const bool vec = hidden % 8 == 0 && hidden <= 8 * 4 * kThreads && aligned(out) && aligned(x) &&
                    aligned(delta) && aligned(w);
   if (vec) {
-    add_rms_norm_vec_kernel<4><<<n, kThreads, 0, stream>>>(
-        static_cast<bf16*>(out), static_cast<bf16*>(x), static_cast<const bf16*>(delta),
-        static_cast<const bf16*>(w), hidden, eps);
+    launch_pdl(add_rms_norm_vec_kernel<4>, n, kThreads, 0, stream, static_cast<bf16*>(out),
+               static_cast<bf16*>(x), static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+               hidden, eps);
   } else {
-    add_rms_norm_kernel<<<n, kThreads, 0, stream>>>(
-        static_cast<bf16*>(out), static_cast<bf16*>(x), static_cast<const bf16*>(delta),
-        static_cast<const bf16*>(w), hidden, eps);
+    launch_pdl(add_rms_norm_kernel, n, kThreads, 0, stream, static_cast<bf16*>(out),
+               static_cast<bf16*>(x), static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+               hidden, eps);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -408,17 +417,17 @@ void qkv_rope_write_kv_bf16(void* q, void* k_cache, void* v_cache, const void* q
                             cudaStream_t stream) {
   const int64_t total = int64_t(n) * (hq + 2 * hkv) * (d / 2);
   if (total == 0) return;
-  qkv_rope_write_kv_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      static_cast<bf16*>(q), static_cast<bf16*>(k_cache), static_cast<bf16*>(v_cache),
-      static_cast<const bf16*>(qkv), positions, inv_freq, slot_mapping, n, hq, hkv, d);
+  launch_pdl(qkv_rope_write_kv_kernel, blocks_for(total, kThreads), kThreads, 0, stream,
+             static_cast<bf16*>(q), static_cast<bf16*>(k_cache), static_cast<bf16*>(v_cache),
+             static_cast<const bf16*>(qkv), positions, inv_freq, slot_mapping, n, hq, hkv, d);
   CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_fused_bf16(void* out, const void* gate_up, int n, int inter, cudaStream_t stream) {
   const int64_t total = int64_t(n) * inter;
   if (total == 0) return;
-  swiglu_fused_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      static_cast<bf16*>(out), static_cast<const bf16*>(gate_up), n, inter);
+  launch_pdl(swiglu_fused_kernel, blocks_for(total, kThreads), kThreads, 0, stream,
+             static_cast<bf16*>(out), static_cast<const bf16*>(gate_up), n, inter);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,57 @@
+// Programmatic dependent launch (Hopper): a kernel launched with launch_pdl() may be scheduled
+// while the previous kernel on its stream is still running, so its launch latency and whatever
+// it does before pdl_wait() (index math, loads of weights) overlap the previous kernel's tail.
+// A decode step is ~10 small kernels per layer, each a few microseconds, so the gaps matter.
+// Rules for a kernel launched this way: call pdl_wait() before touching memory that an earlier
+// kernel writes or reads (it returns once the previous grid has finished and its writes are
+// visible; transitively every earlier one); call pdl_trigger() early so the next kernel can be
+// scheduled in turn. Both are no-ops when the kernel was launched normally.
+// FLASHSERVE_PDL=0 in the environment launches normally (an A/B switch for benchmarks).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace flashserve::cuda {
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLASHSERVE_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+template <class... KernelArgs, class... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...));
+}
+
+}  // namespace flashserve::cuda
