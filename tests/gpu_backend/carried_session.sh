@@ -11,7 +11,8 @@
 # e2e_tinyllama (bench_e2e alone), e2e (bench/gpu_e2e.sh over the carried binaries), serve (the
 # HTTP server on the GPU under bench_server), reliability (tests/soak/run_on_gpu.sh over them),
 # sampling (the GPU sampler: its test, under compute-sanitizer too, bench_sampling, and bench_e2e
-# with sampled requests, GPU sampler vs host sampler).
+# with sampled requests, GPU sampler vs host sampler), sanitize_e2e (only flashserve under
+# memcheck), ops (bench_decode_ops), e2e_7b_compile, soak_long, profile (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
