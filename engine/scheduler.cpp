@@ -72,6 +72,11 @@ bool Scheduler::reserve(Sequence* seq, int num_tokens) {
   return true;
 }
 
+int Scheduler::blocks_to_next_token(const Sequence* seq) const {
+  const int have = static_cast<int>(seq->block_table.size());
+  return std::max(0, blocks_for_tokens(seq->num_tokens() + 1, config_.block_size) - have);
+}
+
 void Scheduler::free_blocks(Sequence* seq) {
   for (BlockId b : seq->block_table) blocks_->release(b);
   seq->block_table.clear();
@@ -145,12 +150,22 @@ SchedulerOutput Scheduler::schedule() {
 
   // 3. Admission in arrival order. Not in a step that preempted (the freed blocks would be
   //    taken straight back), and the head of the queue is never skipped for a later request.
+  //    The head is admitted only when the free blocks, less what the running sequences need to
+  //    reach their next token, hold its whole pending prompt and its first generated token:
+  //    admitting it into blocks that a running decode takes next step would only get it
+  //    preempted and its prefill thrown away, step after step (admission thrash). With nothing
+  //    running it is admitted as soon as a chunk fits, so the queue always makes progress.
   if (out.preempted.empty()) {
+    int available = blocks_->num_free();
+    for (const auto& r : running_) available -= blocks_to_next_token(r.get());
     while (!waiting_.empty() && budget > 0 &&
            static_cast<int>(running_.size()) < config_.max_num_seqs) {
       Sequence* seq = waiting_.front().get();
+      const int need = blocks_to_next_token(seq);
+      if (!running_.empty() && need > available) break;
       int n = fit(seq, std::min(seq->num_pending(), budget));
       if (n == 0) break;
+      available -= need;
       running_.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
       seq->status = SeqStatus::kRunning;

@@ -1,6 +1,7 @@
 // Scheduler: continuous-batching policy, no threads and no device memory. Each step it picks
 // decodes first (one token per running sequence), then fills what is left of the token budget
-// with prefill chunks — running prefills first, then new admissions in arrival (FIFO) order.
+// with prefill chunks — running prefills first, then new admissions in arrival (FIFO) order,
+// each only when its whole prompt fits beside what the running sequences need next.
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
 // blocks are freed and it goes back to the front of the waiting queue with its generated tokens,
 // to be run again from position 0 when resumed.
@@ -73,6 +74,8 @@ class Scheduler {
   bool reserve(Sequence* seq, int num_tokens);
   // How many of seq's next `want` tokens fit in its blocks plus the free ones.
   int fit(const Sequence* seq, int want) const;
+  // Blocks seq still lacks to hold all its tokens plus the next one it generates.
+  int blocks_to_next_token(const Sequence* seq) const;
   // Preempts running_.back(), dropping its chunk from `out` if it was already scheduled.
   void preempt_newest(SchedulerOutput* out, int* budget);
   void free_blocks(Sequence* seq);

@@ -289,31 +289,74 @@ TEST(Scheduler, HeadOfQueueIsNotSkippedWhenItDoesNotFit) {
   SchedulerOutput a = sched.schedule();
   sched.commit(a);
   sched.find(1)->tokens.push_back(1);
-  sched.add(make_seq(2, 60, 1));  // needs 4 blocks; only 1 free: gets a 16-token chunk
+  sched.add(make_seq(2, 60, 1));  // needs 4 blocks; only 1 free: waits
   sched.add(make_seq(3, 2, 1));   // would fit, but must not overtake 2
   SchedulerOutput b = sched.schedule();
-  ASSERT_EQ(b.chunks.size(), 2u);
-  EXPECT_EQ(b.chunks[1].seq->id, 2u);
-  EXPECT_EQ(b.chunks[1].num_tokens, 16);
-  EXPECT_EQ(sched.num_waiting(), 1);
+  ASSERT_EQ(b.chunks.size(), 1u);
+  EXPECT_EQ(b.chunks[0].seq->id, 1u);
+  EXPECT_EQ(sched.num_waiting(), 2);
+  EXPECT_EQ(sched.waiting().front()->id, 2u);
+  sched.commit(b);
+  sched.remove(1);
+  SchedulerOutput c = sched.schedule();  // 2 is admitted once there is room, before 3
+  ASSERT_GE(c.chunks.size(), 1u);
+  EXPECT_EQ(c.chunks[0].seq->id, 2u);
+  EXPECT_EQ(c.chunks[0].num_tokens, 60);
+}
+
+TEST(Scheduler, AdmissionLeavesTheRunningSequencesTheirNextBlock) {
+  // Sequence 1 decodes and crosses into a new block every 16 tokens. Sequence 2's prompt (40
+  // tokens, 3 blocks) fits the cache only once 1 is done. Admitting 2 into the blocks 1 is about
+  // to need would get 2 preempted the next step and its prefill thrown away, over and over.
+  BlockAllocator blocks(4);  // 64 tokens
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(make_seq(1, 16, 24));
+  sched.add(make_seq(2, 40, 4));
+  int prefill_tokens_of_2 = 0, steps = 0;
+  while (sched.has_work() && steps++ < 200) {
+    SchedulerOutput out = sched.schedule();
+    ASSERT_FALSE(out.empty());
+    sched.commit(out);
+    std::vector<uint64_t> done;
+    for (const ScheduledChunk& c : out.chunks) {
+      Sequence* s = c.seq;
+      if (s->id == 2 && s->num_generated() == 0) prefill_tokens_of_2 += c.num_tokens;
+      if (c.logits == LogitsWanted::kNone) continue;
+      s->tokens.push_back(7);
+      if (s->num_generated() >= s->max_tokens) done.push_back(s->id);
+    }
+    for (uint64_t id : done) sched.remove(id);
+  }
+  EXPECT_FALSE(sched.has_work());
+  EXPECT_EQ(sched.num_preemptions(), 0u);
+  EXPECT_EQ(prefill_tokens_of_2, 40) << "sequence 2's prompt was computed more than once";
+  EXPECT_EQ(blocks.num_used(), 0);
 }
 
 TEST(Scheduler, PreemptsNewestFirstAndResumesWithGeneratedTokens) {
   BlockAllocator blocks(4);  // 64 tokens
   Scheduler sched({8, 512, 16}, &blocks);
-  sched.add(make_seq(1, 16, 40));
-  sched.add(make_seq(2, 16, 40));
-  sched.add(make_seq(3, 16, 40));
-  SchedulerOutput out = sched.schedule();  // 3 blocks used
+  sched.add(make_seq(1, 8, 40));
+  sched.add(make_seq(2, 8, 40));
+  sched.add(make_seq(3, 8, 40));
+  SchedulerOutput out = sched.schedule();  // all three admitted: 3 blocks used, 1 free
+  ASSERT_EQ(out.chunks.size(), 3u);
   sched.commit(out);
-  for (uint64_t id = 1; id <= 3; ++id) sched.find(id)->tokens.push_back(static_cast<int32_t>(id));
+  // Decode each until its first block is full (16 tokens computed) and a 17th is sampled.
+  for (int t = 0; t < 9; ++t) {
+    for (uint64_t id = 1; id <= 3; ++id) sched.find(id)->tokens.push_back(static_cast<int32_t>(id));
+    if (t == 8) break;  // the 17th token's K/V is written by the next step
+    out = sched.schedule();
+    ASSERT_TRUE(out.preempted.empty());
+    sched.commit(out);
+  }
   // Each now needs a second block; one is free: 1 takes it, 2 preempts 3 (the newest).
   out = sched.schedule();
   EXPECT_EQ(out.preempted, (std::vector<uint64_t>{3}));
   ASSERT_EQ(out.chunks.size(), 2u);
   EXPECT_EQ(sched.num_running(), 2);
   ASSERT_EQ(sched.waiting().front()->id, 3u);
-  EXPECT_EQ(sched.waiting().front()->num_tokens(), 17) << "generated token kept";
+  EXPECT_EQ(sched.waiting().front()->num_tokens(), 17) << "generated tokens kept";
   EXPECT_EQ(sched.waiting().front()->num_computed, 0);
   EXPECT_TRUE(sched.waiting().front()->block_table.empty());
   EXPECT_EQ(sched.num_preemptions(), 1u);
