@@ -91,7 +91,10 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= vocab_size_) return str_cat("prompt token ", t, " outside vocab of ", vocab_size_);
   }
-  if (n >= max_len_) {
+  // A prompt may fill the context exactly when nothing is to be generated (max_tokens 0 with
+  // prompt logprobs: the server's echo + logprobs), as the API edge allows prompt + max_tokens
+  // == max_model_len; to generate, it must leave room for at least one token.
+  if (n > max_len_ || (n == max_len_ && r.max_tokens > 0)) {
     return str_cat("prompt of ", n, " tokens leaves no room in the context of ", max_len_);
   }
   const int64_t total = std::min<int64_t>(int64_t(n) + r.max_tokens, max_len_);

@@ -86,11 +86,12 @@ class Engine {
 
   // Queues a request. Returns nullptr when the waiting queue is full (back-pressure: the caller
   // answers 429/503 with Retry-After). Requests that can never fit the KV cache finish at once
-  // with kError (so do an empty prompt, token ids outside the vocabulary, max_tokens < 0 and a
-  // prompt that fills the context); after shutdown() or a fault the stream finishes at once with
-  // kAbort or kError. Generation stops at max_tokens or when prompt + generated tokens reach
-  // max_position_embeddings (kLength). Determinism: a request's tokens depend only on the
-  // request (with has_seed), never on what shares its batch or on preemption.
+  // with kError (so do an empty prompt, token ids outside the vocabulary, max_tokens < 0, a
+  // prompt longer than the context, and one that fills it with max_tokens > 0); after
+  // shutdown() or a fault the stream finishes at once with kAbort or kError. Generation stops
+  // at max_tokens or when prompt + generated tokens reach max_position_embeddings (kLength).
+  // Determinism: a request's tokens depend only on the request (with has_seed), never on what
+  // shares its batch or on preemption.
   virtual std::shared_ptr<RequestStream> submit(GenerationRequest request) = 0;
   virtual EngineMetrics metrics() const = 0;
   // Stops the engine thread after aborting every request (each stream gets kFinished/kAbort).

@@ -74,6 +74,18 @@ void Completion::cancel_all() {
 
 std::optional<ApiError> Completion::start() {
   const bool want_prompt_lp = req_.echo && req_.logprobs >= 0;
+  // Every choice waits in the engine's queue at first, so a request with more of them than the
+  // queue holds could never be admitted: that is the request's fault (400), not a 503 to retry.
+  const bool needs_engine = req_.max_tokens > 0 || want_prompt_lp;
+  const int64_t engine_choices = int64_t(req_.prompts.size()) * req_.n;
+  if (needs_engine && ctx_.max_queue > 0 && engine_choices > ctx_.max_queue) {
+    return bad_request("this request has " + std::to_string(engine_choices) +
+                           " choices (prompts x n), more than this server's queue of " +
+                           std::to_string(ctx_.max_queue) +
+                           " requests (--max-queue) can ever hold; send fewer prompts or a "
+                           "smaller n",
+                       "n");
+  }
   int index = 0;
   for (size_t p = 0; p < req_.prompts.size(); ++p) {
     for (int j = 0; j < req_.n; ++j) {
@@ -333,9 +345,10 @@ bool Completion::stream(ClientConnection& conn) {
   return conn.write(std::string(kSseDone));
 }
 
+// Each prompt counts once, however many choices it has (as OpenAI and vLLM count usage).
 int Completion::prompt_tokens() const {
   int n = 0;
-  for (const auto& p : req_.prompts) n += static_cast<int>(p.size()) * req_.n;
+  for (const auto& p : req_.prompts) n += static_cast<int>(p.size());
   return n;
 }
 

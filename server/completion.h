@@ -38,6 +38,7 @@ struct CompletionContext {
   const ServedModel* model = nullptr;
   ServerMetrics* metrics = nullptr;
   std::chrono::milliseconds poll{50};  // how often a waiting handler checks the connection
+  int max_queue = 0;  // the engine's admission queue (EngineOptions::max_queue); 0 = unknown
 };
 
 class Completion {
@@ -45,8 +46,8 @@ class Completion {
   Completion(const CompletionContext& ctx, CompletionRequest request);
   ~Completion();  // cancels whatever is still running
 
-  // Submits every choice. Queue full -> 503 with Retry-After (the choices already submitted are
-  // cancelled).
+  // Submits every choice. More choices than ctx.max_queue -> 400 (it could never be admitted);
+  // queue full -> 503 with Retry-After (the choices already submitted are cancelled).
   std::optional<ApiError> start();
   // Waits for every choice and builds the response (status 200, or an error envelope).
   CompletionResult run(ClientConnection& conn);
@@ -54,7 +55,7 @@ class Completion {
   bool stream(ClientConnection& conn);
 
   const std::string& id() const { return id_; }
-  int prompt_tokens() const;
+  int prompt_tokens() const;  // usage: each prompt once, not once per choice
   int completion_tokens() const;
   double ttft_s() const;  // first token of any choice; -1 if none
 

@@ -1,15 +1,18 @@
 // The `flashserve` binary: parses flags, loads the model and tokenizer, starts the Engine and the
 // HTTP server, and shuts down cleanly on SIGINT/SIGTERM (exit 0) or on an engine fault (exit 1).
+// Exit codes: 0 clean shutdown (and --help), 1 start-up failure or engine fault, 2 usage error.
 #include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -52,7 +55,7 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
   --tokenizer PATH           SentencePiece .model (default: the one beside the weights)
   --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
   --host ADDR                listen address (default 127.0.0.1)
-  --port N                   listen port (default 8000; 0 = any free port, printed at start)
+  --port N                   listen port, 0..65535 (default 8000; 0 = any free port, printed)
   --api-key KEY              require "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY;
                              /health is exempt; the key is never logged)
   --backend cpu|cuda|auto    compute backend (default auto: cuda when available)
@@ -62,7 +65,8 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
   --kv-memory-fraction F     fraction of free device memory for the KV cache (default 0.9)
   --max-num-seqs N           sequences running per engine step (default 64)
   --max-num-batched-tokens N tokens per engine step (default 512)
-  --max-queue N              waiting requests; beyond it requests get 503 + Retry-After (default 256)
+  --max-queue N              waiting requests, >= 1 (default 256); beyond it requests get 503 +
+                             Retry-After; a request with more choices (prompts x n) gets 400
   --max-body-bytes N         request body limit; larger bodies get 413 (default 4194304)
   --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8)
   --cuda-graph-max-batch N   cuda: decode steps of up to N sequences replay CUDA graphs
@@ -70,17 +74,28 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
   --enforce-eager            cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)
   --no-request-log           do not log one line per finished request
   --help                     this text
+
+Exit status: 0 after SIGINT/SIGTERM (or --help), 1 when start-up fails or the engine dies,
+2 for a usage error (unknown flag, bad value).
 )";
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "flashserve: %s (see --help)\n", msg.c_str());
   std::exit(2);
 }
 
-int64_t to_int(const std::string& flag, const std::string& v, int64_t lo) {
+// A whole number in [lo, hi]; anything else is a usage error (exit 2).
+int64_t to_int(const std::string& flag, const std::string& v, int64_t lo,
+               int64_t hi = std::numeric_limits<int>::max()) {
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < lo) usage_error("bad value for " + flag + ": '" + v + "'");
+  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+    usage_error("bad value for " + flag + ": '" + v + "' (a whole number in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "])");
+  }
   return x;
 }
 
@@ -89,7 +104,7 @@ Flags parse_flags(int argc, char** argv) {
   if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--host", [&](const std::string& v) { f.host = v; }},
-      {"--port", [&](const std::string& v) { f.port = int(to_int("--port", v, 0)); }},
+      {"--port", [&](const std::string& v) { f.port = int(to_int("--port", v, 0, 65535)); }},
       {"--model", [&](const std::string& v) { f.model = v; }},
       {"--tokenizer", [&](const std::string& v) { f.tokenizer = v; }},
       {"--served-model-name", [&](const std::string& v) { f.served_model_name = v; }},
@@ -100,7 +115,7 @@ Flags parse_flags(int argc, char** argv) {
        }},
       {"--threads", [&](const std::string& v) { f.threads = int(to_int("--threads", v, 0)); }},
       {"--block-size", [&](const std::string& v) { f.block_size = int(to_int("--block-size", v, 1)); }},
-      {"--kv-cache-tokens", [&](const std::string& v) { f.kv_cache_tokens = to_int("--kv-cache-tokens", v, 0); }},
+      {"--kv-cache-tokens", [&](const std::string& v) { f.kv_cache_tokens = to_int("--kv-cache-tokens", v, 0, kInt64Max); }},
       {"--kv-memory-fraction", [&](const std::string& v) {
          char* end = nullptr;
          f.kv_memory_fraction = std::strtod(v.c_str(), &end);
@@ -112,8 +127,8 @@ Flags parse_flags(int argc, char** argv) {
       {"--max-num-batched-tokens", [&](const std::string& v) {
          f.max_num_batched_tokens = int(to_int("--max-num-batched-tokens", v, 1));
        }},
-      {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 0)); }},
-      {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1); }},
+      {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 1)); }},
+      {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1, kInt64Max); }},
       {"--http-threads", [&](const std::string& v) { f.http_threads = int(to_int("--http-threads", v, 1)); }},
       {"--cuda-graph-max-batch", [&](const std::string& v) {
          f.cuda_graph_max_batch = int(to_int("--cuda-graph-max-batch", v, 0));
@@ -183,11 +198,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
 
-  std::unique_ptr<LoadedModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
   try {
-    model = load_model(flags.model);
+    std::unique_ptr<LoadedModel> model = load_model(flags.model);
     std::string tok_path = flags.tokenizer.empty() ? model->tokenizer_path() : flags.tokenizer;
     if (tok_path.empty()) FS_THROW("no tokenizer found beside ", flags.model, "; pass --tokenizer");
     tokenizer = Tokenizer::load(tok_path);
@@ -199,6 +213,9 @@ int main(int argc, char** argv) {
     ro.threads = flags.threads;
     ro.graph_max_batch = flags.cuda_graph_max_batch;
     auto runner = ModelRunner::create(*model, ro);
+    // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
+    // of the config, so the memory-mapped files can go now instead of staying mapped for good.
+    model.reset();
     EngineOptions eo;
     eo.max_num_seqs = flags.max_num_seqs;
     eo.max_num_batched_tokens = flags.max_num_batched_tokens;
@@ -235,6 +252,7 @@ int main(int argc, char** argv) {
   ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
   ho.threads = flags.http_threads;
   ho.log_requests = flags.log_requests;
+  ho.max_queue = flags.max_queue;
   HttpServer server(*engine, *tokenizer, served, ho);
   if (!server.bind()) {
     engine->shutdown();

@@ -73,18 +73,25 @@ int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi,
   return x;
 }
 
-// Number in [lo, hi]; `open_lo` excludes lo.
-double get_number(const json& v, const std::string& name, double lo, double hi,
-                  bool open_lo = false) {
+// Number in [lo, hi]; `open_lo` excludes lo. Checked twice: as the JSON double, and as the
+// float the sampler will use, because narrowing can leave the range (top_p 1e-50 becomes 0,
+// repetition_penalty 1e300 becomes inf) and the engine would then fail the request with a 500.
+float get_float(const json& v, const std::string& name, double lo, double hi,
+                bool open_lo = false) {
   if (!v.is_number()) throw bad_request("'" + name + "' must be a number", name);
-  double x = v.get<double>();
-  bool ok = std::isfinite(x) && (open_lo ? x > lo : x >= lo) && x <= hi;
-  if (!ok) {
+  const double x = v.get<double>();
+  const float f = static_cast<float>(x);
+  auto in_range = [&](double y) {
+    return std::isfinite(y) && (open_lo ? y > lo : y >= lo) && y <= hi;
+  };
+  if (!in_range(x) || !in_range(static_cast<double>(f))) {
     std::string range = std::string(open_lo ? "(" : "[") + json(lo).dump() + ", " +
                         (std::isinf(hi) ? std::string("inf)") : json(hi).dump() + "]");
-    throw bad_request("'" + name + "' must be in " + range + ", got " + v.dump(), name);
+    std::string as_float = in_range(x) ? " (" + json(f).dump() + " as a 32-bit float)" : "";
+    throw bad_request("'" + name + "' must be in " + range + ", got " + v.dump() + as_float,
+                      name);
   }
-  return x;
+  return f;
 }
 
 bool get_bool(const json& v, const std::string& name) {
@@ -187,8 +194,7 @@ void parse_logit_bias(const json& v, const ServedModel& model, SamplingParams* s
                             std::to_string(model.vocab_size) + "), got \"" + key + "\"",
                         "logit_bias");
     }
-    double b = get_number(bias, "logit_bias", -100, 100);
-    s->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    s->logit_bias.emplace_back(static_cast<int32_t>(id), get_float(bias, "logit_bias", -100, 100));
   }
   std::sort(s->logit_bias.begin(), s->logit_bias.end());
 }
@@ -240,22 +246,22 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   }
 
   SamplingParams& s = r.sampling;
-  if (has("temperature")) s.temperature = float(get_number(j["temperature"], "temperature", 0, 2));
-  if (has("top_p")) s.top_p = float(get_number(j["top_p"], "top_p", 0, 1, /*open_lo=*/true));
+  if (has("temperature")) s.temperature = get_float(j["temperature"], "temperature", 0, 2);
+  if (has("top_p")) s.top_p = get_float(j["top_p"], "top_p", 0, 1, /*open_lo=*/true);
   if (has("top_k")) {
     int64_t k = get_int(j["top_k"], "top_k", -1, std::numeric_limits<int>::max());
     s.top_k = k <= 0 ? 0 : static_cast<int>(k);
   }
-  if (has("min_p")) s.min_p = float(get_number(j["min_p"], "min_p", 0, 1));
+  if (has("min_p")) s.min_p = get_float(j["min_p"], "min_p", 0, 1);
   if (has("presence_penalty")) {
-    s.presence_penalty = float(get_number(j["presence_penalty"], "presence_penalty", -2, 2));
+    s.presence_penalty = get_float(j["presence_penalty"], "presence_penalty", -2, 2);
   }
   if (has("frequency_penalty")) {
-    s.frequency_penalty = float(get_number(j["frequency_penalty"], "frequency_penalty", -2, 2));
+    s.frequency_penalty = get_float(j["frequency_penalty"], "frequency_penalty", -2, 2);
   }
   if (has("repetition_penalty")) {
-    s.repetition_penalty = float(get_number(j["repetition_penalty"], "repetition_penalty", 0,
-                                            std::numeric_limits<double>::infinity(), true));
+    s.repetition_penalty = get_float(j["repetition_penalty"], "repetition_penalty", 0,
+                                     std::numeric_limits<double>::infinity(), /*open_lo=*/true);
   }
   if (has("seed")) {
     const json& v = j["seed"];

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/exec_args.h"
 #include "tests/server/server_process.h"
 
 namespace flashserve::testing {
@@ -37,11 +38,7 @@ inline RunResult run_program(std::vector<std::string> args, std::chrono::seconds
     dup2(out[1], 1);
     dup2(out[1], 2);
     close(out[0]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    flashserve::test::exec_args(args);
   }
   close(out[1]);
   fcntl(out[0], F_SETFL, O_NONBLOCK);

@@ -2,12 +2,15 @@
 // truncated, corrupted or padded, a broken tokenizer or config.json, a taken port and bad flags
 // each end the process with a non-zero exit and a message naming the problem, never a crash or a
 // hang. By default the server listens on 127.0.0.1 only, and an API key given through the
-// environment never reaches the log.
+// environment never reaches the log. --help lists every flag, and the flags no other test uses
+// (--served-model-name, --kv-memory-fraction, --max-num-batched-tokens) work on the binary.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <regex>
+#include <set>
 
 #include "tests/fault/fault_util.h"
 
@@ -15,6 +18,7 @@ namespace flashserve::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 std::string read_file(const std::string& path) {
@@ -169,6 +173,15 @@ TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "unknown flag", 2);
   expect_refused("bad number", {"--model", model, "--max-queue", "x"}, "--max-queue", 2);
   expect_refused("bad backend", {"--model", model, "--backend", "tpu"}, "--backend", 2);
+  // A queue of 0 could admit nothing (Engine::create refused it: exit 1 after loading the model);
+  // ports outside 0..65535 do not exist. All three are usage errors now.
+  expect_refused("max-queue 0", {"--model", model, "--max-queue", "0"}, "--max-queue", 2);
+  expect_refused("port too big", {"--model", model, "--port", "65536"}, "--port", 2);
+  expect_refused("negative port", {"--model", model, "--port", "-1"}, "--port", 2);
+  expect_refused("port overflow", {"--model", model, "--port", "99999999999999999999"}, "--port",
+                 2);
+  expect_refused("int overflow", {"--model", model, "--max-num-seqs", "4294967297"},
+                 "--max-num-seqs", 2);
   ServerProcess first;
   ASSERT_TRUE(first.started()) << first.log();
   std::vector<std::string> args = {server_binary(), "--model", model, "--backend", "cpu",
@@ -177,6 +190,73 @@ TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("cannot listen"), std::string::npos) << r.output;
   EXPECT_EQ(first.stop(), 0);
+}
+
+// Every flag main.cpp parses is listed by --help, and the flags no other test starts the server
+// with do what they say.
+TEST_F(FaultStartup, FlagsAgainstTheRealBinary) {
+  RunResult help = run_program({server_binary(), "--help"}, 30s);
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  // The flags are the quoted "--name" literals in main.cpp (the parser's table and its checks).
+  const std::string source = read_file(std::string(FS_SOURCE_DIR) + "/server/main.cpp");
+  std::set<std::string> flags;
+  const std::regex quoted("\"(--[a-z][a-z0-9-]*)\"");
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    flags.insert((*it)[1]);
+  }
+  EXPECT_GE(flags.size(), 20u) << "main.cpp's flags were not found";
+  for (const std::string& f : flags) {
+    EXPECT_TRUE(std::regex_search(help.output, std::regex("\\n  " + f + "[ \\n]")))
+        << f << " is parsed but --help does not list it:\n" << help.output;
+  }
+
+  // --served-model-name: the id in /v1/models, the "model" requests name and responses carry.
+  ServerProcess named({"--served-model-name", "tiny-stories", "--no-request-log"});
+  ASSERT_TRUE(named.started()) << named.log();
+  json models = json::parse(http::request(named.port(), "GET", "/v1/models").body);
+  EXPECT_EQ(models["data"][0]["id"], "tiny-stories");
+  int status = 0;
+  json r = complete(named.port(), {{"prompt", "Hi"}, {"max_tokens", 2}, {"model", "tiny-stories"}},
+                    &status);
+  EXPECT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["model"], "tiny-stories");
+  complete(named.port(), {{"prompt", "Hi"}, {"max_tokens", 2}, {"model", "stories260K"}}, &status);
+  EXPECT_EQ(status, 404);
+  const double default_blocks = metric(named.port(), "flashserve_kv_blocks_total");
+
+  // --kv-memory-fraction scales the KV budget. On the CPU backend the cache is 8 full-length
+  // sequences (512 x 8 tokens = 256 blocks of 16) unless fraction x 2 GiB is smaller, so 0.5
+  // changes nothing for stories260K (1280 bytes per token) and only tiny fractions bind; there,
+  // half the fraction gives half the blocks.
+  EXPECT_EQ(default_blocks, 256);
+  auto blocks_with = [&](const std::string& fraction) {
+    ServerProcess s({"--kv-memory-fraction", fraction, "--no-request-log"});
+    EXPECT_TRUE(s.started()) << fraction << ": " << s.log();
+    return s.started() ? metric(s.port(), "flashserve_kv_blocks_total") : -1.0;
+  };
+  EXPECT_EQ(blocks_with("0.5"), default_blocks);
+  const double b2 = blocks_with("0.002"), b1 = blocks_with("0.001");
+  EXPECT_GT(b2, 10);
+  EXPECT_LT(b2, default_blocks);
+  EXPECT_NEAR(b1, b2 / 2, 1.0) << "0.002 -> " << b2 << " blocks, 0.001 -> " << b1;
+
+  // --max-num-batched-tokens 32: a prompt over 32 tokens is prefilled in chunks and gives the
+  // same greedy text as the default (512 per step: one chunk).
+  const json body = {{"prompt", "Once upon a time, there was a little girl named Lily. She loved "
+                                "to play outside in the park with her big red ball and her dog."},
+                     {"max_tokens", 40}, {"temperature", 0}};
+  json want = complete(named.port(), body, &status);
+  ASSERT_EQ(status, 200) << want.dump();
+  ASSERT_GT(want["usage"]["prompt_tokens"].get<int>(), 32);
+  ServerProcess chunked({"--max-num-batched-tokens", "32", "--no-request-log"});
+  ASSERT_TRUE(chunked.started()) << chunked.log();
+  json got = complete(chunked.port(), body, &status);
+  ASSERT_EQ(status, 200) << got.dump();
+  EXPECT_EQ(got["choices"][0]["text"], want["choices"][0]["text"]);
+  EXPECT_EQ(got["usage"], want["usage"]);
+  EXPECT_EQ(chunked.stop(), 0);
+  EXPECT_EQ(named.stop(), 0);
 }
 
 TEST_F(FaultStartup, ListensOnLoopbackOnlyByDefault) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http_client.h"
+#include "tests/common/exec_args.h"
 
 namespace flashserve::testing {
 
@@ -43,11 +44,7 @@ class ServerProcess {
       dup2(out[1], 1);
       dup2(log_fd, 2);
       close(out[0]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
+      flashserve::test::exec_args(args);
     }
     close(out[1]);
     close(log_fd);

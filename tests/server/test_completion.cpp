@@ -203,6 +203,60 @@ TEST_F(CompletionTest, QueueFullIs503AndCancelsSubmitted) {
   EXPECT_TRUE(engine.streams[0]->cancelled);
 }
 
+TEST_F(CompletionTest, MoreChoicesThanTheQueueHoldsIs400) {
+  ctx.max_queue = 3;
+  CompletionRequest r = request();
+  r.prompts = {{1, 259}, {1, 260}};
+  r.echo_texts = {"Once", "upon"};
+  r.n = 2;  // 4 choices: could never all wait in a queue of 3, so no 503 to retry
+  Completion c(ctx, r);
+  auto e = c.start();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "n");
+  EXPECT_EQ(e->retry_after_s, 0);
+  EXPECT_NE(e->message.find("--max-queue"), std::string::npos) << e->message;
+  EXPECT_TRUE(engine.requests.empty());
+  // As many choices as the queue holds are fine; so are any number that need no engine.
+  CompletionRequest three = request();
+  three.n = 3;
+  Completion c3(ctx, three);
+  EXPECT_FALSE(c3.start().has_value());
+  r.max_tokens = 0;
+  Completion c0(ctx, r);
+  EXPECT_FALSE(c0.start().has_value());
+}
+
+// usage.prompt_tokens counts each prompt once, not once per choice (OpenAI, vLLM).
+TEST_F(CompletionTest, UsageCountsEachPromptOnce) {
+  engine.tokens = {260, 261, 259};
+  CompletionRequest r = request();
+  r.prompts = {{1, 259}, {1, 260, 261}};
+  r.echo_texts = {"Once", "upon a"};
+  r.n = 2;
+  Completion c(ctx, r);
+  ASSERT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  json body = c.run(conn).body;
+  ASSERT_EQ(body["choices"].size(), 4u);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);       // 2 + 3, whatever n is
+  EXPECT_EQ(body["usage"]["completion_tokens"], 12);  // 4 choices x 3 tokens
+  EXPECT_EQ(body["usage"]["total_tokens"], 17);
+  EXPECT_EQ(c.prompt_tokens(), 5);  // the request log line's count
+  r.stream = true;
+  r.include_usage = true;
+  Completion s(ctx, r);
+  ASSERT_FALSE(s.start().has_value());
+  RecordingConnection sc;
+  ASSERT_TRUE(s.stream(sc));
+  const size_t at = sc.written.find("\"usage\":");
+  ASSERT_NE(at, std::string::npos) << sc.written;
+  const size_t begin = sc.written.rfind("data: ", at) + 6;
+  json last = json::parse(sc.written.substr(begin, sc.written.find("\n\n", at) - begin));
+  EXPECT_EQ(last["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(last["usage"]["completion_tokens"], 12);
+}
+
 TEST_F(CompletionTest, EngineErrorIs500OrAnErrorEvent) {
   engine.tokens = {260};
   engine.finish = FinishReason::kError;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/sampler.h"
 #include "server/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
 
@@ -162,6 +163,18 @@ TEST_F(OpenAiApi, BadRequestsGetTheirStatusAndParam) {
       {R"({"prompt":"a","presence_penalty":3})", 400, "presence_penalty", ""},
       {R"({"prompt":"a","frequency_penalty":-2.01})", 400, "frequency_penalty", ""},
       {R"({"prompt":"a","repetition_penalty":0})", 400, "repetition_penalty", ""},
+      // In range as doubles, out of range as the floats the sampler uses (0 or inf).
+      {R"({"prompt":"a","top_p":1e-50})", 400, "top_p", ""},
+      {R"({"prompt":"a","top_p":1e-46})", 400, "top_p", ""},
+      {R"({"prompt":"a","repetition_penalty":1e300})", 400, "repetition_penalty", ""},
+      {R"({"prompt":"a","repetition_penalty":3.5e38})", 400, "repetition_penalty", ""},
+      {R"({"prompt":"a","repetition_penalty":1e-50})", 400, "repetition_penalty", ""},
+      // ...while these stay in range as floats (0 is a valid temperature/min_p/penalty).
+      {R"({"prompt":"a","temperature":1e-50})", 200, "", ""},
+      {R"({"prompt":"a","min_p":1e-50})", 200, "", ""},
+      {R"({"prompt":"a","presence_penalty":-1e-50,"frequency_penalty":1e-50})", 200, "", ""},
+      {R"({"prompt":"a","repetition_penalty":3.4e38,"top_p":1e-40})", 200, "", ""},
+      {R"({"prompt":"a","logit_bias":{"5":1e-50,"6":-99.99999999999999}})", 200, "", ""},
       {R"({"prompt":"a","logit_bias":{"x":1}})", 400, "logit_bias", ""},
       {R"({"prompt":"a","logit_bias":{"999":1}})", 400, "logit_bias", ""},
       {R"({"prompt":"a","logit_bias":{"5":101}})", 400, "logit_bias", ""},
@@ -193,6 +206,42 @@ TEST_F(OpenAiApi, BadRequestsGetTheirStatusAndParam) {
     EXPECT_EQ(j["error"]["type"], "invalid_request_error") << c.body;
     EXPECT_TRUE(j["error"]["param"].is_null() == (c.param[0] == 0)) << c.body;
   }
+}
+
+// Whatever the parser accepts, the engine's sampler accepts too (a float that rounded out of
+// range there would fail the request with a 500): bodies near every float parameter's limits.
+TEST_F(OpenAiApi, AcceptedSamplingParamsPassTheSamplerCheck) {
+  const char* fields[] = {"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
+                          "repetition_penalty"};
+  const char* values[] = {"0", "-0.0", "1e-50", "1e-46", "1e-45", "1e-40", "1.17549435e-38",
+                          "0.9999999999", "1", "1.0000000001", "1.9999999999", "2", "-2",
+                          "-1.9999999999", "3.4028234e38", "3.4028236e38", "1e39", "1e300",
+                          "-1e-50", "5e-324"};
+  int accepted = 0, refused = 0;
+  for (const char* f : fields) {
+    for (const char* v : values) {
+      const std::string body = std::string(R"({"prompt":"a",")") + f + "\":" + v + "}";
+      auto r = parse_completion_request(body, model, tok);
+      if (auto* e = std::get_if<ApiError>(&r)) {
+        EXPECT_EQ(e->status, 400) << body;
+        EXPECT_EQ(e->param, f) << body;
+        ++refused;
+        continue;
+      }
+      ++accepted;
+      const SamplingParams& s = std::get<CompletionRequest>(r).sampling;
+      EXPECT_NO_THROW(validate_sampling(s, model.vocab_size)) << body;
+    }
+  }
+  for (const char* v : values) {  // logit_bias values: [-100, 100] as floats
+    auto r = parse_completion_request(std::string(R"({"prompt":"a","logit_bias":{"5":)") + v + "}}",
+                                      model, tok);
+    if (auto* req = std::get_if<CompletionRequest>(&r)) {
+      EXPECT_LE(std::fabs(req->sampling.logit_bias.at(0).second), 100.f) << v;
+    }
+  }
+  EXPECT_GT(accepted, 30);
+  EXPECT_GT(refused, 30);
 }
 
 TEST_F(OpenAiApi, HostileNestingIsRefusedWithoutParsing) {

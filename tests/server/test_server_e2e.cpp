@@ -175,6 +175,68 @@ TEST_F(ServerE2E, EchoAndLogprobs) {
   EXPECT_EQ(z["choices"][0]["finish_reason"], "length");
 }
 
+// usage.prompt_tokens counts each prompt once, not once per choice: n 2 reports what n 1 does.
+TEST_F(ServerE2E, UsageCountsEachPromptOnce) {
+  json one = complete(port(), {{"prompt", "Once upon a time"}, {"max_tokens", 4}});
+  const int p = one["usage"]["prompt_tokens"];
+  ASSERT_GT(p, 1);
+  json two = complete(port(), {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"n", 2},
+                               {"ignore_eos", true}});
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_EQ(two["usage"]["prompt_tokens"], p);
+  EXPECT_EQ(two["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(two["usage"]["total_tokens"], p + 8);
+  json list = complete(port(), {{"prompt", json::array({"Once upon a time", "Once upon a time"})},
+                                {"max_tokens", 1}, {"n", 2}});
+  EXPECT_EQ(list["usage"]["prompt_tokens"], 2 * p);  // a list: the sum, once per prompt
+  StreamResult s = stream_completion(port(), {{"prompt", "Once upon a time"}, {"max_tokens", 4},
+                                              {"n", 2}, {"ignore_eos", true}, {"stream", true},
+                                              {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(s.status, 200);
+  ASSERT_FALSE(s.chunks.empty());
+  const json& usage = s.chunks.back()["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], p);
+  EXPECT_EQ(usage["completion_tokens"], 8);
+}
+
+// echo + logprobs + max_tokens 0 with a prompt of exactly max_model_len (512) token ids: the API
+// edge accepts it (512 + 0 fits), so the engine must too (it used to fail it: a 500).
+TEST_F(ServerE2E, PromptFillingTheContextWithEchoLogprobs) {
+  json models = json::parse(http::request(port(), "GET", "/v1/models").body);
+  const int max_len = models["data"][0]["max_model_len"];
+  ASSERT_EQ(max_len, 512);
+  std::vector<int> ids = {1};
+  for (int i = 1; i < max_len; ++i) ids.push_back(3 + (i * 37) % 500);
+  json body = {{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}};
+  int status = 0;
+  json r = complete(port(), body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const json& c = r["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "length");
+  ASSERT_EQ(c["logprobs"]["tokens"].size(), size_t(max_len));
+  EXPECT_TRUE(c["logprobs"]["token_logprobs"][0].is_null());
+  EXPECT_LE(c["logprobs"]["token_logprobs"][max_len - 1].get<double>(), 0.0);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], max_len);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+  body["stream"] = true;
+  StreamResult s = stream_completion(port(), body);
+  EXPECT_EQ(s.status, 200);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.text, c["text"].get<std::string>());
+  EXPECT_EQ(s.finish_reason, "length");
+  // One token more than the context (or any generation) is still the client's 400.
+  body["stream"] = false;
+  body["max_tokens"] = 1;
+  complete(port(), body, &status);
+  EXPECT_EQ(status, 400);
+  body["max_tokens"] = 0;
+  ids.push_back(5);
+  body["prompt"] = ids;
+  complete(port(), body, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(wait_metric(port(), "flashserve_kv_blocks_used", 0, std::chrono::seconds(2)), 0);
+}
+
 TEST_F(ServerE2E, SeededTextIndependentOfConcurrentLoad) {
   json seeded = {{"prompt", "The cat"}, {"max_tokens", 100}, {"temperature", 0.9},
                  {"top_p", 0.95}, {"seed", 4242}, {"ignore_eos", true}};

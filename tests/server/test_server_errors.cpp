@@ -38,6 +38,10 @@ TEST(ServerErrors, EveryBadRequestGetsItsStatusAndEnvelope) {
       {"wrong prompt type", "POST", "/v1/completions", R"({"prompt":{"a":1}})", {kAuth}, 400, ""},
       {"out of range", "POST", "/v1/completions", R"({"prompt":"hi","temperature":7})", {kAuth},
        400, ""},
+      {"top_p 0 as a float", "POST", "/v1/completions", R"({"prompt":"hi","top_p":1e-50})",
+       {kAuth}, 400, ""},
+      {"repetition_penalty inf as a float", "POST", "/v1/completions",
+       R"({"prompt":"hi","repetition_penalty":1e300})", {kAuth}, 400, ""},
       {"negative max_tokens", "POST", "/v1/completions", R"({"prompt":"hi","max_tokens":-5})",
        {kAuth}, 400, ""},
       {"bad token id", "POST", "/v1/completions", R"({"prompt":[1,99999]})", {kAuth}, 400, ""},
@@ -135,6 +139,19 @@ TEST(ServerErrors, QueueFullIs503WithRetryAfter) {
   EXPECT_EQ(ok + rejected, 12);
   EXPECT_GE(ok, 2);
   EXPECT_GE(rejected, 1);
+  // More choices than the queue holds could never be admitted: 400 naming n, not a 503 to
+  // retry forever. As many as it holds are served.
+  http::Response many = http::request(server.port(), "POST", "/v1/completions",
+                                      R"({"prompt":"Once","max_tokens":2,"n":2})");
+  EXPECT_EQ(many.status, 400) << many.body;
+  EXPECT_EQ(many.headers.count("retry-after"), 0u);
+  EXPECT_EQ(json::parse(many.body)["error"]["param"], "n") << many.body;
+  http::Response lists = http::request(server.port(), "POST", "/v1/completions",
+                                       R"({"prompt":["Once","Twice"],"max_tokens":2})");
+  EXPECT_EQ(lists.status, 400) << lists.body;
+  http::Response one = http::request(server.port(), "POST", "/v1/completions",
+                                     R"({"prompt":"Once","max_tokens":2,"n":1})");
+  EXPECT_EQ(one.status, 200) << one.body;
   EXPECT_EQ(server.stop(), 0);
 }
 
