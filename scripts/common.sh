@@ -1,13 +1,19 @@
-# Shared by scripts/run.sh and scripts/test.sh: installs what the build needs (Debian/Ubuntu,
-# when root), and configures + builds a tree. Sourced, not run.
+# Shared by scripts/run.sh, scripts/test.sh and scripts/fetch_model.sh: installs what the build
+# needs (Debian/Ubuntu, when root), and configures + builds a tree. Sourced, not run.
 
 FS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
+# fs_install_packages [PKG...]: the build's packages and PKG... (see fs_apt_install).
 fs_install_packages() {
-  local pkgs=(cmake ninja-build g++ pkg-config libsentencepiece-dev libcpp-httplib-dev
-              nlohmann-json3-dev libgtest-dev python3-numpy "$@")
+  fs_apt_install cmake ninja-build g++ pkg-config libsentencepiece-dev libcpp-httplib-dev \
+                 nlohmann-json3-dev libgtest-dev python3-numpy "$@"
+}
+
+# fs_apt_install PKG...: installs those of the Debian/Ubuntu packages PKG... that are missing,
+# with apt-get, when root; otherwise prints the missing ones and returns 1.
+fs_apt_install() {
   local missing=()
-  for p in "${pkgs[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 # Plots the benchmark records in bench/results/**/*.jsonl as PNGs (docs/img/ by default) and
-# prints the README's benchmark tables as Markdown. Docs tool only: needs Debian's
-# python3-matplotlib (hence /usr/bin/python3), nothing at run time depends on it.
-#   tools/plot_bench.py [--results bench/results] [--out docs/img] [--tables]
-# For each GPU folder the newest prefill and decode files are used (a record's "date" field if
-# it has one, else the date git committed the file, else its mtime); every title names the GPU
-# as the driver reported it and that date.
+# prints the README's benchmark tables as Markdown.
+#   tools/plot_bench.py [--results bench/results] [--out docs/img]   # plots (needs matplotlib)
+#   tools/plot_bench.py --tables [--plots]                          # tables (Python 3 only)
+# Docs tool only: plotting needs Debian's python3-matplotlib (hence /usr/bin/python3), imported
+# only when plotting, so `--tables` runs on any python3; nothing at run time depends on it.
+# For each results folder the newest file of each kind is used (a record's "date" field if it has
+# one, else the date git committed the file, else its mtime): prefill and decode attention,
+# end-to-end (the newest file whose records carry transformers speedups from the same run) and
+# the HTTP server. Every plot title and every table's caption names the GPU as the driver
+# reported it (the records' `gpu` field) and that date.
 import argparse
 import collections
 import datetime
@@ -15,12 +19,19 @@ import subprocess
 import sys
 import textwrap
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: files only
-import matplotlib.pyplot as plt  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pyplot():
+    """matplotlib.pyplot, imported on first use (plots only; the tables need no matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("plot_bench.py: plots need matplotlib (Debian: apt-get install python3-matplotlib, "
+                 "then /usr/bin/python3 tools/plot_bench.py); --tables alone needs none")
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def load(path):
@@ -55,8 +66,25 @@ def newest(files):
     return max(main or files, key=lambda f: (f[2], os.path.basename(f[0])))
 
 
+E2E_BENCHES = ("e2e_decode", "e2e_offline")
+
+
+def kind_of(rows):
+    """The table/plot kind of a results file, or None for files of other benchmarks."""
+    benches = {r.get("bench") for r in rows}
+    for b in ("attention_prefill", "attention_decode", "server"):
+        if b in benches:
+            return b
+    # End-to-end: only files whose flashserve records carry a transformers speedup measured in
+    # the same run (the others are A/B runs of one change, listed in the folder's README.md).
+    if any(r.get("bench") in E2E_BENCHES and any(k.startswith("speedup_vs_hf_") for k in r)
+           for r in rows):
+        return "e2e"
+    return None
+
+
 def collect(results_dir):
-    """{(gpu_folder, bench): [(path, rows, date, how)]} for every .jsonl under results_dir."""
+    """{(gpu_folder, kind): [(path, rows, date, how)]} for every .jsonl under results_dir."""
     found = collections.defaultdict(list)
     for dirpath, _, names in os.walk(results_dir):
         for name in sorted(names):
@@ -64,8 +92,7 @@ def collect(results_dir):
                 continue
             path = os.path.join(dirpath, name)
             rows = load(path)
-            benches = {r.get("bench") for r in rows}
-            kind = next((b for b in ("attention_prefill", "attention_decode", "server") if b in benches), None)
+            kind = kind_of(rows)
             if kind is None:
                 continue
             date, how = run_date(path, rows)
@@ -80,7 +107,36 @@ def gpu_name(rows):
 
 def title(what, device, date, how, path):
     device = "\n".join(textwrap.wrap(device, 110))
-    return f"{what}\n{device}\n{how} {date}: {os.path.relpath(path, ROOT)}"
+    return f"{what}\n{device}\n{how} {date}: {relpath(path)}"
+
+
+def relpath(path):
+    """A path relative to the repository when it is inside it, else as given."""
+    rel = os.path.relpath(os.path.abspath(path), ROOT)
+    return path if rel.startswith("..") else rel
+
+
+HOW = {"run": "run date in the records", "recorded": "date the file was committed",
+       "file date": "file modification date"}
+
+
+def caption(device, date, how, path):
+    """The line above every table: device, date (and where the date came from), records."""
+    return f"*{device} · {date} ({HOW.get(how, how)}) · `{relpath(path)}`*"
+
+
+def fmt_rate(v):
+    """tokens/s: 746.5, 8,932."""
+    return "–" if v is None else (f"{v:,.0f}" if v >= 1000 else f"{v:.1f}")
+
+
+def fmt_ratio(v, digits=2):
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def fmt_speedup(v):
+    """54.5, 2.64."""
+    return "–" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
 
 
 # ---- prefill ------------------------------------------------------------------------------
@@ -115,6 +171,7 @@ def plot_prefill(path, rows, date, how, out):
     shapes = list(data)
     series = [("flashserve (default)", "#1f77b4"), ("flashserve (best variant)", "#6baed6"),
               ("torch_flash", "#ff7f0e"), ("torch_cudnn", "#7f7f7f")]
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 5.2))
     width = 0.2
     for i, (name, color) in enumerate(series):
@@ -141,9 +198,10 @@ def plot_prefill(path, rows, date, how, out):
     plt.close(fig)
 
 
-def prefill_table(rows):
+def prefill_table(path, rows, date, how):
     data = prefill_series(rows)
-    lines = ["| shape | flashserve default | best variant | torch flash | torch cuDNN | default vs flash |",
+    lines = [caption(gpu_name(rows), date, how, path), "",
+             "| shape | flashserve default | best variant | torch flash | torch cuDNN | default vs flash |",
              "|---|---|---|---|---|---|"]
     for s, d in data.items():
         best = d.get("flashserve (best variant)")
@@ -178,6 +236,7 @@ def decode_configs(rows):
 def plot_decode(path, rows, date, how, out):
     cfg = decode_configs(rows)
     copy = next((r["gb_s"] for r in rows if r.get("impl") == "d2d_copy"), None)
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(cfg), figsize=(5 * len(cfg), 4.8), sharey=True, squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, ((hq, hkv, d), c) in zip(axes[0], cfg.items()):
@@ -202,32 +261,128 @@ def plot_decode(path, rows, date, how, out):
     plt.close(fig)
 
 
-def decode_table(rows):
+def decode_table(path, rows, date, how):
     by_key = {}
     for r in rows:
         if r.get("bench") == "attention_decode" and r.get("impl") == "flashserve":
             by_key[(r["hq"], r["hkv"], r["d"], r["B"], r["kv_len"])] = r
-    lines = ["| B | kv_len | hq/hkv | d | µs | GB/s | frac_of_copy_bw | speedup_vs_torch_best |",
+    lines = [caption(gpu_name(rows), date, how, path), "",
+             "| B | kv_len | hq/hkv | d | µs | GB/s | frac_of_copy_bw | speedup_vs_torch_best |",
              "|---|---|---|---|---|---|---|---|"]
     for (hq, hkv, d, b, L), r in by_key.items():
         if b not in (1, 32) or L not in (2048, 32768):
             continue  # the README shows a few; docs/decode_attention.md has them all
         sp = r.get("speedup_vs_torch_best")
         lines.append(f"| {b} | {L} | {hq}/{hkv} | {d} | {r['time_us_p50']:.1f} | {r['gb_s']:.0f} | "
-                     f"{r.get('frac_of_copy_bw', 0):.2f} | {sp:.2f} |" if sp is not None else
-                     f"| {b} | {L} | {hq}/{hkv} | {d} | {r['time_us_p50']:.1f} | {r['gb_s']:.0f} | "
-                     f"{r.get('frac_of_copy_bw', 0):.2f} | n/a |")
+                     f"{r.get('frac_of_copy_bw', 0):.2f} | {fmt_ratio(sp)} |")
+    copy = next((r["gb_s"] for r in rows if r.get("impl") == "d2d_copy"), None)
+    if copy:
+        lines.append(f"\nDevice-to-device copy in the same run: {copy:.0f} GB/s.")
     return "\n".join(lines)
 
 
-# ---- CPU server ---------------------------------------------------------------------------
+# ---- end to end ---------------------------------------------------------------------------
+
+def e2e_rows(rows, bench):
+    """flashserve's records of one bench, grouped by model (in file order), then by case and
+    device call."""
+    order = {}
+    for r in rows:
+        order.setdefault(r.get("model"), len(order))
+    sel = [r for r in rows if r.get("bench") == bench]
+    size = "batch_size" if bench == "e2e_decode" else "num_requests"
+    return sorted(sel, key=lambda r: (order[r.get("model")], r.get(size, 0), r.get("prompt_len", 0),
+                                      r.get("output_len", 0), r.get("device_call", 0)))
+
+
+def e2e_notes(rows):
+    """One line: the ceilings measured in the same processes and the baselines' versions."""
+    def span(vals, unit):
+        vals = sorted(vals)
+        if not vals:
+            return None
+        lo, hi = f"{vals[0]:.0f}", f"{vals[-1]:.0f}"
+        return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
+    ceil = [r for r in rows if r.get("bench") == "e2e_ceilings"]
+    parts = []
+    copy = span([r["copy_gb_s"] for r in ceil if r.get("copy_gb_s")], "GB/s")
+    gemm = span([r["bf16_tflops"] for r in ceil if r.get("bf16_tflops")], "TFLOP/s")
+    if copy or gemm:
+        parts.append("ceilings measured in the same processes: " +
+                     ", ".join(x for x in (copy and f"copy {copy}", gemm and f"bf16 GEMM {gemm}") if x))
+    versions = sorted({(v.get("transformers"), v.get("torch")) for r in rows
+                       if r.get("bench") == "hf_generate" for v in [r.get("versions") or {}]
+                       if v.get("transformers")})
+    if versions:
+        parts.append("baselines: " + "; ".join(f"transformers {t}, torch {p}" for t, p in versions))
+    if any("device_call" in r for r in rows):
+        parts.append("each row's baselines ran in the same device call as its flashserve run "
+                     "(– = not run in that call)")
+    return ("\n" + "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".") if parts else ""
+
+
+# The two end-to-end tables: (bench, heading, count field, its column label, rate field, its
+# column label, fraction field). merge_e2e.py names the baselines' rates hf_<impl>_<rate field>.
+E2E_KINDS = [
+    ("e2e_decode", "Batch-1 decode (tokens/s after the first token; fraction of the bandwidth roofline):",
+     "batch_size", "batch", "decode_tokens_per_s", "flashserve tokens/s", "frac_of_roofline"),
+    ("e2e_offline", "Offline throughput (all requests at once; output tokens/s; fraction of the "
+     "step-time lower bound):", "num_requests", "requests", "output_tokens_per_s",
+     "flashserve output tokens/s", "frac_of_step_lower_bound"),
+]
+
+
+def e2e_table(path, rows, date, how):
+    """Batch-1 decode and offline throughput, with the transformers baselines of the same run."""
+    calls = any("device_call" in r for r in rows)
+    cap = caption(gpu_name(rows), date, how, path)
+    call_head, call_sep = (" device call |", "---|") if calls else ("", "")
+
+    def call(r):
+        return f" {r.get('device_call', '')} |" if calls else ""
+
+    lines = []
+    for bench, heading, count, count_label, rate, rate_label, frac in E2E_KINDS:
+        recs = e2e_rows(rows, bench)
+        if not recs:
+            continue
+        lines += ([""] if lines else []) + [
+            heading, "", cap, "",
+            f"| shape | {count_label} x prompt/output | {rate_label} | {frac} | "
+            "transformers eager | speedup_vs_hf_eager | transformers static cache + compile | "
+            "speedup_vs_hf_static_compile |" + call_head,
+            "|---|---|---|---|---|---|---|---|" + call_sep]
+        for r in recs:
+            lines.append(f"| {r.get('model')} | {r.get(count)} x {r.get('prompt_len')}/{r.get('output_len')} | "
+                         f"{fmt_rate(r.get(rate))} | {fmt_ratio(r.get(frac), 3)} | "
+                         f"{fmt_rate(r.get('hf_eager_' + rate))} | {fmt_speedup(r.get('speedup_vs_hf_eager'))} | "
+                         f"{fmt_rate(r.get('hf_static_compile_' + rate))} | "
+                         f"{fmt_speedup(r.get('speedup_vs_hf_static_compile'))} |" + call(r))
+    lines.append(e2e_notes(rows))
+    return "\n".join(lines).rstrip()
+
+
+# ---- HTTP server ----------------------------------------------------------------------------
+
+def server_records(rows):
+    return sorted((r for r in rows if r.get("bench") == "server"), key=lambda r: r["concurrency"])
+
+
+def server_probes(rows):
+    """Single-case probes kept beside a sweep (e.g. label `...-ttft2048`: TTFT of long prompts)."""
+    return [r for r in server_records(rows) if "ttft" in (r.get("label") or "")]
+
+
+def server_sweep(rows):
+    """The concurrency sweep: the probes left out, one label (the first record's)."""
+    rows = [r for r in server_records(rows) if r not in server_probes(rows)]
+    return [r for r in rows if r.get("label") == rows[0].get("label")]
+
 
 def plot_server(path, rows, date, how, out):
-    rows = sorted((r for r in rows if r.get("bench") == "server"), key=lambda r: r["concurrency"])
-    # One sweep per plot: the label of the first record (others, e.g. a long-prompt TTFT probe,
-    # stay in the file and the tables).
-    rows = [r for r in rows if r.get("label") == rows[0].get("label")]
+    rows = server_sweep(rows)
     conc = [r["concurrency"] for r in rows]
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.6))
     # Every request generates max_tokens tokens, so requests/s is output tokens/s / max_tokens:
     # one line, with requests/s written at each point.
@@ -261,40 +416,63 @@ def plot_server(path, rows, date, how, out):
     plt.close(fig)
 
 
-def server_table(rows):
-    lines = ["| concurrency | requests/s | output tokens/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms |",
+def server_table(path, rows, date, how):
+    sweep = server_sweep(rows)
+    r0 = sweep[0]
+    gpu = r0.get("gpu")
+    device = gpu if gpu and gpu not in ("none", "cpu") else f"no GPU: CPU backend on {r0.get('cpu', '?')}"
+    lines = [caption(device, date, how, path), "",
+             "| concurrency | requests/s | output tokens/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms |",
              "|---|---|---|---|---|"]
-    for r in sorted((r for r in rows if r.get("bench") == "server"), key=lambda r: r["concurrency"]):
-        lines.append(f"| {r['concurrency']} | {r['requests_per_s']:.1f} | {r['output_tokens_per_s']:.0f} | "
+    for r in sweep:
+        lines.append(f"| {r['concurrency']} | {r['requests_per_s']:.1f} | {r['output_tokens_per_s']:,.0f} | "
                      f"{r['ttft_ms_p50']:.1f} / {r['ttft_ms_p99']:.1f} | {r['tpot_ms_p50']:.2f} / {r['tpot_ms_p99']:.2f} |")
+    for r in server_probes(rows):
+        lines.append(f"\nTTFT probe `{r.get('label')}` ({r.get('num_requests')} requests of "
+                     f"{r.get('prompt_len')} prompt tokens, concurrency {r.get('concurrency')}): "
+                     f"TTFT p50 {r['ttft_ms_p50']:.1f} ms, p99 {r['ttft_ms_p99']:.1f} ms.")
     return "\n".join(lines)
 
 
 # ---- main ---------------------------------------------------------------------------------
 
+# kind -> (file stem, plotter or None, table), in the order the tables are printed.
+KINDS = collections.OrderedDict([
+    ("attention_prefill", ("prefill", plot_prefill, prefill_table)),
+    ("attention_decode", ("decode", plot_decode, decode_table)),
+    ("e2e", ("e2e", None, e2e_table)),
+    ("server", ("server", plot_server, server_table)),
+])
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description="Plots and Markdown tables of bench/results.")
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "img"))
-    ap.add_argument("--tables", action="store_true", help="print Markdown tables of the same data")
+    ap.add_argument("--tables", action="store_true",
+                    help="print Markdown tables (no plots, no matplotlib needed, unless --plots)")
+    ap.add_argument("--plots", action="store_true", help="with --tables: write the plots too")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    plotters = {"attention_prefill": ("prefill", plot_prefill, prefill_table),
-                "attention_decode": ("decode", plot_decode, decode_table),
-                "server": ("server", plot_server, server_table)}
+    plots = args.plots or not args.tables
     found = collect(args.results)
     if not found:
         sys.exit(f"no benchmark records under {args.results}")
-    for (folder, kind), files in sorted(found.items()):
-        path, rows, date, how = newest(files)
-        stem, plot, table = plotters[kind]
-        out = os.path.join(args.out, f"{stem}_{folder.replace(os.sep, '_')}.png")
-        plot(path, rows, date, how, out)
-        print(f"{os.path.relpath(out, ROOT)}  <-  {os.path.relpath(path, ROOT)} ({how} {date})", file=sys.stderr)
-        if args.tables:
-            print(f"\n### {stem}: {gpu_name(rows) if kind != 'server' else 'CPU'}, "
-                  f"{os.path.relpath(path, ROOT)} ({how} {date})\n")
-            print(table(rows))
+    if plots:
+        os.makedirs(args.out, exist_ok=True)
+    first = True
+    for kind, (stem, plot, table) in KINDS.items():
+        for folder in sorted(f for f, k in found if k == kind):
+            path, rows, date, how = newest(found[(folder, kind)])
+            if plots and plot:
+                out = os.path.join(args.out, f"{stem}_{folder.replace(os.sep, '_')}.png")
+                plot(path, rows, date, how, out)
+                print(f"{relpath(out)}  <-  {relpath(path)} ({how} {date})", file=sys.stderr)
+            if args.tables:
+                if not first:
+                    print()
+                print(f"<!-- {stem}: {relpath(path)} -->")
+                print(table(path, rows, date, how))
+                first = False
 
 
 if __name__ == "__main__":
