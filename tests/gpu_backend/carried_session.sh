@@ -12,7 +12,9 @@
 # HTTP server on the GPU under bench_server), reliability (tests/soak/run_on_gpu.sh over them),
 # sampling (the GPU sampler: its test, under compute-sanitizer too, bench_sampling, and bench_e2e
 # with sampled requests, GPU sampler vs host sampler), sanitize_e2e (only flashserve under
-# memcheck), ops (bench_decode_ops), e2e_7b_compile, soak_long, profile (see each below).
+# memcheck), ops (bench_decode_ops), e2e_7b_compile, same_run (flashserve + transformers eager and
+# compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
+# sampling_test (test_cuda_sampling alone), soak_long, profile (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -238,8 +240,45 @@ for l in open('$OUT/serve.jsonl'):
       --budget-s 200 > "$OUT/hf_compile.log" 2>&1 || rc=1
     tail -4 "$OUT/hf_compile.log"
     ;;
+  same_run)  # flashserve and both transformers baselines (eager; static cache + torch.compile)
+             # on the same cases in one call, merged into speedup_vs_hf_* records. Settings:
+             # SR_SHAPE, SR_CASES (bench_e2e's), SR_HF_CASES, SR_COMPILE_CASES (batch x prompt x
+             # output), SR_HF_TIMEOUT (s). Each batch size compiles anew (1-2 min).
+    shape=${SR_SHAPE:-tinyllama-1.1b}
+    fs_cases=${SR_CASES:-decode:1x128x256,offline:16x128x256,offline:256x128x128,offline:256x512x256}
+    hf_cases=${SR_HF_CASES-1x128x256,16x128x256,256x128x128,256x512x256}
+    compile_cases=${SR_COMPILE_CASES-1x128x256,256x128x128}
+    CFG=/tmp/fs_models/fs_configs
+    "$B/weights/flashserve-random-model" --out "$CFG/$shape" --preset $shape --config-only 1 > /dev/null 2>&1
+    T=/tmp/fs_models/$shape
+    [ -f $T/config.json ] || timeout 300 "$B/weights/flashserve-random-model" --out $T --preset $shape \
+      --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_$shape.log" 2>&1 || rc=1
+    timeout 300 "$B/bench/bench_e2e" --model $T --backend cuda --label $shape --cases "$fs_cases" \
+      --max-seconds 90 >> "$OUT/same_run_fs.jsonl" 2> "$OUT/same_run_fs_$shape.log" || rc=1
+    grep -E "^(decode|offline)" "$OUT/same_run_fs_$shape.log"
+    rm -rf $T  # the disk and page cache go to transformers next
+    PYTHONUNBUFFERED=1 timeout ${SR_HF_TIMEOUT:-420} python3 bench/hf_generate_baseline.py \
+      --out "$OUT/same_run_hf.jsonl" --shapes $shape --cases "$hf_cases" --compile-cases "$compile_cases" \
+      --config-dir $CFG > "$OUT/same_run_hf_$shape.log" 2>&1 || rc=1
+    grep -E "decode_tokens_per_s|Error|error" "$OUT/same_run_hf_$shape.log" | cut -c1-400 | tail -12
+    python3 bench/merge_e2e.py --flashserve "$OUT/same_run_fs.jsonl" --hf "$OUT/same_run_hf.jsonl" \
+      --out "$OUT/same_run.jsonl" || rc=1
+    ;;
   e2e)
     E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
+    ;;
+  soak_wide)  # hundreds of concurrent streaming clients (API.md #10): 256 clients, 256 running
+              # sequences, a KV cache small enough that they preempt each other
+    FS_SOAK_REQUESTS=${FS_SOAK_WIDE_REQUESTS:-10000} FS_SOAK_CONCURRENCY=256 FS_SOAK_PROBES_EXACT=0 \
+      FS_SOAK_RSS_MARGIN_MIB=64 FS_SOAK_REPORT="$OUT/soak_wide.jsonl" \
+      FS_SOAK_SERVER_ARGS="--backend cuda --max-num-seqs 256 --max-queue 512 --kv-cache-tokens 16384" \
+      timeout 400 "$B/tests/soak/test_soak" > "$OUT/soak_wide.log" 2>&1 || rc=1
+    grep -E "^\[  (PASSED|FAILED)|Failure" "$OUT/soak_wide.log"
+    tail -n 1 "$OUT/soak_wide.jsonl"
+    ;;
+  sampling_test)  # the GPU sampler's test alone (the sampling stage also benchmarks)
+    timeout 300 "$B/tests/gpu_backend/test_cuda_sampling" > "$OUT/test_cuda_sampling.log" 2>&1 || rc=1
+    grep -E "^\[  (PASSED|FAILED)|Failure" "$OUT/test_cuda_sampling.log" | head -20
     ;;
   soak_long)  # the CUDA soak at 3x the requests: does RSS keep growing, or level off?
     FS_SOAK_REQUESTS=${FS_SOAK_LONG_REQUESTS:-30000} FS_SOAK_CONCURRENCY=32 FS_SOAK_PROBES_EXACT=0 \
