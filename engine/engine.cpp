@@ -39,6 +39,7 @@ class EngineImpl : public Engine {
 
   const ModelConfig& config() const override { return runner_->config(); }
   const ModelRunner& runner() const override { return *runner_; }
+  int max_queue() const override { return options_.max_queue; }
   std::shared_ptr<RequestStream> submit(GenerationRequest request) override;
   EngineMetrics metrics() const override;
   void shutdown() override;

@@ -83,6 +83,9 @@ class Engine {
                                         const EngineOptions& options);
   virtual const ModelConfig& config() const = 0;
   virtual const ModelRunner& runner() const = 0;
+  // Requests that may wait for admission at once (EngineOptions::max_queue); submit() returns
+  // nullptr beyond it.
+  virtual int max_queue() const = 0;
 
   // Queues a request. Returns nullptr when the waiting queue is full (back-pressure: the caller
   // answers 429/503 with Retry-After). Requests that can never fit the KV cache finish at once

@@ -78,10 +78,10 @@ std::optional<ApiError> Completion::start() {
   // queue holds could never be admitted: that is the request's fault (400), not a 503 to retry.
   const bool needs_engine = req_.max_tokens > 0 || want_prompt_lp;
   const int64_t engine_choices = int64_t(req_.prompts.size()) * req_.n;
-  if (needs_engine && ctx_.max_queue > 0 && engine_choices > ctx_.max_queue) {
+  if (needs_engine && engine_choices > ctx_.engine->max_queue()) {
     return bad_request("this request has " + std::to_string(engine_choices) +
                            " choices (prompts x n), more than this server's queue of " +
-                           std::to_string(ctx_.max_queue) +
+                           std::to_string(ctx_.engine->max_queue()) +
                            " requests (--max-queue) can ever hold; send fewer prompts or a "
                            "smaller n",
                        "n");
@@ -104,8 +104,7 @@ std::optional<ApiError> Completion::start() {
       g.has_seed = true;  // the seed above is always the one to use
       g.ignore_eos = req_.ignore_eos;
       g.prompt_logprobs = want_prompt_lp;
-      if (req_.max_tokens == 0 && !want_prompt_lp) {
-        // Nothing to generate: answer without the engine.
+      if (!needs_engine) {  // nothing to generate: answer without the engine
         c->done = true;
         c->finish_reason = "length";
         if (req_.echo) {

@@ -38,7 +38,6 @@ struct CompletionContext {
   const ServedModel* model = nullptr;
   ServerMetrics* metrics = nullptr;
   std::chrono::milliseconds poll{50};  // how often a waiting handler checks the connection
-  int max_queue = 0;  // the engine's admission queue (EngineOptions::max_queue); 0 = unknown
 };
 
 class Completion {
@@ -46,7 +45,7 @@ class Completion {
   Completion(const CompletionContext& ctx, CompletionRequest request);
   ~Completion();  // cancels whatever is still running
 
-  // Submits every choice. More choices than ctx.max_queue -> 400 (it could never be admitted);
+  // Submits every choice. More choices than the engine's queue holds -> 400 (it could never be admitted);
   // queue full -> 503 with Retry-After (the choices already submitted are cancelled).
   std::optional<ApiError> start();
   // Waits for every choice and builds the response (status 200, or an error envelope).

@@ -163,7 +163,6 @@ struct HttpServer::Impl {
     }
     const bool stream = request.stream;
     CompletionContext ctx{&engine, &tokenizer, &model, &metrics};
-    ctx.max_queue = options.max_queue;
     auto completion = std::make_shared<Completion>(ctx, std::move(request));
     if (auto e = completion->start()) return send_error(res, *e);
     const int fd = find_socket_fd(req);

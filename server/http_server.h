@@ -20,8 +20,6 @@ struct HttpServerOptions {
   size_t max_body_bytes = 4u << 20;
   int threads = 0;               // handler threads; 0 = max_num_seqs + max_queue + 8
   bool log_requests = true;
-  int max_queue = 0;             // the engine's EngineOptions::max_queue: a request with more
-                                 // choices gets 400 (0 = not checked)
 };
 
 class HttpServer {

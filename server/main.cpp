@@ -252,7 +252,6 @@ int main(int argc, char** argv) {
   ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
   ho.threads = flags.http_threads;
   ho.log_requests = flags.log_requests;
-  ho.max_queue = flags.max_queue;
   HttpServer server(*engine, *tokenizer, served, ho);
   if (!server.bind()) {
     engine->shutdown();

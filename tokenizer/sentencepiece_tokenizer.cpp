@@ -27,7 +27,6 @@ class SentencePieceTokenizer final : public Tokenizer {
       max_piece_bytes_ = std::max(max_piece_bytes_, sp_.IdToPiece(id).size());
   }
 
-  using Tokenizer::encode;  // keeps the add_eos overload visible here
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
     const size_t bad = utf8_valid_prefix(text);
     if (bad != text.size())

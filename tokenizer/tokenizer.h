@@ -20,13 +20,6 @@ class Tokenizer {
   // Encodes UTF-8 text; with add_bos the BOS id comes first. Invalid UTF-8 throws
   // flashserve::Error (callers at the API edge turn that into a 400).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
-  // The same, plus the EOS id once at the end when add_eos (e.g. to close a training example or
-  // a finished document). Not virtual, so every Tokenizer gets it from the two-flag encode.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool add_eos) const {
-    std::vector<int32_t> ids = encode(text, add_bos);
-    if (add_eos && eos_id() >= 0) ids.push_back(eos_id());
-    return ids;
-  }
   // Decodes ids as SentencePiece does for a whole sequence (leading-space rule, byte fallback);
   // BOS/EOS/control ids decode to nothing.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;

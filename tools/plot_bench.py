@@ -318,7 +318,10 @@ def e2e_notes(rows):
     if any("device_call" in r for r in rows):
         parts.append("each row's baselines ran in the same device call as its flashserve run "
                      "(– = not run in that call)")
-    return ("\n" + "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".") if parts else ""
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    return "\n" + text[0].upper() + text[1:] + "."
 
 
 # The two end-to-end tables: (bench, heading, count field, its column label, rate field, its
@@ -375,7 +378,8 @@ def server_probes(rows):
 
 def server_sweep(rows):
     """The concurrency sweep: the probes left out, one label (the first record's)."""
-    rows = [r for r in server_records(rows) if r not in server_probes(rows)]
+    probes = server_probes(rows)
+    rows = [r for r in server_records(rows) if r not in probes]
     return [r for r in rows if r.get("label") == rows[0].get("label")]
 
 

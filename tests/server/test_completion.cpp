@@ -49,12 +49,14 @@ class FakeEngine : public Engine {
   FinishReason finish = FinishReason::kLength;
   std::string error;
   bool full = false;
+  int queue = 256;  // max_queue()
   std::vector<std::shared_ptr<ScriptedStream>> streams;
   std::vector<GenerationRequest> requests;
   FakeRunner runner_;
 
   const ModelConfig& config() const override { return runner_.cfg; }
   const ModelRunner& runner() const override { return runner_; }
+  int max_queue() const override { return queue; }
   std::shared_ptr<RequestStream> submit(GenerationRequest r) override {
     if (full && !streams.empty()) return nullptr;
     requests.push_back(r);
@@ -204,7 +206,7 @@ TEST_F(CompletionTest, QueueFullIs503AndCancelsSubmitted) {
 }
 
 TEST_F(CompletionTest, MoreChoicesThanTheQueueHoldsIs400) {
-  ctx.max_queue = 3;
+  engine.queue = 3;
   CompletionRequest r = request();
   r.prompts = {{1, 259}, {1, 260}};
   r.echo_texts = {"Once", "upon"};

@@ -116,13 +116,18 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
   };
   // Memory is compared at two idle points: after the first half of the requests (allocator
   // arenas of the handler threads have filled up by then) and after all of them.
-  const auto t0 = Clock::now();
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
   run_clients(total / 2, 1);
+  double seconds = seconds_since(t0);  // the clients' time, not the quiet pauses
   quiet();
   const long rss_warm = rss_kib(server.pid());
   next = total / 2;  // each client's last draw went past the first half's end
+  t0 = Clock::now();
   run_clients(total, 1 + uint64_t(concurrency));
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  seconds += seconds_since(t0);
   ASSERT_TRUE(server.alive()) << server.log().substr(0, 4000);
   std::map<std::string, double> m = quiet();
   const long rss_end = rss_kib(server.pid());

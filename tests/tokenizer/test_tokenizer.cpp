@@ -1,6 +1,6 @@
 // SentencePiece Tokenizer with the stories260K (512 pieces) and Llama 2 (32,000 pieces) models:
-// special ids, known encodings, round trips, add_eos, byte-fallback pieces, and clear errors for
-// invalid UTF-8, out-of-range ids and bad model files.
+// special ids, known encodings, round trips, byte-fallback pieces, and clear errors for invalid
+// UTF-8, out-of-range ids and bad model files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,30 +82,19 @@ TEST(Tokenizer, RoundTrips) {
   }
 }
 
-// add_eos appends the EOS id exactly once, after everything else (BOS included), changes no
-// other id, and decodes to the same text; text that spells "</s>" is not the EOS id.
-TEST(Tokenizer, AddEosAppendsTheEosIdOnce) {
+// Text that spells the special pieces stays text: a prompt cannot inject an EOS (which would end
+// generation) or a second BOS.
+TEST(Tokenizer, TextSpellingSpecialPiecesIsNotASpecialId) {
   for (const auto& path : {kStoriesTokenizer, kLlamaTokenizer}) {
     SCOPED_TRACE(path);
     auto t = Tokenizer::load(path);
-    std::vector<std::string> texts = test::sample_texts();
-    texts.push_back("the end </s> and <s> more");
-    for (const std::string& text : texts) {
-      SCOPED_TRACE(text);
-      for (bool bos : {false, true}) {
-        const auto plain = t->encode(text, bos);
-        const auto with_eos = t->encode(text, bos, /*add_eos=*/true);
-        EXPECT_EQ(t->encode(text, bos, /*add_eos=*/false), plain);  // off: unchanged
-        ASSERT_EQ(with_eos.size(), plain.size() + 1);
-        EXPECT_EQ(with_eos.back(), t->eos_id());
-        EXPECT_EQ(std::vector<int32_t>(with_eos.begin(), with_eos.end() - 1), plain);
-        EXPECT_EQ(std::count(with_eos.begin(), with_eos.end(), t->eos_id()), 1);
-        EXPECT_EQ(bos && !with_eos.empty() && with_eos.front() == t->bos_id(), bos);
-        EXPECT_EQ(t->decode(with_eos), t->decode(plain));
-      }
-    }
-    EXPECT_EQ(t->encode("", false, true), std::vector<int32_t>{2});
-    EXPECT_EQ(t->encode("", true, true), (std::vector<int32_t>{1, 2}));
+    const std::string text = "the end </s> and <s> more";
+    const std::vector<int32_t> ids = t->encode(text, /*add_bos=*/true);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.front(), t->bos_id());
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), t->bos_id()), 1);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), t->eos_id()), 0);
+    EXPECT_EQ(t->decode(ids), text);
   }
 }
 
