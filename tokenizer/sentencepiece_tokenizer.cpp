@@ -54,6 +54,17 @@ class SentencePieceTokenizer final : public Tokenizer {
     return sp_.IdToPiece(id);
   }
 
+  std::vector<SpecialToken> special_tokens() const override {
+    std::vector<SpecialToken> out;
+    for (int id = 0; id < sp_.GetPieceSize(); ++id)
+      if (sp_.IsControl(id) || sp_.IsUnknown(id) || sp_.IsUserDefined(id))
+        out.push_back({sp_.IdToPiece(id), id});
+    std::stable_sort(out.begin(), out.end(), [](const SpecialToken& a, const SpecialToken& b) {
+      return a.text.size() > b.text.size();
+    });
+    return out;
+  }
+
   size_t max_piece_bytes() const override { return max_piece_bytes_; }
   int vocab_size() const override { return sp_.GetPieceSize(); }
   int bos_id() const override { return sp_.bos_id(); }

@@ -11,6 +11,14 @@
 
 namespace flashserve {
 
+// A token that a chat template writes as text ("<|im_start|>", "<s>", "<|eot_id|>", ...) and that
+// becomes its own id where the template writes it, never where a user's message holds the same
+// characters (see tokenizer/special_split.h).
+struct SpecialToken {
+  std::string text;
+  int32_t id = -1;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -28,6 +36,9 @@ class Tokenizer {
   // text than this, so the API edge can refuse a prompt that can never fit the context before
   // paying to encode it. The default suits SentencePiece's default 16-character pieces.
   virtual size_t max_piece_bytes() const { return 64; }
+  // The special tokens a template may write (SentencePiece: control, unknown and user-defined
+  // pieces; tokenizer.json: added tokens marked special), longest text first.
+  virtual std::vector<SpecialToken> special_tokens() const = 0;
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;

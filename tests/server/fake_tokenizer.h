@@ -58,6 +58,7 @@ class FakeTokenizer : public Tokenizer {
     std::snprintf(buf, sizeof buf, "<0x%02X>", id - 3);
     return buf;
   }
+  std::vector<SpecialToken> special_tokens() const override { return {{"</s>", 2}, {"<s>", 1}}; }
   int vocab_size() const override { return 259 + static_cast<int>(words.size()); }
   int bos_id() const override { return 1; }
   int eos_id() const override { return 2; }
