@@ -57,7 +57,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<SpecialToken> special_tokens() const override {
     std::vector<SpecialToken> out;
     for (int id = 0; id < sp_.GetPieceSize(); ++id)
-      if (sp_.IsControl(id) || sp_.IsUnknown(id) || sp_.IsUserDefined(id))
+      if (sp_.IsControl(id) || sp_.IsUnknown(id))
         out.push_back({sp_.IdToPiece(id), id});
     std::stable_sort(out.begin(), out.end(), [](const SpecialToken& a, const SpecialToken& b) {
       return a.text.size() > b.text.size();

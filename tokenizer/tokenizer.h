@@ -36,8 +36,8 @@ class Tokenizer {
   // text than this, so the API edge can refuse a prompt that can never fit the context before
   // paying to encode it. The default suits SentencePiece's default 16-character pieces.
   virtual size_t max_piece_bytes() const { return 64; }
-  // The special tokens a template may write (SentencePiece: control, unknown and user-defined
-  // pieces; tokenizer.json: added tokens marked special), longest text first.
+  // The special tokens a template may write (SentencePiece: control and unknown pieces, which its
+  // encoder never produces from text; tokenizer.json: added tokens marked special), longest text first.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
