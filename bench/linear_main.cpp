@@ -20,7 +20,7 @@
 #include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
 #include "core/dtype.h"
-#include "engine/backend.h"
+#include "backends/backend.h"
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/model_runner.h"
+#include "model/model_runner.h"
 #include "weights/model.h"
 
 using namespace flashserve;

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/hw_ceilings.h"
-#include "engine/backend.h"
+#include "backends/backend.h"
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;

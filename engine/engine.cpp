@@ -17,8 +17,8 @@
 
 #include "core/error.h"
 #include "engine/request_stream.h"
-#include "engine/sampler.h"
-#include "engine/scheduler.h"
+#include "sampling/sampler.h"
+#include "scheduling/scheduler.h"
 
 namespace flashserve {
 namespace {

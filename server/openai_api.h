@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/sampling.h"
+#include "sampling/sampling.h"
 
 namespace flashserve {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "server/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
 
