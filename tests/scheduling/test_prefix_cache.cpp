@@ -39,13 +39,18 @@ TEST(BlockHash, SaltChangesEveryBlock) {
   EXPECT_NE(root_hash(""), root_hash(std::string_view("\0", 1)));
 }
 
-TEST(BlockHash, AnEarlierTokenChangesEveryLaterBlock) {
-  auto t = iota_tokens(64);
-  const auto ref = hashes_of(t, "", 16);
-  t[20] += 1;  // in block 1
-  const auto got = hashes_of(t, "", 16);
-  EXPECT_EQ(got[0], ref[0]);
-  for (size_t i = 1; i < ref.size(); ++i) EXPECT_NE(got[i], ref[i]) << "block " << i;
+TEST(BlockHash, AnyTokenChangesItsBlockAndEveryLaterOne) {
+  const auto ref_tokens = iota_tokens(64);
+  const auto ref = hashes_of(ref_tokens, "", 16);
+  for (int j = 0; j < 64; ++j) {  // every position of every block, first and last included
+    auto t = ref_tokens;
+    t[j] += 1000;
+    const auto got = hashes_of(t, "", 16);
+    for (int b = 0; b < 4; ++b) {
+      if (b < j / 16) EXPECT_EQ(got[b], ref[b]) << "token " << j << ", block " << b;
+      else EXPECT_NE(got[b], ref[b]) << "token " << j << ", block " << b;
+    }
+  }
 }
 
 TEST(BlockHash, SameTokensAtAnotherPositionDiffer) {
