@@ -54,7 +54,7 @@ const std::set<std::string>& known_fields() {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
       "stream", "stream_options", "seed", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "user",
-      "ignore_eos"};
+      "ignore_eos", "cache_salt"};
   return k;
 }
 
@@ -225,6 +225,14 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   }
   if (has("user") && !j["user"].is_string()) throw bad_request("'user' must be a string", "user");
   if (has("user")) r.user = j["user"].get<std::string>();
+  if (has("cache_salt")) {
+    const json& v = j["cache_salt"];
+    if (!v.is_string() || v.get<std::string>().size() > kMaxCacheSaltBytes) {
+      throw bad_request("'cache_salt' must be a string of at most " +
+                            std::to_string(kMaxCacheSaltBytes) + " bytes", "cache_salt");
+    }
+    r.cache_salt = v.get<std::string>();
+  }
 
   int64_t max_tokens = r.max_tokens;  // checked against the context below, before narrowing
   if (has("max_tokens")) {
@@ -316,6 +324,10 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 }
 
 }  // namespace
+
+std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_salt) {
+  return std::to_string(api_key.size()) + ":" + std::string(api_key) + std::string(cache_salt);
+}
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
