@@ -305,6 +305,8 @@ int main(int argc, char** argv) {
       std::vector<Sample> all;
       for (int t = 0; t < a.turns; ++t) {
         json rec = summarize(samples[t], wall);
+        rec.erase("requests_per_s");  // rates over the whole run's wall time: only in "all"
+        rec.erase("output_tokens_per_s");
         rec["turn"] = t + 1;
         rec["prompt_len"] = a.prompt_len + t * a.turn_tokens;
         emit(rec, concurrency);

@@ -14,7 +14,8 @@
 # with sampled requests, GPU sampler vs host sampler), sanitize_e2e (only flashserve under
 # memcheck), ops (bench_decode_ops), e2e_7b_compile, same_run (flashserve + transformers eager and
 # compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
-# sampling_test (test_cuda_sampling alone), soak_long, profile (see each below).
+# sampling_test (test_cuda_sampling alone), soak_long, profile, prefix_cache (bench/prefix_cache.sh
+# over the carried binaries + the prefix-cache engine test on CUDA) (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -24,14 +25,14 @@ bins=(server/flashserve tools/flashserve-generate weights/flashserve-random-mode
       tests/backends/test_cuda_backend tests/backends/test_cuda_ops
       tests/backends/test_cuda_sampling
       tests/kernels/test_attention_decode tests/kernels/test_attention_prefill
-      tests/soak/test_soak)
+      tests/soak/test_soak tests/engine/test_prefix_cache_engine)
 
 if [ "${1:-}" = pack ]; then
   build=${2:-build/release}
   mkdir -p .carry/lib
   tar -C "$build" -cJf .carry/bin.tar.xz "${bins[@]}"
   for lib in libcpp-httplib.so.0.11 libsentencepiece.so.0 libbrotlidec.so.1 libbrotlienc.so.1 \
-             libbrotlicommon.so.1; do
+             libbrotlicommon.so.1 libnettle.so.8; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/lib/
   done
   du -sh .carry/bin.tar.xz .carry/lib
@@ -216,6 +217,14 @@ import json
 for l in open('$OUT/serve.jsonl'):
     j = json.loads(l); print({k: j.get(k) for k in ('label','concurrency','requests_per_s','output_tokens_per_s','ttft_ms_p50','ttft_ms_p99','tpot_ms_p50','tpot_ms_p99','errors')})
 "
+    ;;
+  prefix_cache)  # automatic prefix caching: shared system prompt + multi-turn chat, with and
+                 # without (bench/prefix_cache.sh), then its engine test with the cuda parameter
+    FS_MODELS=$M FS_PC_OUT="$OUT/prefix_cache_v1.jsonl" timeout 500 bench/prefix_cache.sh "$B" \
+      2> "$OUT/prefix_cache.log" || rc=1
+    timeout 90 "$B/tests/engine/test_prefix_cache_engine" > "$OUT/test_prefix_cache_engine.log" 2>&1 || rc=1
+    echo "test_prefix_cache_engine: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_prefix_cache_engine.log" | tr '\n' ' ')"
+    grep -E "FAILED  \]|Failure" "$OUT/test_prefix_cache_engine.log" | head -20
     ;;
   e2e_7b_compile)  # what the 10-minute e2e calls left out: Llama-2-7B bench + eager baseline,
                    # and transformers' static cache + torch.compile baseline for TinyLlama
