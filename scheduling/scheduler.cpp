@@ -79,7 +79,9 @@ int Scheduler::blocks_to_next_token(const Sequence* seq) const {
 }
 
 void Scheduler::free_blocks(Sequence* seq) {
-  for (BlockId b : seq->block_table) blocks_->release(b);
+  // Last block first: cached blocks are evicted least recently released first, so a prefix's
+  // tail goes before its head, and a block is not evicted while its descendants stay cached.
+  for (auto b = seq->block_table.rbegin(); b != seq->block_table.rend(); ++b) blocks_->release(*b);
   seq->block_table.clear();
   seq->num_published_blocks = 0;
 }

@@ -554,6 +554,17 @@ TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes
   }
 }
 
+TEST(SchedulerPrefixCache, APrefixIsEvictedTailFirst) {
+  BlockAllocator blocks(8);
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(50, 3), 1));
+  run_until_generated(sched, 1, 1);
+  const std::vector<BlockId> table = sched.find(1)->block_table;
+  sched.remove(1);
+  // Released last block first: the LRU order is the prefix backwards (the partial 4th is free).
+  EXPECT_EQ(blocks.cache().lru_order(), (std::vector<BlockId>{table[2], table[1], table[0]}));
+}
+
 TEST(SchedulerPrefixCache, GeneratedTokensBlocksAreCachedToo) {
   // A conversation's next turn resends the reply: the blocks decoding filled are reusable.
   BlockAllocator blocks(8);
