@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
 #include "weights/model.h"
@@ -40,6 +41,25 @@ struct StepArgs {
   // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
   const int32_t* host_kv_lens = nullptr;  // [num_seqs]
 };
+
+// The attention kernels' arguments (kernels/paged_attention.h) for one layer of a step: its
+// device arrays from StepArgs, the head counts and the softmax scale. Every backend derives them
+// here, so the kernels see the step exactly as the plan laid it out.
+inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_heads,
+                                               int num_kv_heads, int head_dim,
+                                               float scale = 0.f) {
+  return PagedAttentionArgs{.num_seqs = b.num_seqs,
+                            .cu_q_lens = b.cu_q_lens.as<int32_t>(),
+                            .kv_lens = b.kv_lens.as<int32_t>(),
+                            .block_table = b.block_table.as<int32_t>(),
+                            .max_blocks_per_seq = b.max_blocks_per_seq,
+                            .block_size = b.block_size,
+                            .num_q_heads = num_q_heads,
+                            .num_kv_heads = num_kv_heads,
+                            .head_dim = head_dim,
+                            .scale = scale,
+                            .causal = true};
+}
 
 class Backend {
  public:

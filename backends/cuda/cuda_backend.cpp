@@ -319,8 +319,8 @@ class CudaBackend final : public Backend {
                        const StepArgs& b, float scale) override {
     expect_bf16(q, "attention q");
     FS_CHECK(q.ndim == 3 && k_cache.ndim == 4, "paged_attention: shapes");
-    PagedAttentionArgs a = attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)));
-    a.scale = scale;
+    const PagedAttentionArgs a =
+        paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scale);
     switch (attention_path(b, a)) {
       case AttentionPath::kGeneric:
         cuda::paged_attention_generic_bf16(a, b.num_tokens, q.data, k_cache.data, v_cache.data,
@@ -345,7 +345,7 @@ class CudaBackend final : public Backend {
   // shared-memory length, or the split-K plan (splits, chunk length, kv heads per block).
   bool graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
                         uint64_t* key) override {
-    const PagedAttentionArgs a = attention_args(b, num_q_heads, num_kv_heads, head_dim);
+    const PagedAttentionArgs a = paged_attention_args(b, num_q_heads, num_kv_heads, head_dim);
     const AttentionPath path = attention_path(b, a);
     uint64_t k = uint64_t(path);
     if (path == AttentionPath::kGeneric) {
@@ -392,22 +392,6 @@ class CudaBackend final : public Backend {
 
  private:
   enum class AttentionPath { kGeneric = 1, kDecode = 2, kPrefill = 3 };
-
-  static PagedAttentionArgs attention_args(const StepArgs& b, int num_q_heads,
-                                           int num_kv_heads, int head_dim) {
-    PagedAttentionArgs a;
-    a.num_seqs = b.num_seqs;
-    a.cu_q_lens = b.cu_q_lens.as<int32_t>();
-    a.kv_lens = b.kv_lens.as<int32_t>();
-    a.block_table = b.block_table.as<int32_t>();
-    a.max_blocks_per_seq = b.max_blocks_per_seq;
-    a.block_size = b.block_size;
-    a.num_q_heads = num_q_heads;
-    a.num_kv_heads = num_kv_heads;
-    a.head_dim = head_dim;
-    a.causal = true;
-    return a;
-  }
 
   // head_dim 64/128 use the tuned kernels: split-K decode when every chunk is one token (GQA
   // groups up to 16, power-of-two blocks of 8..256), the FA2 prefill kernel otherwise (it handles
