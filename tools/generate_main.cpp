@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/stop_rules.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/cli.h"
 #include "weights/model.h"
 
 namespace fs = std::filesystem;
@@ -46,8 +48,7 @@ struct Args {
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "flashserve-generate: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
+  cli::usage_error("flashserve-generate", msg, kUsage);
 }
 
 long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
@@ -70,19 +71,12 @@ double parse_double(const std::string& flag, const std::string& v, double lo, do
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (f == "--enforce-eager") {
+  const char* prog = "flashserve-generate";
+  cli::parse_flags(argc, argv, prog, kUsage, {"--enforce-eager"}, [&](const std::string& f,
+                                                                      const std::string& v) {
+    if (f == "--enforce-eager")
       a.enforce_eager = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage_error("missing value for " + f);
-    const std::string v = argv[++i];
-    if (f == "--model")
+    else if (f == "--model")
       a.model = v;
     else if (f == "--tokenizer")
       a.tokenizer = v;
@@ -105,8 +99,9 @@ Args parse_args(int argc, char** argv) {
       if (v != "auto" && v != "cpu" && v != "cuda") usage_error("--backend must be auto, cpu or cuda");
       a.backend = v;
     } else
-      usage_error("unknown flag " + f);
-  }
+      return false;
+    return true;
+  });
   return a;
 }
 
@@ -136,7 +131,8 @@ int run(const Args& a) {
   const int max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 1 << 30;
   FS_CHECK(int(tokens.size()) < max_len, "prompt of ", tokens.size(),
            " tokens does not fit the context of ", max_len);
-  const int total = int(std::min<long>(long(tokens.size()) + a.max_tokens, max_len));
+  const int budget = generation_budget(int(tokens.size()), int(a.max_tokens), max_len);
+  const int total = int(tokens.size()) + budget;
   ModelRunnerOptions o;
   o.threads = int(a.threads);
   o.backend = a.backend;
@@ -161,9 +157,12 @@ int run(const Args& a) {
   auto t_first = t0;
   std::vector<float> logits;
   int num_cached = 0;
+  // The model's EOS ids and the tokenizer's own.
+  std::vector<int32_t> eos(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  eos.push_back(tok->eos_id());
   while (int(tokens.size()) < total) {
-    StepBatch batch;
-    SeqChunk ch;
+    StepPlan batch;
+    StepChunk ch;
     ch.tokens = tokens.data() + num_cached;
     ch.num_tokens = int(tokens.size()) - num_cached;
     ch.num_cached = num_cached;
@@ -172,18 +171,15 @@ int run(const Args& a) {
     logits.clear();
     runner->step(batch, &logits);
     num_cached = int(tokens.size());
-    SampleInput in;
-    in.logits = logits.data();
-    in.vocab_size = c.vocab_size;
-    in.prompt = std::span<const int32_t>(tokens.data(), prompt_len);
-    in.generated = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
-    in.step = tokens.size() - prompt_len;
-    const int32_t next = sample_token(in, sp).token;
+    SampleRequest req;
+    req.params = &sp;
+    req.prompt = std::span<const int32_t>(tokens).first(prompt_len);
+    req.generated = std::span<const int32_t>(tokens).subspan(prompt_len);
+    req.step = tokens.size() - prompt_len;
+    const int32_t next = sample_token(logits, req).token;
     if (tokens.size() == prompt_len) t_first = Clock::now();
     tokens.push_back(next);
-    bool eos = next == tok->eos_id();
-    for (int e : c.eos_token_ids) eos = eos || next == e;
-    if (eos) break;
+    if (is_eos(next, eos)) break;
     std::fputs(detok.push(next).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -206,11 +202,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "flashserve-generate: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-generate", [&] { return run(args); });
 }
