@@ -19,8 +19,8 @@ T0=$(date +%s)
 # CMake first; if someone else's kernel in kernels/cuda breaks the shared library, build ours directly.
 if cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 &&
    timeout 150 ninja -C $B -j16 test_decode_plan test_attention_decode bench_attention_decode > "$OUT/build.log" 2>&1; then
-  PLAN=$B/tests/decode_plan/test_decode_plan
-  TEST=$B/tests/gpu_decode/test_attention_decode
+  PLAN=$B/tests/kernels/test_decode_plan
+  TEST=$B/tests/kernels/test_attention_decode
   BENCH_BUILD=$B
 else
   echo "cmake build failed (tail below); building decode sources directly with nvcc"
@@ -29,8 +29,8 @@ else
   mkdir -p $D/bench
   NV="nvcc -O3 -std=c++17 -arch=sm_90a -lineinfo --expt-relaxed-constexpr -I. -DFLASHSERVE_HAS_CUDA=1"
   SRC="kernels/cuda/attention_decode.cu kernels/cuda/attention_decode_hdim64.cu kernels/cuda/attention_decode_hdim128.cu kernels/cuda/attention_decode_merge.cu kernels/decode_plan.cpp"
-  $NV -o $D/test_decode_plan tests/decode_plan/test_decode_plan.cpp kernels/decode_plan.cpp -lgtest -lgtest_main &
-  $NV -o $D/test_attention_decode tests/gpu_decode/test_attention_decode.cu tests/common/gpu_test_main.cpp $SRC kernels/cpu/paged_attention_ref.cpp -lgtest &
+  $NV -o $D/test_decode_plan tests/kernels/test_decode_plan.cpp kernels/decode_plan.cpp -lgtest -lgtest_main &
+  $NV -o $D/test_attention_decode tests/kernels/test_attention_decode.cu tests/common/gpu_test_main.cpp $SRC kernels/cpu/paged_attention_ref.cpp -lgtest &
   $NV -o $D/bench/bench_attention_decode bench/bench_attention_decode.cu $SRC &
   wait
   PLAN=$D/test_decode_plan

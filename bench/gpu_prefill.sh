@@ -16,7 +16,7 @@ if ! timeout 170 ninja -C $B -j16 test_attention_prefill bench_attention_prefill
 fi
 grep -E "spill|Used" "$DEST/build.txt" | head -40 >>"$LOG"
 step tests
-timeout 120 $B/tests/gpu_prefill/test_attention_prefill 2>&1 | tee -a "$LOG" | grep -E "FAIL|OK \]|PASSED|tests ran|Error|error" | head -40
+timeout 120 $B/tests/kernels/test_attention_prefill 2>&1 | tee -a "$LOG" | grep -E "FAIL|OK \]|PASSED|tests ran|Error|error" | head -40
 step bench
 BUILD=$B ITERS=${ITERS:-40} timeout 150 bench/run_prefill_bench.sh "$DEST" 2>&1 | tee -a "$LOG"
 if [ "${PROFILE:-0}" = 1 ]; then  # optional: SASS summary and ncu of two variants
@@ -39,7 +39,7 @@ if [ "${2:-}" != skip-sanitizer ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do
     step "compute-sanitizer $tool"
-    timeout 60 $SAN --tool $tool --error-exitcode 9 $B/tests/gpu_prefill/test_attention_prefill \
+    timeout 60 $SAN --tool $tool --error-exitcode 9 $B/tests/kernels/test_attention_prefill \
       --gtest_filter='AttentionPrefillSmall.*' >"$DEST/sanitizer_$tool.txt" 2>&1
     echo "exit code $?" >>"$DEST/sanitizer_$tool.txt"
     tail -5 "$DEST/sanitizer_$tool.txt" | tee -a "$LOG"

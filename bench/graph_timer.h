@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/backend.h"
+#include "backends/backend.h"
 
 namespace flashserve::bench {
 

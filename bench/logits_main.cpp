@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/model_runner.h"
+#include "model/model_runner.h"
+#include "tools/cli.h"
 #include "weights/model.h"
 
 using namespace flashserve;
@@ -40,12 +41,8 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") std::fputs(kUsage, stdout), std::exit(0);
-    if (i + 1 >= argc)
-      std::fprintf(stderr, "missing value for %s\n%s", f.c_str(), kUsage), std::exit(2);
-    const std::string v = argv[++i];
+  cli::parse_flags(argc, argv, "flashserve-logits", kUsage, {},
+                   [&](const std::string& f, const std::string& v) {
     if (f == "--model")
       a.model = v;
     else if (f == "--prompts")
@@ -63,8 +60,9 @@ Args parse_args(int argc, char** argv) {
     else if (f == "--threads")
       a.threads = std::atoi(v.c_str());
     else
-      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
-  }
+      return false;
+    return true;
+  });
   if (a.model.empty() || a.prompts.empty() || a.out_logits.empty() || a.out_json.empty() ||
       a.steps < 0 || a.prefill_chunk < 0)
     std::fputs(kUsage, stderr), std::exit(2);
@@ -152,12 +150,12 @@ int run(const Args& a) {
   const auto t0 = Clock::now();
   int prefill_steps = 0;
   for (bool pending = true; pending;) {
-    StepBatch batch;
+    StepPlan batch;
     std::vector<int> ids;
     for (int s = 0; s < n; ++s) {
       const int left = int(prompts[s].size()) - cached[s];
       if (left <= 0) continue;
-      SeqChunk ch;
+      StepChunk ch;
       ch.num_tokens = a.prefill_chunk > 0 ? std::min(left, a.prefill_chunk) : left;
       ch.tokens = prompts[s].data() + cached[s];
       ch.num_cached = cached[s];
@@ -197,9 +195,9 @@ int run(const Args& a) {
   for (int s = 0; s < n && a.steps > 0; ++s) take(s, last_logits.data() + size_t(s) * vocab);
   const auto t1 = Clock::now();
   for (int step = 1; step < a.steps; ++step) {
-    StepBatch batch;
+    StepPlan batch;
     for (int s = 0; s < n; ++s) {
-      SeqChunk ch;
+      StepChunk ch;
       ch.tokens = &next[s];
       ch.num_tokens = 1;
       ch.num_cached = cached[s];
@@ -242,10 +240,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashserve-logits: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-logits", [&] { return run(args); });
 }

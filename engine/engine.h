@@ -1,3 +1,5 @@
+// engine/: the engine thread and its API — requests in, streams of tokens out, one step at a time.
+//
 // Engine: one thread owns the ModelRunner and the KV cache and runs continuous batching steps;
 // HTTP handler threads submit requests to its inbox and read each request's events from a
 // RequestStream. All public methods are thread-safe.
@@ -11,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_runner.h"
-#include "engine/sampling.h"
+#include "model/model_runner.h"
+#include "sampling/sampling.h"
 
 namespace flashserve {
 

@@ -1,3 +1,5 @@
+// kernels/: the compute kernels (CUDA) and their CPU twins, with the contracts they share.
+//
 // The contract shared by every paged-attention implementation: the CPU reference (kernels/cpu),
 // the CUDA prefill kernel and the CUDA split-K decode kernels (kernels/cuda).
 //

@@ -1,6 +1,6 @@
 // What the GPU sampler (kernels/cuda/sampling.cu) reads for each row it samples: plain structs
-// that the host packs (engine/sample_pack.*) and uploads in one copy. C++17-clean: the .cu
-// includes it. The algorithm is the host sampler's (engine/sampler.h), step for step.
+// that the host packs (sampling/sample_pack.*) and uploads in one copy. C++17-clean: the .cu
+// includes it. The algorithm is the host sampler's (sampling/sampler.h), step for step.
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@ has_model_flag() { for a in "$@"; do [ "$a" = "--model" ] && return 0; done; ret
 if [ "${1:-}" = "generate" ]; then
   shift
   has_model_flag "$@" || set -- --model "$(fs_default_model)" "$@"
-  exec "$build/engine/flashserve-generate" "$@"
+  exec "$build/tools/flashserve-generate" "$@"
 fi
 has_model_flag "$@" || set -- --model "$(fs_default_model)" "$@"
 exec "$build/server/flashserve" "$@"

@@ -1,5 +1,5 @@
 // The GPU sampler: one thread block per sampled row runs the host sampler's algorithm
-// (engine/sampler.cpp) step for step: logit_bias and penalties, greedy argmax or temperature,
+// (sampling/sampler.cpp) step for step: logit_bias and penalties, greedy argmax or temperature,
 // top-k, top-p, min-p, one Philox draw by inverse CDF in id order. Two choices make it fit a GPU
 // and stay reproducible:
 //  - no sort: the top-k and top-p boundaries are found by radix selection over order-preserving

@@ -29,7 +29,7 @@ ServerProcess* ServerE2E::server_ = nullptr;
 
 std::string run_generate(const std::string& prompt, int max_tokens) {
   std::string cmd = std::string(FS_BINARY_DIR);
-  cmd.append("/engine/flashserve-generate --model '").append(model_dir());
+  cmd.append("/tools/flashserve-generate --model '").append(model_dir());
   cmd.append("' --temperature 0 --threads 1 --max-tokens ").append(std::to_string(max_tokens));
   cmd.append(" --prompt '").append(prompt).append("' 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");

@@ -19,7 +19,7 @@ failed=0
 note() { echo "$*" | tee -a "$out/summary.txt"; }
 steps=" ${FS_RELIABILITY_STEPS:-kernels e2e soak} "
 
-if [ -n "${FS_PREBUILT:-}" ]; then  # binaries built elsewhere (tests/gpu_backend/carried_session.sh)
+if [ -n "${FS_PREBUILT:-}" ]; then  # binaries built elsewhere (tests/backends/carried_session.sh)
   build=$FS_PREBUILT
   gpu_tests="test_cuda_ops test_cuda_backend test_attention_decode test_attention_prefill"
 else

@@ -1,0 +1,196 @@
+// backends/: the ops a model is written against, and one folder per device doing all of them
+// (cpu/, cuda/: its ops, GEMMs, graphs and buffers).
+//
+// Backend: the coarse ops the Llama forward (model/llama_model.cpp) is written against, once,
+// for every device. Ops take non-owning Tensor views; every output is preallocated by the
+// caller through allocate(); ops may run asynchronously on the backend's stream until
+// copy_to_host() / synchronize(). Activations use compute_dtype(); logits are always f32.
+// A Backend is used by one thread at a time (the engine thread).
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/paged_attention.h"
+#include "sampling/sampler.h"
+#include "backends/tensor.h"
+#include "weights/model.h"
+
+namespace flashserve {
+
+// One step as the ops take it: model/step.h's StepPlan arrays uploaded to the device (all
+// int32) plus the host-side sizes that a kernel launch needs. Built once per step (LlamaModel::
+// upload_step), shared by every layer; each backend derives its kernels' arguments from it.
+struct StepArgs {
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_q_len = 0;  // longest chunk of the step (1 for a pure decode step)
+  int max_kv_len = 0;
+  int block_size = 0;
+  int max_blocks_per_seq = 0;
+  Tensor tokens;        // [num_tokens] the new tokens
+  Tensor positions;     // [num_tokens] position of each new token in its sequence
+  Tensor slot_mapping;  // [num_tokens] block * block_size + offset where its K/V go
+  Tensor cu_q_lens;     // [num_seqs + 1] prefix sums of q_len
+  Tensor kv_lens;       // [num_seqs] cached tokens including this step's
+  Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
+  Tensor logit_rows;    // [num_logit_rows] token rows whose logits are wanted
+  // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
+  const int32_t* host_kv_lens = nullptr;  // [num_seqs]
+};
+
+// The attention kernels' arguments (kernels/paged_attention.h) for one layer of a step: its
+// device arrays from StepArgs, the head counts and the softmax scale. Every backend derives them
+// here, so the kernels see the step exactly as the plan laid it out.
+inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_heads,
+                                               int num_kv_heads, int head_dim,
+                                               float scale = 0.f) {
+  return PagedAttentionArgs{.num_seqs = b.num_seqs,
+                            .cu_q_lens = b.cu_q_lens.as<int32_t>(),
+                            .kv_lens = b.kv_lens.as<int32_t>(),
+                            .block_table = b.block_table.as<int32_t>(),
+                            .max_blocks_per_seq = b.max_blocks_per_seq,
+                            .block_size = b.block_size,
+                            .num_q_heads = num_q_heads,
+                            .num_kv_heads = num_kv_heads,
+                            .head_dim = head_dim,
+                            .scale = scale,
+                            .causal = true};
+}
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual DType compute_dtype() const = 0;  // dtype of weights and activations on this device
+  // Bytes this backend may still give to the KV cache (device memory; host: a fixed budget).
+  virtual size_t memory_available() const = 0;
+
+  // Raw device memory, released when the last owner drops it.
+  virtual std::shared_ptr<void> allocate_bytes(size_t bytes) = 0;
+  Buffer allocate(DType dtype, std::initializer_list<int64_t> shape) {
+    Buffer b;
+    b.tensor = Tensor(nullptr, dtype, device(), shape);
+    b.storage = allocate_bytes(b.tensor.bytes());
+    b.tensor.data = b.storage.get();
+    return b;
+  }
+  // A weight from the loader (any dtype, host memory) converted to compute_dtype() on device.
+  virtual Buffer load_weight(const TensorView& w) = 0;
+  virtual void copy_from_host(Tensor dst, const void* src) = 0;  // src holds dst.bytes()
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;   // waits for pending ops
+  virtual void synchronize() = 0;
+
+  // out[i] = table[token_ids[i]]
+  virtual void embedding(Tensor out,                // [num_tokens, hidden_size]
+                         const Tensor& token_ids,   // [num_tokens] int32
+                         const Tensor& table) = 0;  // [vocab_size, hidden_size]
+  // out = x / sqrt(mean(x^2) + eps) * weight, per row (out may alias x).
+  virtual void rms_norm(Tensor out,            // [n, hidden_size]
+                        const Tensor& x,       // [n, hidden_size]
+                        const Tensor& weight,  // [hidden_size]
+                        float eps) = 0;
+  // out = x · wᵀ (w in the nn.Linear layout); out is f32 or compute_dtype().
+  virtual void matmul(Tensor out,            // [m, n]
+                      const Tensor& x,       // [m, k]
+                      const Tensor& w) = 0;  // [n, k]
+  // Rotate-half RoPE in place: pair (i, i + head_dim/2) turns by positions[t] * inv_freq[i].
+  virtual void rope(Tensor q,                     // [num_tokens, num_q_heads, head_dim]
+                    Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
+                    const Tensor& positions,      // [num_tokens] int32
+                    const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
+  // out = silu(gate) * up (out may alias gate or up)
+  virtual void swiglu(Tensor out,             // [n, intermediate_size]
+                      const Tensor& gate,     // [n, intermediate_size]
+                      const Tensor& up) = 0;  // [n, intermediate_size]
+  // out = a + b elementwise (out may alias a or b).
+  virtual void add(Tensor out, const Tensor& a, const Tensor& b) = 0;  // all the same shape
+  // out[r] = x[row_ids[r]]
+  virtual void gather_rows(Tensor out,                  // [num_rows, hidden_size]
+                           const Tensor& x,             // [num_tokens, hidden_size]
+                           const Tensor& row_ids) = 0;  // [num_rows] int32
+  // Writes token t's K/V to slot slot_mapping[t] of one layer's cache.
+  virtual void write_kv(Tensor k_cache,   // [num_blocks, block_size, num_kv_heads, head_dim]
+                        Tensor v_cache,   // [num_blocks, block_size, num_kv_heads, head_dim]
+                        const Tensor& k,  // [num_tokens, num_kv_heads, head_dim]
+                        const Tensor& v,  // [num_tokens, num_kv_heads, head_dim]
+                        const Tensor& slot_mapping) = 0;  // [num_tokens] int32
+  // Fused ops of the forward (one kernel each on the GPU):
+  // x += delta; out = rms_norm(x) * weight (the residual add and the next block's norm).
+  virtual void add_rms_norm(Tensor out,            // [n, hidden_size]
+                            Tensor x,              // [n, hidden_size] residual, updated
+                            const Tensor& delta,   // [n, hidden_size]
+                            const Tensor& weight,  // [hidden_size]
+                            float eps) = 0;
+  // Splits the fused QKV projection, turns q and k by RoPE (as rope()), writes q to `q` and
+  // k, v to their cache slots (as write_kv()).
+  virtual void qkv_rope_write_kv(
+      Tensor q,                      // [num_tokens, num_q_heads, head_dim]
+      Tensor k_cache,                // [num_blocks, block_size, num_kv_heads, head_dim]
+      Tensor v_cache,                // [num_blocks, block_size, num_kv_heads, head_dim]
+      const Tensor& qkv,             // [num_tokens, (num_q_heads + 2 num_kv_heads) head_dim]
+      const Tensor& positions,       // [num_tokens] int32
+      const Tensor& inv_freq,        // [head_dim / 2] f32
+      const Tensor& slot_mapping) = 0;  // [num_tokens] int32
+  // out = silu(gate) * up with gate_up = [gate | up] per row (the fused gate/up projection).
+  virtual void swiglu_fused(Tensor out,                  // [n, intermediate_size]
+                            const Tensor& gate_up) = 0;  // [n, 2 * intermediate_size]
+  // ids[r] = argmax of logits row r, ties to the lowest id (the host sampler's greedy choice);
+  // -1 when the row holds a NaN.
+  virtual void argmax_rows(Tensor ids,               // [rows] int32
+                           const Tensor& logits) = 0;  // [rows, vocab] f32
+  // ids[i] = the host sampler's token (sampling/sampler.h: bias, penalties, temperature, top-k,
+  // top-p, min-p, the same Philox draw) for logits row rows[i] under requests[i]; -1 when that
+  // row holds a NaN. Runs where the logits are and waits; invalid parameters throw.
+  virtual void sample_rows(int32_t* ids,                              // [n] host memory
+                           const Tensor& logits,                      // [rows, vocab] f32
+                           std::span<const int64_t> rows,             // [n]
+                           std::span<const SampleRequest> requests) = 0;  // [n]
+  // Causal paged attention over the block table (kernels/paged_attention.h); K/V of this
+  // step's tokens must already be written.
+  virtual void paged_attention(
+      Tensor out,             // [num_tokens, num_q_heads, head_dim]
+      const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
+      const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+      const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
+      const StepArgs& batch, float scale) = 0;
+
+  // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
+  // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see
+  // model/decode_graphs.h) and asks here for the step's launch key. It is everything this
+  // backend decides from host data beyond the tensor shapes (the split-K decode plan, say); the
+  // call also sizes the backend's own workspaces for the step, so that nothing is allocated
+  // while recording. Returns false when this backend cannot replay the step.
+  virtual bool graph_launch_key(const StepArgs& batch, int num_q_heads, int num_kv_heads,
+                                int head_dim, uint64_t* key) {
+    return false;
+  }
+  // Bumped whenever the backend reallocates a workspace that a recorded graph may point at.
+  virtual uint64_t graph_epoch() const { return 0; }
+  // Between begin_capture() and end_capture() ops are recorded, not run (host copies and
+  // synchronize() are not allowed). end_capture() returns the replayable graph; abort_capture()
+  // ends a recording that failed half-way, dropping it.
+  virtual void begin_capture() { FS_THROW("backend ", name(), " cannot record graphs"); }
+  virtual std::shared_ptr<void> end_capture() { FS_THROW("backend ", name(), " cannot record graphs"); }
+  virtual void abort_capture() {}
+  virtual void replay(const std::shared_ptr<void>& graph) {
+    FS_THROW("backend ", name(), " cannot replay graphs");
+  }
+};
+
+// threads: worker threads for matmul and attention; 0 = hardware concurrency.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// The CUDA backend on `device` (backends/cuda/cuda_backend.cpp); throws flashserve::Error when built
+// without CUDA or when no device is present. Matmuls of up to gemv_max_rows rows go through the
+// skinny-matmul kernel instead of cuBLASLt (-1: the default, kernels/cuda_ops.h's kGemvDefaultRows; 0: always cuBLASLt,
+// the baseline the op benchmark compares against).
+std::unique_ptr<Backend> make_cuda_backend(int device, int gemv_max_rows = -1);
+// True when built with CUDA and at least one device is visible.
+bool cuda_backend_available();
+
+}  // namespace flashserve

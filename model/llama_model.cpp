@@ -1,0 +1,273 @@
+// Llama forward over Backend ops. Per layer (pre-norm residual blocks):
+//   h = rms_norm(x); q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; rope(q, k); write k,v to their slots;
+//   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+// Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
+// write are one op; each residual add is fused with the following norm.
+// then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
+#include "model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "model/decode_graphs.h"
+
+namespace flashserve {
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  FS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim ", c.head_dim, " must be even");
+  const int half = c.head_dim / 2;
+  std::vector<float> out(half);
+  const RopeScaling& s = c.rope_scaling;
+  const bool llama3 = s.type == "llama3";
+  FS_CHECK(llama3 || s.type == "none" || s.type.empty() || s.type == "default",
+           "rope_scaling type '", s.type, "' is not supported (llama3 or none)");
+  const double kPi = 3.14159265358979323846;
+  for (int i = 0; i < half; ++i) {
+    double f = std::pow(double(c.rope_theta), -2.0 * i / double(c.head_dim));
+    if (llama3) {
+      // Llama 3.1 scaling: high frequencies stay, low ones are divided by `factor`, and the
+      // band between is interpolated smoothly in the wavelength's ratio to the old context.
+      const double old_ctx = s.original_max_position_embeddings;
+      const double low_wavelen = old_ctx / s.low_freq_factor;
+      const double high_wavelen = old_ctx / s.high_freq_factor;
+      const double wavelen = 2.0 * kPi / f;
+      if (wavelen > low_wavelen) {
+        f = f / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    out[i] = float(f);
+  }
+  return out;
+}
+
+LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
+    : backend_(backend), config_(model.config()) {
+  const ModelConfig& c = config_;
+  FS_CHECK(c.num_layers > 0 && c.hidden_size > 0 && c.num_q_heads > 0 && c.num_kv_heads > 0 &&
+               c.num_q_heads % c.num_kv_heads == 0 && c.vocab_size > 0,
+           "bad model config in ", model.path());
+  auto w = [&](const std::string& name) { return backend_.load_weight(model.tensor(name)); };
+  embed_ = w("model.embed_tokens.weight");
+  final_norm_ = w("model.norm.weight");
+  if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    layers_.push_back(Layer{w(p + "input_layernorm.weight"),
+                            load_stacked(model, {p + "self_attn.q_proj.weight",
+                                                 p + "self_attn.k_proj.weight",
+                                                 p + "self_attn.v_proj.weight"}),
+                            w(p + "self_attn.o_proj.weight"),
+                            w(p + "post_attention_layernorm.weight"),
+                            load_stacked(model, {p + "mlp.gate_proj.weight",
+                                                 p + "mlp.up_proj.weight"}),
+                            w(p + "mlp.down_proj.weight")});
+  }
+  std::vector<float> inv = rope_inv_freq(c);
+  inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
+  backend_.copy_from_host(inv_freq_.tensor, inv.data());
+}
+
+Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names) {
+  std::vector<TensorView> parts;
+  for (const std::string& n : names) parts.push_back(model.tensor(n));
+  int64_t rows = 0;
+  for (const TensorView& t : parts) {
+    FS_CHECK(t.shape.size() == 2 && t.dtype == parts[0].dtype && t.shape[1] == parts[0].shape[1],
+             "cannot stack ", names[0], " with the other projections (shape or dtype differs)");
+    rows += t.shape[0];
+  }
+  // One host copy of the stacked rows; load_weight converts it like any other weight.
+  std::vector<char> bytes;
+  for (const TensorView& t : parts) {
+    const char* p = static_cast<const char*>(t.data);
+    bytes.insert(bytes.end(), p, p + size_t(t.numel()) * dtype_size(t.dtype));
+  }
+  TensorView stacked;
+  stacked.dtype = parts[0].dtype;
+  stacked.shape = {rows, parts[0].shape[1]};
+  stacked.data = bytes.data();
+  return backend_.load_weight(stacked);
+}
+
+Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape) {
+  Tensor t(nullptr, dtype, backend_.device(), shape);
+  if (!buf.storage || buf.tensor.bytes() < t.bytes()) {
+    // Grow by half again so that slowly growing batches do not reallocate every step.
+    const int64_t numel = std::max<int64_t>(t.numel() + t.numel() / 2, 1);
+    buf = backend_.allocate(dtype, {numel});
+    ++ws_epoch_;  // recorded graphs point at the old buffer
+  }
+  t.data = buf.storage.get();
+  return t;
+}
+
+void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax) {
+  FS_CHECK(!s.tokens.empty(), "empty step");
+  if (graph_max_batch_ > 0 && forward_graph(s, cache, logits, argmax)) return;
+  const StepArgs st = upload_step(s, cache);
+  const int64_t rows = int64_t(s.logit_rows.size());
+  run_layers(st, cache, rows, argmax != nullptr);
+  copy_outputs(rows, rows, logits, argmax);
+}
+
+void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax) {
+  last_logits_ = rows > 0 ? scratch(ws_.logits, DType::kF32, {rows, config_.vocab_size}) : Tensor();
+  if (argmax && wanted > 0)
+    backend_.copy_to_host(argmax, scratch(ws_.argmax, DType::kI32, {rows}).rows(0, wanted));
+  if (logits && wanted > 0)
+    backend_.copy_to_host(
+        logits, scratch(ws_.logits, DType::kF32, {rows, config_.vocab_size}).rows(0, wanted));
+  backend_.synchronize();
+}
+
+StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
+  // All of the step's int32 metadata goes up in one copy; the tensors are views into it.
+  const int64_t n = int64_t(s.tokens.size()), rows = int64_t(s.logit_rows.size());
+  const std::vector<int32_t>* parts[] = {&s.tokens,    &s.positions,   &s.slot_mapping,
+                                         &s.cu_q_lens, &s.kv_lens,     &s.block_table,
+                                         &s.logit_rows};
+  meta_host_.clear();
+  int64_t offsets[7];
+  for (int i = 0; i < 7; ++i) {
+    offsets[i] = int64_t(meta_host_.size());
+    meta_host_.insert(meta_host_.end(), parts[i]->begin(), parts[i]->end());
+  }
+  Tensor meta = scratch(ws_.meta, DType::kI32, {int64_t(meta_host_.size())});
+  backend_.copy_from_host(meta, meta_host_.data());
+  auto view = [&](int i, std::initializer_list<int64_t> shape) {
+    return Tensor(static_cast<int32_t*>(meta.data) + offsets[i], DType::kI32, backend_.device(),
+                  shape);
+  };
+  StepArgs b;
+  b.num_seqs = s.num_seqs;
+  b.num_tokens = int(n);
+  b.max_q_len = s.max_q_len;
+  b.max_kv_len = s.max_kv_len;
+  b.block_size = cache.config().block_size;
+  b.max_blocks_per_seq = s.max_blocks_per_seq;
+  b.host_kv_lens = s.kv_lens.data();
+  b.tokens = view(0, {n});
+  b.positions = view(1, {n});
+  b.slot_mapping = view(2, {n});
+  b.cu_q_lens = view(3, {s.num_seqs + 1});
+  b.kv_lens = view(4, {s.num_seqs});
+  b.block_table = view(5, {s.num_seqs, s.max_blocks_per_seq});
+  b.logit_rows = view(6, {rows});
+  return b;
+}
+
+void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax) {
+  const ModelConfig& c = config_;
+  const int64_t n = b.num_tokens;
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
+  const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads;
+  const DType act = backend_.compute_dtype();
+
+  Tensor x = scratch(ws_.x, act, {n, hidden});  // residual stream
+  Tensor h = scratch(ws_.h, act, {n, hidden});  // normed input of a block / its output
+  Tensor qkv = scratch(ws_.qkv, act, {n, (hq + 2 * hkv) * d});
+  Tensor q = scratch(ws_.q, act, {n, hq, d});
+  Tensor attn = scratch(ws_.attn, act, {n, hq, d});
+  Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter});
+  Tensor gate = scratch(ws_.gate, act, {n, inter});
+  const float scale = float(1.0 / std::sqrt(double(d)));
+
+  backend_.embedding(x, b.tokens, embed_.tensor);
+  backend_.rms_norm(h, x, layers_[0].input_norm.tensor, c.rms_norm_eps);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Layer& L = layers_[l];
+    // h holds rms_norm(x) with this layer's input norm.
+    backend_.matmul(qkv, h, L.wqkv.tensor);
+    backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
+                               b.slot_mapping);
+    backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
+    backend_.matmul(h, attn.view({n, hq * d}), L.wo.tensor);
+    backend_.add_rms_norm(h, x, h, L.post_norm.tensor, c.rms_norm_eps);  // x += h; h = norm(x)
+    backend_.matmul(gate_up, h, L.w_gate_up.tensor);
+    backend_.swiglu_fused(gate, gate_up);
+    backend_.matmul(h, gate, L.w_down.tensor);
+    if (l + 1 < c.num_layers)
+      backend_.add_rms_norm(h, x, h, layers_[l + 1].input_norm.tensor, c.rms_norm_eps);
+    else
+      backend_.add(x, x, h);
+  }
+  if (rows == 0) return;
+  Tensor sel = scratch(ws_.sel, act, {rows, hidden});
+  backend_.gather_rows(sel, x, b.logit_rows);
+  backend_.rms_norm(sel, sel, final_norm_.tensor, c.rms_norm_eps);
+  Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
+  backend_.matmul(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
+  if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
+}
+
+bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
+                               int32_t* argmax) {
+  // Only pure decode steps with a logit row per sequence: the shape a graph can be keyed by.
+  const int n = s.num_seqs;
+  if (s.max_q_len != 1 || int(s.tokens.size()) != n || int(s.logit_rows.size()) != n) return false;
+  for (int i = 0; i < n; ++i)
+    if (s.logit_rows[i] != i) return false;
+  const int bucket = graph_batch_bucket(n, graph_max_batch_);
+  if (bucket == 0) return false;
+
+  // Pad to the bucket: extra sequences hold no keys (the attention kernels write zeros for
+  // them), write their K/V nowhere (slot -1) and their logit rows are not copied back.
+  const int stride = graph_table_stride(s.max_blocks_per_seq);
+  StepPlan& g = graph_plan_;
+  g.num_seqs = bucket;
+  g.max_q_len = 1;
+  g.max_kv_len = s.max_kv_len;
+  g.max_blocks_per_seq = stride;
+  auto padded = [&](std::vector<int32_t>& dst, const std::vector<int32_t>& src, int32_t fill) {
+    dst.assign(src.begin(), src.end());
+    dst.resize(size_t(bucket), fill);
+  };
+  padded(g.tokens, s.tokens, 0);
+  padded(g.positions, s.positions, 0);
+  padded(g.slot_mapping, s.slot_mapping, -1);
+  padded(g.kv_lens, s.kv_lens, 0);
+  g.cu_q_lens.resize(size_t(bucket) + 1);
+  g.logit_rows.resize(size_t(bucket));
+  for (int i = 0; i <= bucket; ++i) g.cu_q_lens[i] = i;
+  for (int i = 0; i < bucket; ++i) g.logit_rows[i] = i;
+  g.block_table.assign(size_t(bucket) * stride, -1);
+  for (int i = 0; i < n; ++i)
+    std::copy_n(s.block_table.begin() + size_t(i) * s.max_blocks_per_seq, s.max_blocks_per_seq,
+                g.block_table.begin() + size_t(i) * stride);
+
+  const StepArgs st = upload_step(g, cache);
+  uint64_t launch = 0;
+  if (!backend_.graph_launch_key(st, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
+                                 &launch))
+    return false;  // (the upload is harmless: an eager forward re-uploads)
+  const GraphKey key{bucket, stride, launch};
+  auto epoch = [&] { return ws_epoch_ + (backend_.graph_epoch() << 32); };
+  std::shared_ptr<void> graph = graphs_.find(key, epoch());
+  if (graph) {
+    backend_.replay(graph);
+  } else {
+    // First time for this key: run the step eagerly (which also sizes every buffer), then
+    // record the same ops over the same buffers for the next steps.
+    run_layers(st, cache, bucket, /*argmax=*/true);
+    const uint64_t before = epoch();
+    backend_.begin_capture();
+    try {
+      run_layers(st, cache, bucket, /*argmax=*/true);  // recorded: every replay has both
+      graph = backend_.end_capture();
+    } catch (...) {
+      backend_.abort_capture();
+      throw;
+    }
+    FS_CHECK(epoch() == before, "a buffer was reallocated while recording a graph");
+    graphs_.insert(key, before, graph);
+  }
+  copy_outputs(bucket, n, logits, argmax);
+  return true;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,79 @@
+// The Llama forward pass (embedding, RMSNorm, RoPE incl. llama3 scaling, grouped-query paged
+// attention, SwiGLU MLP, tied or untied head), written once against Backend ops so every
+// backend shares it. Weights are uploaded once at construction; activations live in a
+// workspace that grows to the largest step seen. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "model/decode_graphs.h"
+#include "model/kv_cache.h"
+#include "model/step.h"
+#include "weights/model.h"
+
+namespace flashserve {
+
+// RoPE inverse frequencies theta^(-2i/head_dim), adjusted by llama3 rope_scaling if set.
+std::vector<float> rope_inv_freq(const ModelConfig& config);  // [head_dim / 2]
+
+class LlamaModel {
+ public:
+  LlamaModel(Backend& backend, const LoadedModel& model);
+  const ModelConfig& config() const { return config_; }
+  // Runs a laid-out `step` (its K/V are written into `cache`) and copies the wanted rows'
+  // logits and/or their argmax (Backend::argmax_rows) to the host; either pointer may be null.
+  void forward(const StepPlan& step, KvCache& cache,
+               float* logits,    // [num_logit_rows, vocab_size] host memory, or null
+               int32_t* argmax);  // [num_logit_rows] host memory, or null
+
+  // The last forward's logits [num_logit_rows (padded to a graph bucket), vocab_size] f32, on
+  // the backend's device; valid until the next forward.
+  const Tensor& logits() const { return last_logits_; }
+
+  // Pure decode steps of up to `max_batch` sequences are recorded once per shape bucket and
+  // replayed (model/decode_graphs.h) when the backend can; 0 turns that off (every step eager).
+  void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
+  uint64_t graphs_recorded() const { return graphs_.captures(); }
+
+ private:
+  // The plan's arrays on the device (one upload): the step's StepArgs.
+  StepArgs upload_step(const StepPlan& step, KvCache& cache);
+  // Embedding .. lm_head for the uploaded step; logits land in ws_.logits [rows, vocab] f32,
+  // and with `argmax` their argmax in ws_.argmax [rows] int32.
+  void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax);
+  // Copies the first `wanted` of `rows` rows of ws_.argmax / ws_.logits where asked, then waits.
+  void copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax);
+  // The decode-step graph path; false when this step must run eagerly.
+  bool forward_graph(const StepPlan& step, KvCache& cache, float* logits, int32_t* argmax);
+
+  struct Layer {
+    Buffer input_norm;
+    Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
+    Buffer wo, post_norm;
+    Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
+    Buffer w_down;
+  };
+  // Loads the weights stacked along dim 0 as one (they must share dtype and row length).
+  Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
+  // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
+  Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
+
+  Backend& backend_;
+  ModelConfig config_;
+  Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
+  std::vector<Layer> layers_;
+  struct Workspace {
+    Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows
+    Buffer x, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
+  } ws_;
+  uint64_t ws_epoch_ = 0;           // bumped whenever a workspace buffer is reallocated
+  std::vector<int32_t> meta_host_;  // staging for the metadata upload
+  int graph_max_batch_ = 0;
+  StepPlan graph_plan_;  // the padded decode step (arrays only)
+  GraphCache graphs_;
+  Tensor last_logits_;  // logits()
+};
+
+}  // namespace flashserve

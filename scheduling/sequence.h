@@ -1,0 +1,39 @@
+// Sequence: the scheduler's view of one request — its tokens (prompt, then generated), how many
+// of them have K/V in the cache, and the blocks holding that K/V. The engine keeps everything
+// else about a request (stream, sampling parameters) beside it, keyed by id.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduling/block_allocator.h"
+
+namespace flashserve {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  uint64_t id = 0;                // arrival order: smaller ids arrived earlier
+  std::vector<int32_t> tokens;    // [num_prompt_tokens + num_generated]
+  int num_prompt_tokens = 0;
+  int num_computed = 0;           // tokens 0 .. num_computed-1 have K/V in the cache
+  int max_tokens = 0;             // generated tokens allowed (the engine also caps by context)
+  // True until the prompt logprobs were delivered: prompt chunks then ask for every logits row.
+  bool need_prompt_logprobs = false;
+  std::vector<BlockId> block_table;  // KV blocks covering positions 0 .. num_computed-1 (+ chunk)
+  SeqStatus status = SeqStatus::kWaiting;
+  int num_preemptions = 0;
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to run through the model: the rest of the prompt, all of prompt+generated after
+  // a preemption, or just the last sampled token while decoding.
+  int num_pending() const { return num_tokens() - num_computed; }
+};
+
+// Blocks needed to hold `num_tokens` positions.
+inline int blocks_for_tokens(int num_tokens, int block_size) {
+  return (num_tokens + block_size - 1) / block_size;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,255 @@
+// The CUDA backend against the CPU backend (the fp32 reference) through ModelRunner:
+//  - stories260K (head_dim 8: generic attention kernel): greedy tokens over 200 steps, prompt
+//    prefilled whole, in chunks of 3, and token by token, and a ragged batch of 4 sequences;
+//  - small random HF models (head_dim 64 / 128: FA2 prefill + split-K decode, GQA, tied and
+//    untied, f32 and bf16 files): logits of a mixed ragged prefill step and of decode steps,
+//    NMSE and max abs error printed and bounded.
+// Tolerance: the GPU rounds weights and every activation to bf16 (8 significant bits, relative
+// rounding 2^-9 ≈ 0.2%), the CPU keeps fp32. Independent roundings of ~0.2% through two layers
+// give logits with a relative RMS error of a few 1e-3, so NMSE (squared) ~1e-5; we allow 1e-3
+// (a 3% RMS error), far below what one wrong op would give (NMSE ~1), and max abs error 5% of
+// the largest logit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "model/model_runner.h"
+#include "tests/model/model_test_util.h"
+
+namespace flashserve::test {
+namespace {
+
+const std::string kStories = std::string(FS_MODELS_DIR) + "/stories260K";
+
+std::unique_ptr<ModelRunner> runner(const LoadedModel& m, const std::string& backend, int bs,
+                                    int graph_max_batch = ModelRunnerOptions{}.graph_max_batch) {
+  ModelRunnerOptions o;
+  o.backend = backend;
+  o.block_size = bs;
+  o.graph_max_batch = graph_max_batch;
+  o.kv_cache_tokens = 16384;
+  return ModelRunner::create(m, o);
+}
+
+int32_t argmax_last(const std::vector<float>& logits, int vocab) {
+  return int32_t(std::max_element(logits.end() - vocab, logits.end()) - (logits.end() - vocab));
+}
+
+// Greedy continuation of each prompt, all sequences stepped together; chunk: prompt tokens
+// per step (0 = the whole prompt at once).
+std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::string& backend,
+                                               std::vector<std::vector<int32_t>> prompts,
+                                               int chunk, int steps, int bs,
+                                               bool device_argmax = false) {
+  auto r = runner(m, backend, bs);
+  BlockPool pool(r->num_kv_blocks(), 7);
+  const int vocab = m.config().vocab_size;
+  std::vector<TestSeq> seqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = prompts[i];
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<float> logits;
+  while (int(out[0].size()) < steps) {
+    StepPlan b;
+    for (auto& s : seqs) {
+      const int pending = int(s.tokens.size()) - s.num_cached;
+      const int n = chunk > 0 ? std::min(chunk, pending) : pending;
+      b.chunks.push_back(s.chunk(n, bs, pool, LogitsWanted::kLast));
+      static const SamplingParams kGreedy = [] {
+        SamplingParams p;
+        p.temperature = 0.f;
+        return p;
+      }();
+      if (device_argmax)  // the backend's argmax_rows instead of the row
+        b.chunks.back().sample_path = choose_sample_path(kGreedy, vocab, true);
+    }
+    logits.clear();
+    std::vector<int32_t> ids;
+    r->step(b, &logits, &ids);
+    EXPECT_EQ(logits.size(), device_argmax ? 0 : seqs.size() * size_t(vocab));
+    EXPECT_EQ(ids.size(), device_argmax ? seqs.size() : 0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (seqs[i].num_cached < int(seqs[i].tokens.size())) continue;  // still in the prompt
+      int32_t next = device_argmax ? ids[i] : -1;
+      if (!device_argmax) {
+        const std::vector<float> row(logits.begin() + i * vocab,
+                                     logits.begin() + (i + 1) * vocab);
+        next = argmax_last(row, vocab);
+      }
+      out[i].push_back(next);
+      seqs[i].tokens.push_back(next);
+    }
+  }
+  return out;
+}
+
+int first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if (a[i] != b[i]) return int(i);
+  return a.size() == b.size() ? -1 : int(std::min(a.size(), b.size()));
+}
+
+TEST(CudaBackend, Stories260kGreedyMatchesCpuOver200Tokens) {
+  auto model = load_model(kStories);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};  // BOS + "Once upon a time"
+  const auto cpu = greedy_batch(*model, "cpu", {prompt}, 0, 200, 16);
+  for (int chunk : {0, 3, 1}) {
+    for (bool device_argmax : {false, true}) {
+      const auto gpu = greedy_batch(*model, "cuda", {prompt}, chunk, 200, 16, device_argmax);
+      const int d = first_difference(gpu[0], cpu[0]);
+      std::printf("stories260K chunk %d%s: first difference at %d of 200\n", chunk,
+                  device_argmax ? " (argmax on the GPU)" : "", d);
+      EXPECT_EQ(d, -1) << "prompt chunk " << chunk;
+    }
+  }
+}
+
+TEST(CudaBackend, Stories260kRaggedBatchMatchesCpu) {
+  auto model = load_model(kStories);
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 403, 407, 261, 378}, {1, 403}, {1, 261, 378, 403, 407, 261, 378, 300, 301}, {1}};
+  for (int chunk : {0, 4}) {
+    const auto cpu = greedy_batch(*model, "cpu", prompts, chunk, 120, 8);
+    const auto gpu = greedy_batch(*model, "cuda", prompts, chunk, 120, 8);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const int d = first_difference(gpu[i], cpu[i]);
+      std::printf("stories260K ragged chunk %d seq %zu: first difference at %d of 120\n", chunk,
+                  i, d);
+      EXPECT_EQ(d, -1) << "chunk " << chunk << " seq " << i;
+    }
+  }
+}
+
+struct Err {
+  double nmse = 0, max_abs = 0, max_ref = 0;
+};
+Err compare(const std::vector<float>& gpu, const std::vector<float>& cpu) {
+  EXPECT_EQ(gpu.size(), cpu.size());
+  double num = 0, den = 0;
+  Err e;
+  for (size_t i = 0; i < std::min(gpu.size(), cpu.size()); ++i) {
+    const double d = double(gpu[i]) - double(cpu[i]);
+    num += d * d;
+    den += double(cpu[i]) * cpu[i];
+    e.max_abs = std::max(e.max_abs, std::abs(d));
+    e.max_ref = std::max(e.max_ref, std::abs(double(cpu[i])));
+  }
+  e.nmse = den > 0 ? num / den : num;
+  return e;
+}
+
+struct RandomCase {
+  const char* name;
+  int hidden, q_heads, kv_heads, head_dim;
+  bool tied;
+  DType file_dtype;
+};
+
+class CudaRandomModel : public ::testing::TestWithParam<RandomCase> {};
+
+TEST_P(CudaRandomModel, LogitsCloseToCpu) {
+  const RandomCase rc = GetParam();
+  ModelConfig c = small_config(rc.hidden, rc.q_heads, rc.kv_heads, rc.head_dim, rc.tied);
+  c.vocab_size = 512;
+  c.max_position_embeddings = 1024;
+  const std::string dir = fresh_dir(rc.name);
+  write_random_hf_model(dir, c, 42, rc.file_dtype, 1, 0.05f);
+  auto model = load_model(dir);
+  const int bs = 16;
+  // Step 1: a mixed ragged prefill with all logits; then 6 decode steps (last logits).
+  const std::vector<int> lens = {37, 1, 70, 16};
+  std::vector<float> all[2];
+  const char* backends[2] = {"cuda", "cpu"};
+  for (int k = 0; k < 2; ++k) {
+    auto r = runner(*model, backends[k], bs);
+    BlockPool pool(r->num_kv_blocks(), 5);
+    std::vector<TestSeq> seqs(lens.size());
+    for (size_t i = 0; i < lens.size(); ++i)
+      seqs[i].tokens = random_tokens(lens[i] + 6, c.vocab_size, uint32_t(100 + i));
+    StepPlan b;
+    for (size_t i = 0; i < lens.size(); ++i)
+      b.chunks.push_back(seqs[i].chunk(lens[i], bs, pool, LogitsWanted::kAll));
+    r->step(b, &all[k]);
+    for (int step = 0; step < 6; ++step) {
+      StepPlan d;
+      for (auto& s : seqs) d.chunks.push_back(s.chunk(1, bs, pool, LogitsWanted::kLast));
+      r->step(d, &all[k]);
+    }
+  }
+  const Err e = compare(all[0], all[1]);
+  std::printf("%s: %zu logits, NMSE %.3e, max abs err %.3e (max |logit| %.3e)\n", rc.name,
+              all[1].size(), e.nmse, e.max_abs, e.max_ref);
+  EXPECT_LT(e.nmse, 1e-3);
+  EXPECT_LT(e.max_abs, 0.05 * e.max_ref);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaRandomModel,
+    ::testing::Values(RandomCase{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
+                      RandomCase{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
+                      RandomCase{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
+                      RandomCase{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
+                      RandomCase{"d32_generic_untied_bf16", 128, 4, 2, 32, false,
+                                 DType::kBF16}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Decode steps replayed from CUDA graphs (padded to batch buckets, keyed by the split-K plan)
+// against the same steps run eagerly: a ragged batch of 7 that shrinks to 1 as sequences finish
+// (buckets 8, 4, 2, 1) while their KV grows across many plan changes. Both runs use the same
+// kernels; only padding (GEMM row count, the plan's view of the batch) can move the rounding,
+// so the logits must agree far more closely than bf16 vs fp32 (NMSE 1e-4 vs 1e-3 above).
+TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
+  for (int d : {64, 32}) {  // split-K decode kernel; generic kernel
+    ModelConfig c = small_config(256, 4, 2, d, false);
+    c.vocab_size = 512;
+    c.max_position_embeddings = 1024;
+    const std::string dir = fresh_dir("graphs_d" + std::to_string(d));
+    write_random_hf_model(dir, c, 7, DType::kBF16, 1, 0.05f);
+    auto model = load_model(dir);
+    const int bs = 16, steps = 150;
+    const std::vector<int> prompt_lens = {3, 50, 130, 7, 64, 200, 1};
+    std::vector<float> logits[2];
+    uint64_t recorded = 0;
+    for (int k = 0; k < 2; ++k) {
+      auto r = runner(*model, "cuda", bs, k == 0 ? 256 : 0);
+      BlockPool pool(r->num_kv_blocks(), 11);
+      std::vector<TestSeq> seqs(prompt_lens.size());
+      StepPlan prefill;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        seqs[i].tokens = random_tokens(prompt_lens[i] + steps, c.vocab_size, uint32_t(7 + i));
+        prefill.chunks.push_back(seqs[i].chunk(prompt_lens[i], bs, pool, LogitsWanted::kLast));
+      }
+      r->step(prefill, &logits[k]);
+      for (int step = 0; step < steps; ++step) {
+        StepPlan b;  // sequence i stops after steps - 20 i steps
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          if (step < steps - 20 * int(i))
+            b.chunks.push_back(seqs[i].chunk(1, bs, pool, LogitsWanted::kLast));
+        }
+        r->step(b, &logits[k]);
+      }
+      if (k == 0) {
+        recorded = r->graphs_recorded();
+      } else {
+        EXPECT_EQ(r->graphs_recorded(), 0u);  // graph_max_batch 0: every step eager
+      }
+    }
+    const Err e = compare(logits[0], logits[1]);
+    std::printf("graphs vs eager, head_dim %d: %zu logits, NMSE %.3e, max abs err %.3e, "
+                "%llu graphs recorded for %d decode steps\n",
+                d, logits[1].size(), e.nmse, e.max_abs, (unsigned long long)recorded, steps);
+    EXPECT_LT(e.nmse, 1e-4);
+    EXPECT_GT(recorded, 0u);          // the graph path ran
+    EXPECT_LT(recorded, uint64_t(steps / 3));  // and replayed far more often than it recorded
+  }
+}
+
+TEST(CudaBackend, AutoPicksCudaWhenADeviceIsPresent) {
+  auto model = load_model(kStories);
+  auto r = runner(*model, "auto", 16);
+  EXPECT_EQ(r->backend_name().rfind("cuda", 0), 0u) << r->backend_name();
+  std::printf("backend: %s, %d KV blocks\n", r->backend_name().c_str(), r->num_kv_blocks());
+}
+
+}  // namespace
+}  // namespace flashserve::test

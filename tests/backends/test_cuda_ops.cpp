@@ -1,0 +1,274 @@
+// Each CUDA backend op against the CPU backend's op on random shapes. Inputs are rounded to
+// bf16 first so both backends see the same values; the CUDA result is bf16, so the tolerance
+// is a few bf16 ulps of the output scale (2^-8 relative per rounding, plus fp32 reordering).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "core/dtype.h"
+#include "backends/backend.h"
+
+namespace flashserve::test {
+namespace {
+
+struct Pair {
+  Buffer cpu, gpu;
+};
+
+class Ops : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend(2);
+  std::unique_ptr<Backend> gpu_ = make_cuda_backend(0);
+  std::unique_ptr<Backend> gemv8_ = make_cuda_backend(0, 8);  // skinny matmul up to 8 rows
+  std::mt19937 rng_{1234};
+
+  std::vector<float> random(int64_t n, float lo = -1.f, float hi = 1.f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = round_to(DType::kBF16, u(rng_));
+    return v;
+  }
+  // A float tensor on both backends (f32 on the CPU, bf16 on the GPU) holding `v`.
+  Pair make(const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    Pair p{cpu_->allocate(DType::kF32, shape), gpu_->allocate(DType::kBF16, shape)};
+    EXPECT_EQ(p.cpu.tensor.numel(), int64_t(v.size()));
+    cpu_->copy_from_host(p.cpu.tensor, v.data());
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16_bits(v[i]);
+    gpu_->copy_from_host(p.gpu.tensor, b.data());
+    return p;
+  }
+  Pair make_zero(std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return make(std::vector<float>(size_t(n), 0.f), shape);
+  }
+  // An int32 or f32 tensor with the same contents on both.
+  Pair make_raw(DType t, const void* data, std::initializer_list<int64_t> shape) {
+    Pair p{cpu_->allocate(t, shape), gpu_->allocate(t, shape)};
+    cpu_->copy_from_host(p.cpu.tensor, data);
+    gpu_->copy_from_host(p.gpu.tensor, data);
+    return p;
+  }
+  std::vector<float> cpu_values(const Pair& p) {
+    std::vector<float> v(size_t(p.cpu.tensor.numel()));
+    cpu_->copy_to_host(v.data(), p.cpu.tensor);
+    return v;
+  }
+  std::vector<float> gpu_values(const Pair& p) {
+    std::vector<float> v(size_t(p.gpu.tensor.numel()));
+    if (p.gpu.tensor.dtype == DType::kF32) {
+      gpu_->copy_to_host(v.data(), p.gpu.tensor);
+      return v;
+    }
+    std::vector<uint16_t> b(v.size());
+    gpu_->copy_to_host(b.data(), p.gpu.tensor);
+    for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_bits_to_float(b[i]);
+    return v;
+  }
+  // max |gpu - cpu| <= rel * max(|cpu|, 1e-3) over the whole tensor.
+  void expect_close(const Pair& p, double rel, const char* what) {
+    const std::vector<float> c = cpu_values(p), g = gpu_values(p);
+    double err = 0, ref = 1e-3;
+    for (size_t i = 0; i < c.size(); ++i) {
+      err = std::max(err, std::abs(double(g[i]) - double(c[i])));
+      ref = std::max(ref, std::abs(double(c[i])));
+    }
+    std::printf("%-28s max abs err %.3e (max |ref| %.3e)\n", what, err, ref);
+    EXPECT_LE(err, rel * ref) << what;
+  }
+};
+
+constexpr double kTol = 1.0 / 64;  // 4 bf16 ulps of the largest output
+
+TEST_F(Ops, EmbeddingNormAddSwiglu) {
+  // hidden % 8 == 0 up to 8192 takes the vectorised add_rms_norm; 300 and 8200 the plain one.
+  for (auto [n, hidden] : {std::pair{1, 8}, {7, 64}, {33, 300}, {5, 2048}, {2, 8192}, {3, 8200}}) {
+    const int vocab = 50;
+    Pair table = make(random(int64_t(vocab) * hidden), {vocab, hidden});
+    std::vector<int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = int32_t(rng_() % vocab);
+    Pair idp = make_raw(DType::kI32, ids.data(), {n});
+    Pair e = make_zero({n, hidden});
+    cpu_->embedding(e.cpu.tensor, idp.cpu.tensor, table.cpu.tensor);
+    gpu_->embedding(e.gpu.tensor, idp.gpu.tensor, table.gpu.tensor);
+    expect_close(e, 0, "embedding");
+
+    Pair x = make(random(int64_t(n) * hidden, -3, 3), {n, hidden});
+    Pair w = make(random(hidden, 0.5f, 1.5f), {hidden});
+    Pair o = make_zero({n, hidden});
+    cpu_->rms_norm(o.cpu.tensor, x.cpu.tensor, w.cpu.tensor, 1e-5f);
+    gpu_->rms_norm(o.gpu.tensor, x.gpu.tensor, w.gpu.tensor, 1e-5f);
+    expect_close(o, kTol, "rms_norm");
+
+    Pair d = make(random(int64_t(n) * hidden), {n, hidden});
+    cpu_->add_rms_norm(d.cpu.tensor, x.cpu.tensor, d.cpu.tensor, w.cpu.tensor, 1e-5f);
+    gpu_->add_rms_norm(d.gpu.tensor, x.gpu.tensor, d.gpu.tensor, w.gpu.tensor, 1e-5f);
+    expect_close(x, kTol, "add_rms_norm (residual)");
+    expect_close(d, kTol, "add_rms_norm (norm, aliased)");
+
+    Pair a = make(random(int64_t(n) * hidden), {n, hidden});
+    cpu_->add(a.cpu.tensor, a.cpu.tensor, x.cpu.tensor);
+    gpu_->add(a.gpu.tensor, a.gpu.tensor, x.gpu.tensor);
+    expect_close(a, kTol, "add");
+
+    Pair gu = make(random(int64_t(n) * 2 * hidden, -4, 4), {n, 2 * hidden});
+    Pair s = make_zero({n, hidden});
+    cpu_->swiglu_fused(s.cpu.tensor, gu.cpu.tensor);
+    gpu_->swiglu_fused(s.gpu.tensor, gu.gpu.tensor);
+    expect_close(s, kTol, "swiglu_fused");
+
+    Pair g = make(random(int64_t(n) * hidden, -4, 4), {n, hidden});
+    Pair u = make(random(int64_t(n) * hidden, -4, 4), {n, hidden});
+    cpu_->swiglu(g.cpu.tensor, g.cpu.tensor, u.cpu.tensor);
+    gpu_->swiglu(g.gpu.tensor, g.gpu.tensor, u.gpu.tensor);
+    expect_close(g, kTol, "swiglu");
+
+    std::vector<int32_t> rows = {int32_t(n - 1), 0};
+    Pair rp = make_raw(DType::kI32, rows.data(), {2});
+    Pair sel = make_zero({2, hidden});
+    cpu_->gather_rows(sel.cpu.tensor, x.cpu.tensor, rp.cpu.tensor);
+    gpu_->gather_rows(sel.gpu.tensor, x.gpu.tensor, rp.gpu.tensor);
+    expect_close(sel, kTol, "gather_rows");
+  }
+}
+
+TEST_F(Ops, MatmulBf16AndF32Out) {
+  // m <= 8 with k % 8 == 0 goes through the skinny-matmul kernel (every m from 1 to 8; k with
+  // and without a tail past its unrolled loop; odd n); the rest through cuBLASLt.
+  for (auto [m, n, k] : {std::tuple{1, 64, 64}, {5, 300, 72}, {64, 512, 256}, {3, 1000, 1024},
+                         {2, 130, 5632}, {4, 33, 2056}, {6, 17, 8}, {7, 96, 136}, {8, 257, 512},
+                         {9, 64, 64}, {2, 50, 70}}) {
+    Pair x = make(random(int64_t(m) * k), {m, k});
+    Pair w = make(random(int64_t(n) * k), {n, k});
+    // The default backend (skinny kernel up to kGemvDefaultRows) and one that takes it up to
+    // kGemvMaxRows; both write the same device buffers, one after the other.
+    for (Backend* be : {gpu_.get(), gemv8_.get()}) {
+      Pair o = make_zero({m, n});
+      gpu_->synchronize();
+      cpu_->matmul(o.cpu.tensor, x.cpu.tensor, w.cpu.tensor);
+      be->matmul(o.gpu.tensor, x.gpu.tensor, w.gpu.tensor);
+      be->synchronize();
+      expect_close(o, kTol, "matmul bf16 out");
+      Pair of{cpu_->allocate(DType::kF32, {m, n}), gpu_->allocate(DType::kF32, {m, n})};
+      cpu_->matmul(of.cpu.tensor, x.cpu.tensor, w.cpu.tensor);
+      be->matmul(of.gpu.tensor, x.gpu.tensor, w.gpu.tensor);
+      be->synchronize();
+      expect_close(of, 1e-3, "matmul f32 out");
+    }
+  }
+}
+
+// argmax_rows against the CPU op: random rows, a tie (the lower index wins), a NaN row (-1).
+TEST_F(Ops, ArgmaxRows) {
+  for (auto [rows, cols] : {std::pair{1, 7}, {5, 32000}, {33, 1000}}) {
+    std::vector<float> v = random(int64_t(rows) * cols, -5.f, 5.f);
+    v[size_t(cols) - 1] = 9.f;  // row 0: a tie between the last column and column 2
+    v[2] = 9.f;
+    if (rows > 1) v[size_t(cols) + cols / 2] = std::nanf("");
+    Buffer lc = cpu_->allocate(DType::kF32, {rows, cols}), lg = gpu_->allocate(DType::kF32, {rows, cols});
+    Buffer ic = cpu_->allocate(DType::kI32, {rows}), ig = gpu_->allocate(DType::kI32, {rows});
+    cpu_->copy_from_host(lc.tensor, v.data());
+    gpu_->copy_from_host(lg.tensor, v.data());
+    cpu_->argmax_rows(ic.tensor, lc.tensor);
+    gpu_->argmax_rows(ig.tensor, lg.tensor);
+    std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows));
+    cpu_->copy_to_host(want.data(), ic.tensor);
+    gpu_->copy_to_host(got.data(), ig.tensor);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(got[0], 2);
+    if (rows > 1) {
+      EXPECT_EQ(got[1], -1);
+    }
+  }
+}
+
+// RoPE + K/V write (fused and separate) then paged attention, over a ragged batch with
+// shuffled blocks, for head dims of the generic kernel (8, 32) and the fast ones (64, 128).
+TEST_F(Ops, RopeWriteKvAttention) {
+  for (auto [d, hq, hkv] : {std::tuple{8, 8, 4}, {32, 4, 2}, {64, 8, 2}, {128, 4, 4}}) {
+    const int bs = 16, num_blocks = 40;
+    const std::vector<int> q_lens = {5, 1, 19, 1}, cached = {0, 30, 3, 60};
+    const int seqs = int(q_lens.size());
+    std::vector<int32_t> cu = {0}, kv_lens, positions, slots;
+    int max_blocks = 0, max_q = 0, max_kv = 0;
+    for (int s = 0; s < seqs; ++s) {
+      cu.push_back(cu.back() + q_lens[s]);
+      kv_lens.push_back(cached[s] + q_lens[s]);
+      max_blocks = std::max(max_blocks, (kv_lens[s] + bs - 1) / bs);
+      max_q = std::max(max_q, q_lens[s]);
+      max_kv = std::max(max_kv, kv_lens[s]);
+    }
+    std::vector<int32_t> perm(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    std::vector<int32_t> table(size_t(seqs) * max_blocks, -1);
+    int next = 0;
+    for (int s = 0; s < seqs; ++s)
+      for (int b = 0; b < (kv_lens[s] + bs - 1) / bs; ++b) table[s * max_blocks + b] = perm[next++];
+    for (int s = 0; s < seqs; ++s)
+      for (int i = 0; i < q_lens[s]; ++i) {
+        const int pos = cached[s] + i;
+        positions.push_back(pos);
+        slots.push_back(table[s * max_blocks + pos / bs] * bs + pos % bs);
+      }
+    const int n = cu.back();
+    std::vector<float> inv(d / 2);
+    for (int i = 0; i < d / 2; ++i) inv[i] = float(std::pow(10000.0, -2.0 * i / d));
+    Pair invp = make_raw(DType::kF32, inv.data(), {d / 2});
+    Pair pos = make_raw(DType::kI32, positions.data(), {n});
+    Pair slot = make_raw(DType::kI32, slots.data(), {n});
+    // The cache starts random: the earlier tokens' K/V.
+    Pair kc = make(random(int64_t(num_blocks) * bs * hkv * d), {num_blocks, bs, hkv, d});
+    Pair vc = make(random(int64_t(num_blocks) * bs * hkv * d), {num_blocks, bs, hkv, d});
+    Pair qkv = make(random(int64_t(n) * (hq + 2 * hkv) * d), {n, (hq + 2 * hkv) * d});
+    Pair q = make_zero({n, hq, d});
+    cpu_->qkv_rope_write_kv(q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, qkv.cpu.tensor,
+                            pos.cpu.tensor, invp.cpu.tensor, slot.cpu.tensor);
+    gpu_->qkv_rope_write_kv(q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, qkv.gpu.tensor,
+                            pos.gpu.tensor, invp.gpu.tensor, slot.gpu.tensor);
+    expect_close(q, kTol, "qkv_rope_write_kv q");
+    expect_close(kc, kTol, "qkv_rope_write_kv k cache");
+    expect_close(vc, kTol, "qkv_rope_write_kv v cache");
+
+    // The separate ops agree too.
+    Pair q2 = make(random(int64_t(n) * hq * d), {n, hq, d});
+    Pair k2 = make(random(int64_t(n) * hkv * d), {n, hkv, d});
+    Pair v2 = make(random(int64_t(n) * hkv * d), {n, hkv, d});
+    cpu_->rope(q2.cpu.tensor, k2.cpu.tensor, pos.cpu.tensor, invp.cpu.tensor);
+    gpu_->rope(q2.gpu.tensor, k2.gpu.tensor, pos.gpu.tensor, invp.gpu.tensor);
+    expect_close(q2, kTol, "rope q");
+    expect_close(k2, kTol, "rope k");
+
+    StepArgs ab[2];
+    Pair cup = make_raw(DType::kI32, cu.data(), {seqs + 1});
+    Pair kvl = make_raw(DType::kI32, kv_lens.data(), {seqs});
+    Pair tab = make_raw(DType::kI32, table.data(), {seqs, max_blocks});
+    for (int which = 0; which < 2; ++which) {
+      StepArgs& b = ab[which];
+      b.num_seqs = seqs;
+      b.num_tokens = n;
+      b.max_q_len = max_q;
+      b.max_kv_len = max_kv;
+      b.block_size = bs;
+      b.max_blocks_per_seq = max_blocks;
+      b.positions = which ? pos.gpu.tensor : pos.cpu.tensor;
+      b.slot_mapping = which ? slot.gpu.tensor : slot.cpu.tensor;
+      b.cu_q_lens = which ? cup.gpu.tensor : cup.cpu.tensor;
+      b.kv_lens = which ? kvl.gpu.tensor : kvl.cpu.tensor;
+      b.block_table = which ? tab.gpu.tensor : tab.cpu.tensor;
+      b.host_kv_lens = kv_lens.data();
+    }
+    Pair out = make_zero({n, hq, d});
+    const float scale = float(1.0 / std::sqrt(double(d)));
+    cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], scale);
+    gpu_->paged_attention(out.gpu.tensor, q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, ab[1], scale);
+    std::printf("head_dim %d: ", d);
+    expect_close(out, kTol, "paged_attention (mixed)");
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::test

@@ -1,0 +1,522 @@
+// CUDA split-K decode attention (kernels/attention_decode.h) against the double CPU reference
+// (kernels/cpu/paged_attention_ref.h): ragged batches with kv_len 0..32k, shuffled block tables,
+// NaN in every cache slot no sequence owns, NaN-poisoned outputs and workspace, head_dim 64/128,
+// block sizes 8/16/32, group sizes 1-8, bf16/fp16, planned and forced split counts (1, empty
+// splits), large logits and tied keys; the merge kernel alone with -inf states. Thresholds:
+// decode_tolerance.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/attention_decode.h"
+#include "kernels/cpu/paged_attention_ref.h"
+#include "kernels/cuda/cuda_check.h"
+#include "tests/kernels/decode_tolerance.h"
+
+namespace flashserve {
+namespace {
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  explicit DeviceBuffer(size_t n) : count(n) { CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void upload(const std::vector<T>& h) { CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> download() const {
+    std::vector<T> h(count);
+    CUDA_CHECK(cudaMemcpy(h.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void poison() { CUDA_CHECK(cudaMemset(ptr, 0xff, std::max<size_t>(count, 1) * sizeof(T))); }  // NaN in f32/bf16/f16
+};
+
+uint16_t to_bits(DType t, float x) { return t == DType::kBF16 ? float_to_bf16_bits(x) : float_to_f16_bits(x); }
+double from_bits(DType t, uint16_t b) { return t == DType::kBF16 ? bf16_bits_to_float(b) : f16_bits_to_float(b); }
+constexpr uint16_t kNaNBits = 0xffff;  // NaN in both bf16 and fp16
+
+struct Case {
+  DType dtype = DType::kBF16;
+  int head_dim = 128, block_size = 16, num_q_heads = 8, num_kv_heads = 2;
+  std::vector<int> kv_lens;
+  std::vector<int> splits = {0, 1};  // 0 = plan_decode's choice
+  float q_scale = 1.f;               // 20x gives logits in the tens (peaked softmax)
+  bool tied_keys = false;            // every 7th key repeats key 0 (ties in the max)
+  bool want_lse = true;
+  int kv_heads_per_block = 0;  // 1: force one kv head per block (head_dim 64 pairs by default)
+  uint32_t seed = 1;
+  std::string name() const {
+    return str_cat(dtype_name(dtype), " d", head_dim, " bs", block_size, " hq", num_q_heads, " hkv",
+                   num_kv_heads, " B", kv_lens.size(), " seed", seed);
+  }
+};
+
+struct Problem {
+  PagedAttentionArgs host_args;  // host pointers into the vectors below
+  std::vector<int32_t> cu_q_lens, kv_lens, block_table;
+  std::vector<uint16_t> q_bits, k_bits, v_bits;
+  std::vector<double> q, k, v, out_ref, lse_ref;
+};
+
+Problem build(const Case& c) {
+  Problem p;
+  std::mt19937 rng(c.seed);
+  std::normal_distribution<float> nd(0.5f, 1.f);  // off-centre so outputs have a non-zero mean
+  const int B = int(c.kv_lens.size()), d = c.head_dim, bs = c.block_size, hkv = c.num_kv_heads;
+  p.kv_lens.assign(c.kv_lens.begin(), c.kv_lens.end());
+  p.cu_q_lens.resize(B + 1);
+  std::iota(p.cu_q_lens.begin(), p.cu_q_lens.end(), 0);
+  int max_blocks = 1, total_blocks = 3;  // three spare blocks nobody owns
+  for (int L : c.kv_lens) {
+    max_blocks = std::max(max_blocks, (L + bs - 1) / bs + 2);  // two unused table slots at least
+    total_blocks += (L + bs - 1) / bs;
+  }
+  std::vector<int32_t> perm(total_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  p.block_table.assign(size_t(B) * max_blocks, 1 << 29);  // unused slots: far out of bounds
+  const size_t elems = size_t(total_blocks) * bs * hkv * d;
+  p.k_bits.assign(elems, kNaNBits);
+  p.v_bits.assign(elems, kNaNBits);
+  p.k.assign(elems, std::numeric_limits<double>::quiet_NaN());
+  p.v.assign(elems, std::numeric_limits<double>::quiet_NaN());
+  int next = 0;
+  for (int b = 0; b < B; ++b) {
+    const int L = c.kv_lens[b];
+    for (int i = 0; i < (L + bs - 1) / bs; ++i) p.block_table[size_t(b) * max_blocks + i] = perm[next++];
+    for (int tok = 0; tok < L; ++tok) {
+      const size_t blk = p.block_table[size_t(b) * max_blocks + tok / bs];
+      for (int h = 0; h < hkv; ++h) {
+        const size_t row = ((blk * bs + tok % bs) * hkv + h) * d;
+        const size_t src = ((size_t(p.block_table[size_t(b) * max_blocks]) * bs) * hkv + h) * d;
+        for (int e = 0; e < d; ++e) {
+          const bool tie = c.tied_keys && tok > 0 && tok % 7 == 0;
+          p.k_bits[row + e] = tie ? p.k_bits[src + e] : to_bits(c.dtype, nd(rng));
+          p.v_bits[row + e] = to_bits(c.dtype, nd(rng));
+          p.k[row + e] = from_bits(c.dtype, p.k_bits[row + e]);
+          p.v[row + e] = from_bits(c.dtype, p.v_bits[row + e]);
+        }
+      }
+    }
+  }
+  const size_t q_elems = size_t(B) * c.num_q_heads * d;
+  p.q_bits.resize(q_elems);
+  p.q.resize(q_elems);
+  for (size_t i = 0; i < q_elems; ++i) {
+    p.q_bits[i] = to_bits(c.dtype, nd(rng) * c.q_scale);
+    p.q[i] = from_bits(c.dtype, p.q_bits[i]);
+  }
+  PagedAttentionArgs& a = p.host_args;
+  a.num_seqs = B;
+  a.cu_q_lens = p.cu_q_lens.data();
+  a.kv_lens = p.kv_lens.data();
+  a.block_table = p.block_table.data();
+  a.max_blocks_per_seq = max_blocks;
+  a.block_size = bs;
+  a.num_q_heads = c.num_q_heads;
+  a.num_kv_heads = hkv;
+  a.head_dim = d;
+  a.scale = 1.f / std::sqrt(float(d));
+  a.causal = true;
+  p.out_ref.resize(q_elems);
+  p.lse_ref.resize(size_t(B) * c.num_q_heads);
+  ref::paged_attention<double>(a, p.q.data(), p.k.data(), p.v.data(), p.out_ref.data(), p.lse_ref.data());
+  return p;
+}
+
+DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
+  const int max_len = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+  if (forced_splits > 0) {
+    DecodePlan plan = plan_decode_fixed(max_len, forced_splits, c.block_size);
+    plan.kv_heads_per_block = c.kv_heads_per_block;
+    return plan;
+  }
+  DecodePlanConfig tuning;
+  tuning.kv_heads_per_block = c.kv_heads_per_block;
+  const DecodePlan plan = cuda::plan_attention_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_q_heads,
+                                                      c.num_kv_heads, c.head_dim, c.block_size, c.dtype, -1, tuning);
+  EXPECT_EQ(plan.kv_heads_per_block,
+            c.kv_heads_per_block == 1 || c.head_dim == 128 || c.num_kv_heads % 2 != 0 ||
+                    2 * c.num_q_heads / c.num_kv_heads > 16
+                ? 1
+                : 2);
+  return plan;
+}
+
+struct Result {
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+};
+
+Result run_gpu(const Case& c, const Problem& p, const DecodePlan& plan) {
+  DeviceBuffer<uint16_t> q(p.q_bits), k(p.k_bits), v(p.v_bits), out(p.q_bits.size());
+  DeviceBuffer<int32_t> kv_lens(p.kv_lens), table(p.block_table);
+  DeviceBuffer<float> lse(p.lse_ref.size());
+  const size_t ws_bytes = cuda::attention_decode_workspace_bytes(int(c.kv_lens.size()), c.num_q_heads, c.head_dim, plan);
+  DeviceBuffer<unsigned char> ws(ws_bytes);
+  out.poison();
+  lse.poison();
+  ws.poison();
+  PagedAttentionArgs a = p.host_args;
+  a.cu_q_lens = nullptr;  // decode does not read it
+  a.kv_lens = kv_lens.ptr;
+  a.block_table = table.ptr;
+  cuda::attention_decode(a, q.ptr, k.ptr, v.ptr, out.ptr, c.want_lse ? lse.ptr : nullptr, c.dtype, plan,
+                         ws.ptr, ws_bytes, nullptr);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return {out.download(), c.want_lse ? lse.download() : std::vector<float>()};
+}
+
+void check(const Case& c, const Problem& p, const DecodePlan& plan, const Result& r) {
+  const test::DecodeTolerance tol = test::decode_tolerance(c.dtype);
+  const int d = c.head_dim, hq = c.num_q_heads;
+  double err2 = 0, ref2 = 0, max_err = 0, max_ref = 0;
+  size_t worst = 0, non_finite = 0;
+  for (size_t i = 0; i < p.out_ref.size(); ++i) {
+    const double got = from_bits(c.dtype, r.out[i]), want = p.out_ref[i];
+    if (!std::isfinite(got)) {
+      ++non_finite;
+      continue;
+    }
+    const double e = std::abs(got - want);
+    err2 += e * e;
+    ref2 += want * want;
+    max_ref = std::max(max_ref, std::abs(want));
+    if (e > max_err) max_err = e, worst = i;
+  }
+  const std::string what = str_cat(c.name(), " splits ", plan.num_splits, " chunk ", plan.chunk_len);
+  EXPECT_EQ(non_finite, 0u) << what << ": outputs left NaN/inf (poison not overwritten)";
+  const double frob = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  EXPECT_LE(frob, tol.frob_rel) << what;
+  EXPECT_LE(max_err, tol.max_abs_frac * std::max(max_ref, 1e-3))
+      << what << ": worst element " << worst << " (seq " << worst / (size_t(hq) * d) << ", head "
+      << worst / d % hq << ", col " << worst % d << ") got " << from_bits(c.dtype, r.out[worst])
+      << " want " << p.out_ref[worst];
+  for (size_t row = 0; row < p.lse_ref.size(); ++row) {  // kv_len 0: exactly zero output
+    if (c.kv_lens[row / hq] != 0) continue;
+    for (int e = 0; e < d; ++e) EXPECT_EQ(from_bits(c.dtype, r.out[row * d + e]), 0.0) << what;
+  }
+  if (!c.want_lse) return;
+  for (size_t row = 0; row < p.lse_ref.size(); ++row) {
+    const double want = p.lse_ref[row], got = r.lse[row];
+    if (std::isinf(want)) {
+      EXPECT_TRUE(std::isinf(got) && got < 0) << what << ": lse row " << row << " got " << got;
+    } else {
+      EXPECT_NEAR(got, want, tol.lse_abs) << what << ": lse row " << row;
+    }
+  }
+}
+
+void run_case(const Case& c) {
+  const Problem p = build(c);
+  for (int s : c.splits) {
+    const DecodePlan plan = make_plan(c, p, s);
+    check(c, p, plan, run_gpu(c, p, plan));
+    if (::testing::Test::HasFailure()) return;  // one report per broken case is enough
+  }
+}
+
+// Edge lengths around tiles (64), blocks (8/16/32) and the minimum chunk (256).
+const int kEdgeLens[] = {1, 2, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 1000, 1543};
+
+TEST(AttentionDecode, SweepDtypeHeadDimBlockSizeGroupSize) {
+  std::mt19937 rng(2024);
+  uint32_t seed = 100;
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (int d : {64, 128})
+      for (int bs : {8, 16, 32})
+        for (int group = 1; group <= 8; ++group) {
+          Case c;
+          c.dtype = dt;
+          c.head_dim = d;
+          c.block_size = bs;
+          c.num_kv_heads = seed % 3 == 0 ? 3 : 2;  // odd: one kv head per block even at d 64
+          c.num_q_heads = c.num_kv_heads * group;
+          for (int b = 0; b < 4; ++b) c.kv_lens.push_back(kEdgeLens[rng() % std::size(kEdgeLens)]);
+          const int forced[] = {2, 3, 5, 16};
+          c.splits = {0, 1, forced[seed % 4]};
+          c.want_lse = seed % 5 != 0;
+          c.seed = seed++;
+          run_case(c);
+          if (HasFailure()) return;
+        }
+}
+
+TEST(AttentionDecode, LongRaggedSequences) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Case c;
+    c.dtype = dt;
+    c.kv_lens = {32768, 1, 20001, 300};
+    c.splits = {0, 1, 64, 200};  // 200: most splits empty for every sequence but the first
+    c.seed = 7;
+    run_case(c);
+    Case e = c;
+    e.head_dim = 64;
+    e.block_size = 32;
+    e.num_q_heads = 16;  // group 8
+    e.kv_lens = {32768, 4097};
+    e.splits = {0, 1, 31};
+    e.seed = 8;
+    run_case(e);
+  }
+}
+
+TEST(AttentionDecode, EmptySequencesAndEmptySplits) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Case c;
+    c.dtype = dt;
+    c.kv_lens = {0, 1, 2, 64, 65, 0};
+    c.splits = {0, 1, 2, 4, 9};  // chunks of 64: splits 2.. are empty everywhere
+    c.seed = 9;
+    run_case(c);
+  }
+}
+
+TEST(AttentionDecode, LargeLogitsAndTiedKeys) {
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (int d : {64, 128}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = d;
+      c.num_q_heads = 16;
+      c.kv_lens = {4097, 777, 64};
+      c.q_scale = 20.f;
+      c.tied_keys = true;
+      c.splits = {0, 1, 6};
+      c.seed = 10 + d;
+      run_case(c);
+    }
+}
+
+TEST(AttentionDecode, NoGqaManyHeads) {
+  for (int d : {64, 128}) {
+    Case c;
+    c.head_dim = d;
+    c.num_q_heads = 32;
+    c.num_kv_heads = 32;
+    c.kv_lens = {3000, 50, 1};
+    c.splits = {0, 1, 3};
+    c.seed = 12 + d;
+    run_case(c);
+  }
+}
+
+// head_dim 64 with two kv heads per block: the largest group that pairs (8 -> 16 rows), the
+// smallest (1), and group 5 (rows 0-4 / 5-9 straddle the fragment's row halves g and g + 8).
+TEST(AttentionDecode, HeadDim64PairedHeads) {
+  for (int group : {1, 5, 8})
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = 64;
+      c.num_kv_heads = 4;
+      c.num_q_heads = 4 * group;
+      c.kv_lens = {2500, 129, 1, 64};
+      c.splits = {0, 1, 5};
+      c.seed = 20 + group;
+      run_case(c);
+    }
+}
+
+// One sequence split as finely as the plan and the merge allow (one-tile chunks, up to 256 splits,
+// several rounds of merge loads per thread), for head_dim 128 and paired head_dim 64.
+TEST(AttentionDecode, SingleSequenceManySplits) {
+  for (int d : {64, 128}) {
+    Case c;
+    c.head_dim = d;
+    c.num_q_heads = 32;
+    c.num_kv_heads = 8;
+    c.kv_lens = {8192};
+    c.splits = {0, 32, 128, 256};  // 256: chunks of one tile (8192 / 256 rounds up to 64): 128 empty
+    c.seed = 30 + d;
+    run_case(c);
+    c.kv_lens = {2048};
+    c.splits = {0, 17};
+    c.seed = 40 + d;
+    run_case(c);
+  }
+}
+
+// head_dim 64 with an even kv-head count but one head per block, as the plan may choose for small
+// batches (plan.kv_heads_per_block = 1): planned and forced split counts, several groups.
+TEST(AttentionDecode, HeadDim64UnpairedByPlan) {
+  for (int group : {1, 4, 8})
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = 64;
+      c.num_kv_heads = 4;
+      c.num_q_heads = 4 * group;
+      c.kv_lens = {3000, 200, 1};
+      c.splits = {0, 1, 7, 64};
+      c.kv_heads_per_block = 1;
+      c.seed = 50 + group;
+      run_case(c);
+    }
+}
+
+// Small enough for compute-sanitizer (memcheck / racecheck / synccheck): both head dims, both
+// paths (one split writes the output, several go through the merge), a ragged last tile.
+TEST(AttentionDecode, SmallForSanitizer) {
+  for (int d : {64, 128}) {
+    Case c;
+    c.head_dim = d;
+    c.kv_lens = {300, 65, 1};
+    c.splits = {1, 3};
+    c.seed = 14 + d;
+    run_case(c);
+  }
+}
+
+TEST(AttentionDecode, RepeatedRunsAreBitwiseIdentical) {
+  Case c;
+  c.kv_lens = {5000, 123};
+  c.seed = 13;
+  const Problem p = build(c);
+  for (int s : {1, 7}) {
+    const DecodePlan plan = make_plan(c, p, s);
+    const Result a = run_gpu(c, p, plan), b = run_gpu(c, p, plan);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)));
+  }
+}
+
+TEST(AttentionDecode, RejectsUnsupportedArguments) {
+  Case c;
+  c.kv_lens = {10};
+  const Problem p = build(c);
+  DecodePlan plan = plan_decode_fixed(10, 1, 16);
+  PagedAttentionArgs a = p.host_args;  // pointers are never dereferenced: validation comes first
+  auto call = [&](const PagedAttentionArgs& args, DType t, const DecodePlan& pl, size_t ws) {
+    void* out = const_cast<uint16_t*>(p.q_bits.data());  // non-null, never written
+    cuda::attention_decode(args, p.q_bits.data(), p.k_bits.data(), p.v_bits.data(), out, nullptr, t, pl,
+                           nullptr, ws, nullptr);
+  };
+  PagedAttentionArgs bad = a;
+  bad.head_dim = 96;
+  EXPECT_THROW(call(bad, DType::kBF16, plan, 0), Error);
+  bad = a;
+  bad.block_size = 12;
+  EXPECT_THROW(call(bad, DType::kBF16, plan, 0), Error);
+  bad = a;
+  bad.num_q_heads = 34;  // 17 per kv head
+  bad.num_kv_heads = 2;
+  EXPECT_THROW(call(bad, DType::kBF16, plan, 0), Error);
+  EXPECT_THROW(call(a, DType::kF32, plan, 0), Error);
+  EXPECT_THROW(call(a, DType::kBF16, plan_decode_fixed(10, 4, 16), 16), Error);  // workspace too small
+  DecodePlan paired = plan;
+  paired.kv_heads_per_block = 2;  // head_dim 128 never pairs
+  EXPECT_THROW(call(a, DType::kBF16, paired, 0), Error);
+  bad = a;
+  bad.head_dim = 64;
+  bad.num_q_heads = 3;  // 3 kv heads of group 1: odd, cannot pair
+  bad.num_kv_heads = 3;
+  EXPECT_THROW(call(bad, DType::kBF16, paired, 0), Error);
+  paired.kv_heads_per_block = 3;
+  EXPECT_THROW(call(a, DType::kBF16, paired, 0), Error);
+}
+
+// ---- merge kernel alone ------------------------------------------------------------------
+
+// Split counts hit every thread layout of the merge (1, 2, 4, 8 ... groups of threads per column,
+// several rows per block or one), rounds of 8 loads that are full, partial or past the row's end,
+// and rows that do not fill their block (1 and 37 rows). Row kinds: all finite; some -inf; all
+// -inf; huge offsets; only the last split non-empty; only one split in the middle non-empty.
+// Empty states hold NaN in o, which must never be read.
+TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.5f, 1.f);
+  std::uniform_real_distribution<float> ud(-60.f, 60.f);
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (int d : {64, 128})
+      for (int splits : {1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 65, 128, 129, 200, 256})
+        for (int rows : {1, 37}) {
+        std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
+        for (int r = 0; r < rows; ++r)
+          for (int s = 0; s < splits; ++s) {
+            const size_t i = size_t(r) * splits + s;
+            const int kind = (r + splits) % 6;
+            bool empty = kind == 2 || (kind == 1 && s % 3 == 1) || (kind == 3 && s == 0 && splits > 1);
+            if (kind == 4) empty = s != splits - 1;
+            if (kind == 5) empty = s != (r * 7) % splits;
+            lse[i] = empty ? -INFINITY : (kind == 3 ? 900.f + ud(rng) : ud(rng));
+            for (int e = 0; e < d; ++e)
+              o[i * d + e] = empty ? std::numeric_limits<float>::quiet_NaN() : nd(rng);  // never read
+          }
+        DeviceBuffer<float> d_o(o), d_lse(lse), d_lse_out(rows);
+        DeviceBuffer<uint16_t> d_out(size_t(rows) * d);
+        d_out.poison();
+        d_lse_out.poison();
+        cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, d_out.ptr, d_lse_out.ptr, dt, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<uint16_t> out = d_out.download();
+        const std::vector<float> lse_out = d_lse_out.download();
+        const std::string what = str_cat(dtype_name(dt), " d", d, " splits ", splits, " rows ", rows);
+        for (int r = 0; r < rows; ++r) {
+          double mx = -INFINITY;
+          for (int s = 0; s < splits; ++s) mx = std::max(mx, double(lse[size_t(r) * splits + s]));
+          double total = -INFINITY;
+          if (mx != -INFINITY) {
+            double sum = 0;
+            for (int s = 0; s < splits; ++s) sum += std::exp2(double(lse[size_t(r) * splits + s]) - mx);
+            total = mx + std::log2(sum);
+          }
+          if (std::isinf(total)) {
+            EXPECT_TRUE(std::isinf(lse_out[r]) && lse_out[r] < 0) << what << " row " << r;
+          } else {
+            EXPECT_NEAR(lse_out[r], total, test::kMergeLseAbs * std::max(1.0, std::abs(total) / 100)) << what;
+          }
+          for (int e = 0; e < d; ++e) {
+            double want = 0, max_abs = 1e-30;
+            for (int s = 0; s < splits; ++s) {
+              const size_t i = size_t(r) * splits + s;
+              if (lse[i] == -INFINITY) continue;
+              want += std::exp2(double(lse[i]) - total) * o[i * d + e];
+              max_abs = std::max(max_abs, std::abs(double(o[i * d + e])));
+            }
+            const double got = from_bits(dt, out[size_t(r) * d + e]);
+            ASSERT_TRUE(std::isfinite(got)) << what << " row " << r;
+            if (std::isinf(total)) {
+              EXPECT_EQ(got, 0.0) << what << " row " << r << ": an all-empty row must be exactly 0";
+            } else {
+              EXPECT_NEAR(got, want, test::merge_max_abs_frac(dt) * max_abs) << what << " row " << r << " col " << e;
+            }
+          }
+        }
+        if (HasFailure()) return;  // one report per broken configuration is enough
+        }
+}
+
+// The merge is deterministic: a fixed summation order over splits and thread groups.
+TEST(AttentionDecodeMerge, RepeatedRunsAreBitwiseIdentical) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.5f, 1.f);
+  for (int splits : {7, 100}) {
+    const int rows = 9, d = 128;
+    std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
+    for (float& x : o) x = nd(rng);
+    for (float& x : lse) x = 10.f * nd(rng);
+    DeviceBuffer<float> d_o(o), d_lse(lse), d_lse_out(rows);
+    DeviceBuffer<uint16_t> a(size_t(rows) * d), b(size_t(rows) * d);
+    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, a.ptr, d_lse_out.ptr, DType::kBF16, nullptr);
+    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, b.ptr, nullptr, DType::kBF16, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(a.download(), b.download()) << "splits " << splits;
+  }
+}
+
+}  // namespace
+}  // namespace flashserve

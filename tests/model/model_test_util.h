@@ -1,0 +1,102 @@
+// Helpers for the model tests: temporary folders, a random-weight HF model on disk, a
+// block pool that hands out shuffled block ids (so sequences interleave in the cache), one
+// sequence's KV bookkeeping, and comparisons of logit arrays.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/model_runner.h"
+#include "weights/model.h"
+#include "weights/random_model.h"
+
+namespace flashserve::test {
+
+namespace fs = std::filesystem;
+
+inline std::string fresh_dir(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path p = fs::temp_directory_path() /
+               ("fs_engine_" + std::to_string(::getpid()) + "_" + info->name() + "_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_dim, bool tied) {
+  ModelConfig c;
+  c.hidden_size = hidden;
+  c.intermediate_size = hidden * 3 / 2 + 8;
+  c.num_layers = 2;
+  c.num_q_heads = q_heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.vocab_size = 300;
+  c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5f;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Hands out block ids in a fixed shuffled order.
+class BlockPool {
+ public:
+  BlockPool(int num_blocks, uint32_t seed) : ids_(num_blocks) {
+    for (int i = 0; i < num_blocks; ++i) ids_[i] = i;
+    std::shuffle(ids_.begin(), ids_.end(), std::mt19937(seed));
+  }
+  int32_t take() {
+    EXPECT_LT(next_, ids_.size()) << "test block pool exhausted";
+    return ids_.at(next_++);
+  }
+
+ private:
+  std::vector<int32_t> ids_;
+  size_t next_ = 0;
+};
+
+// One sequence's tokens and KV blocks; chunk() makes the StepChunk for its next n tokens.
+struct TestSeq {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> blocks;
+  int num_cached = 0;
+  StepChunk chunk(int n, int block_size, BlockPool& pool, LogitsWanted want) {
+    while (int(blocks.size()) * block_size < num_cached + n) blocks.push_back(pool.take());
+    StepChunk c;
+    c.tokens = tokens.data() + num_cached;
+    c.num_tokens = n;
+    c.num_cached = num_cached;
+    c.block_table = &blocks;
+    c.logits = want;
+    num_cached += n;
+    return c;
+  }
+};
+
+inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(rng() % uint32_t(vocab));
+  return t;
+}
+
+// max |a - b| / max |b| over the arrays (a relative error that ignores near-zero entries).
+inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+}  // namespace flashserve::test
