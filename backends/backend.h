@@ -20,20 +20,23 @@
 
 namespace flashserve {
 
-// Where this step's tokens sit, as device tensors (all int32) plus the host-side sizes that a
-// kernel launch needs. Built once per step, shared by every layer.
-struct AttentionBatch {
+// One step as the ops take it: model/step.h's StepPlan arrays uploaded to the device (all
+// int32) plus the host-side sizes that a kernel launch needs. Built once per step (LlamaModel::
+// upload_step), shared by every layer; each backend derives its kernels' arguments from it.
+struct StepArgs {
   int num_seqs = 0;
   int num_tokens = 0;
   int max_q_len = 0;  // longest chunk of the step (1 for a pure decode step)
   int max_kv_len = 0;
   int block_size = 0;
   int max_blocks_per_seq = 0;
+  Tensor tokens;        // [num_tokens] the new tokens
   Tensor positions;     // [num_tokens] position of each new token in its sequence
   Tensor slot_mapping;  // [num_tokens] block * block_size + offset where its K/V go
   Tensor cu_q_lens;     // [num_seqs + 1] prefix sums of q_len
   Tensor kv_lens;       // [num_seqs] cached tokens including this step's
   Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
+  Tensor logit_rows;    // [num_logit_rows] token rows whose logits are wanted
   // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
   const int32_t* host_kv_lens = nullptr;  // [num_seqs]
 };
@@ -144,7 +147,7 @@ class Backend {
       const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
       const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
-      const AttentionBatch& batch, float scale) = 0;
+      const StepArgs& batch, float scale) = 0;
 
   // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
   // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see
@@ -152,7 +155,7 @@ class Backend {
   // backend decides from host data beyond the tensor shapes (the split-K decode plan, say); the
   // call also sizes the backend's own workspaces for the step, so that nothing is allocated
   // while recording. Returns false when this backend cannot replay the step.
-  virtual bool graph_launch_key(const AttentionBatch& batch, int num_q_heads, int num_kv_heads,
+  virtual bool graph_launch_key(const StepArgs& batch, int num_q_heads, int num_kv_heads,
                                 int head_dim, uint64_t* key) {
     return false;
   }

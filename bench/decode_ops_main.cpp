@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     };
     Buffer pos_b = upload(positions, {m}), slot_b = upload(slots, {m}), cu_b = upload(cu, {m + 1});
     Buffer kvl_b = upload(kv_lens, {m}), table_b = upload(table, {m, blocks_per_seq});
-    AttentionBatch ab;
+    StepArgs ab;
     ab.num_seqs = ab.num_tokens = m;
     ab.max_q_len = 1;
     ab.max_kv_len = kv_len;

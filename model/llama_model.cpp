@@ -119,10 +119,10 @@ Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64
   return t;
 }
 
-void LlamaModel::forward(const StepLayout& s, KvCache& cache, float* logits, int32_t* argmax) {
+void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax) {
   FS_CHECK(!s.tokens.empty(), "empty step");
   if (graph_max_batch_ > 0 && forward_graph(s, cache, logits, argmax)) return;
-  const StepTensors st = upload_step(s, cache);
+  const StepArgs st = upload_step(s, cache);
   const int64_t rows = int64_t(s.logit_rows.size());
   run_layers(st, cache, rows, argmax != nullptr);
   copy_outputs(rows, rows, logits, argmax);
@@ -138,7 +138,7 @@ void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32
   backend_.synchronize();
 }
 
-LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& cache) {
+StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   // All of the step's int32 metadata goes up in one copy; the tensors are views into it.
   const int64_t n = int64_t(s.tokens.size()), rows = int64_t(s.logit_rows.size());
   const std::vector<int32_t>* parts[] = {&s.tokens,    &s.positions,   &s.slot_mapping,
@@ -156,8 +156,7 @@ LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& ca
     return Tensor(static_cast<int32_t*>(meta.data) + offsets[i], DType::kI32, backend_.device(),
                   shape);
   };
-  StepTensors st;
-  AttentionBatch& b = st.attn;
+  StepArgs b;
   b.num_seqs = s.num_seqs;
   b.num_tokens = int(n);
   b.max_q_len = s.max_q_len;
@@ -165,19 +164,18 @@ LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& ca
   b.block_size = cache.config().block_size;
   b.max_blocks_per_seq = s.max_blocks_per_seq;
   b.host_kv_lens = s.kv_lens.data();
-  st.tokens = view(0, {n});
+  b.tokens = view(0, {n});
   b.positions = view(1, {n});
   b.slot_mapping = view(2, {n});
   b.cu_q_lens = view(3, {s.num_seqs + 1});
   b.kv_lens = view(4, {s.num_seqs});
   b.block_table = view(5, {s.num_seqs, s.max_blocks_per_seq});
-  st.logit_rows = view(6, {rows});
-  return st;
+  b.logit_rows = view(6, {rows});
+  return b;
 }
 
-void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows, bool argmax) {
+void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax) {
   const ModelConfig& c = config_;
-  const AttentionBatch& b = st.attn;
   const int64_t n = b.num_tokens;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
   const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads;
@@ -192,7 +190,7 @@ void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows,
   Tensor gate = scratch(ws_.gate, act, {n, inter});
   const float scale = float(1.0 / std::sqrt(double(d)));
 
-  backend_.embedding(x, st.tokens, embed_.tensor);
+  backend_.embedding(x, b.tokens, embed_.tensor);
   backend_.rms_norm(h, x, layers_[0].input_norm.tensor, c.rms_norm_eps);
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
@@ -217,14 +215,14 @@ void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows,
   }
   if (rows == 0) return;
   Tensor sel = scratch(ws_.sel, act, {rows, hidden});
-  backend_.gather_rows(sel, x, st.logit_rows);
+  backend_.gather_rows(sel, x, b.logit_rows);
   backend_.rms_norm(sel, sel, final_norm_.tensor, c.rms_norm_eps);
   Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
   backend_.matmul(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
-bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logits,
+bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
                                int32_t* argmax) {
   // Only pure decode steps with a logit row per sequence: the shape a graph can be keyed by.
   const int n = s.num_seqs;
@@ -237,7 +235,7 @@ bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logit
   // Pad to the bucket: extra sequences hold no keys (the attention kernels write zeros for
   // them), write their K/V nowhere (slot -1) and their logit rows are not copied back.
   const int stride = graph_table_stride(s.max_blocks_per_seq);
-  StepLayout& g = graph_layout_;
+  StepPlan& g = graph_plan_;
   g.num_seqs = bucket;
   g.max_q_len = 1;
   g.max_kv_len = s.max_kv_len;
@@ -259,9 +257,9 @@ bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logit
     std::copy_n(s.block_table.begin() + size_t(i) * s.max_blocks_per_seq, s.max_blocks_per_seq,
                 g.block_table.begin() + size_t(i) * stride);
 
-  const StepTensors st = upload_step(g, cache);
+  const StepArgs st = upload_step(g, cache);
   uint64_t launch = 0;
-  if (!backend_.graph_launch_key(st.attn, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
+  if (!backend_.graph_launch_key(st, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
                                  &launch))
     return false;  // (the upload is harmless: an eager forward re-uploads)
   const GraphKey key{bucket, stride, launch};

@@ -14,11 +14,11 @@ int SchedulerOutput::num_batched_tokens() const {
   return n;
 }
 
-StepBatch SchedulerOutput::to_step_batch() const {
-  StepBatch batch;
+StepPlan SchedulerOutput::to_step_plan() const {
+  StepPlan batch;
   batch.chunks.reserve(chunks.size());
   for (const ScheduledChunk& c : chunks) {
-    SeqChunk sc;
+    StepChunk sc;
     sc.tokens = c.seq->tokens.data() + c.seq->num_computed;
     sc.num_tokens = c.num_tokens;
     sc.num_cached = c.seq->num_computed;

@@ -40,7 +40,7 @@ struct SchedulerOutput {
   bool empty() const { return chunks.empty(); }
   int num_batched_tokens() const;
   // The model's view; points into the sequences, valid until they change (commit/finish/abort).
-  StepBatch to_step_batch() const;
+  StepPlan to_step_plan() const;
 };
 
 class Scheduler {

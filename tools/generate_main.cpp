@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/stop_rules.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -136,7 +137,8 @@ int run(const Args& a) {
   const int max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 1 << 30;
   FS_CHECK(int(tokens.size()) < max_len, "prompt of ", tokens.size(),
            " tokens does not fit the context of ", max_len);
-  const int total = int(std::min<long>(long(tokens.size()) + a.max_tokens, max_len));
+  const int budget = generation_budget(int(tokens.size()), int(a.max_tokens), max_len);
+  const int total = int(tokens.size()) + budget;
   ModelRunnerOptions o;
   o.threads = int(a.threads);
   o.backend = a.backend;
@@ -161,9 +163,12 @@ int run(const Args& a) {
   auto t_first = t0;
   std::vector<float> logits;
   int num_cached = 0;
+  // The model's EOS ids and the tokenizer's own.
+  std::vector<int32_t> eos(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  eos.push_back(tok->eos_id());
   while (int(tokens.size()) < total) {
-    StepBatch batch;
-    SeqChunk ch;
+    StepPlan batch;
+    StepChunk ch;
     ch.tokens = tokens.data() + num_cached;
     ch.num_tokens = int(tokens.size()) - num_cached;
     ch.num_cached = num_cached;
@@ -172,18 +177,15 @@ int run(const Args& a) {
     logits.clear();
     runner->step(batch, &logits);
     num_cached = int(tokens.size());
-    SampleInput in;
-    in.logits = logits.data();
-    in.vocab_size = c.vocab_size;
-    in.prompt = std::span<const int32_t>(tokens.data(), prompt_len);
-    in.generated = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
-    in.step = tokens.size() - prompt_len;
-    const int32_t next = sample_token(in, sp).token;
+    SampleRequest req;
+    req.params = &sp;
+    req.prompt = std::span<const int32_t>(tokens.data(), prompt_len);
+    req.generated = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
+    req.step = tokens.size() - prompt_len;
+    const int32_t next = sample_token(logits, req).token;
     if (tokens.size() == prompt_len) t_first = Clock::now();
     tokens.push_back(next);
-    bool eos = next == tok->eos_id();
-    for (int e : c.eos_token_ids) eos = eos || next == e;
-    if (eos) break;
+    if (is_eos(next, eos)) break;
     std::fputs(detok.push(next).c_str(), stdout);
     std::fflush(stdout);
   }

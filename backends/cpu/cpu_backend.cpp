@@ -334,13 +334,9 @@ class CpuBackend final : public Backend {
       }
       SamplingParams p = *requests[i].params;
       p.logprobs = -1;  // only the token goes back
-      SampleInput in;
-      in.logits = row;
-      in.vocab_size = int(vocab);
-      in.prompt = requests[i].prompt;
-      in.generated = requests[i].generated;
-      in.step = requests[i].step;
-      ids[i] = sample_token(in, p).token;
+      SampleRequest q = requests[i];
+      q.params = &p;
+      ids[i] = sample_token({row, size_t(vocab)}, q).token;
     }
   }
 
@@ -410,7 +406,7 @@ class CpuBackend final : public Backend {
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const AttentionBatch& b, float scale) override {
+                       const StepArgs& b, float scale) override {
     PagedAttentionArgs args;
     args.max_blocks_per_seq = b.max_blocks_per_seq;
     args.block_size = b.block_size;

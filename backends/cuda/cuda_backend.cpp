@@ -337,7 +337,7 @@ class CudaBackend final : public Backend {
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const AttentionBatch& b, float scale) override {
+                       const StepArgs& b, float scale) override {
     expect_bf16(q, "attention q");
     FS_CHECK(q.ndim == 3 && k_cache.ndim == 4, "paged_attention: shapes");
     PagedAttentionArgs a = attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)));
@@ -364,7 +364,7 @@ class CudaBackend final : public Backend {
   // ---- CUDA graphs -------------------------------------------------------------------------
   // The key packs the attention path with what it decided from host data: the generic kernel's
   // shared-memory length, or the split-K plan (splits, chunk length, kv heads per block).
-  bool graph_launch_key(const AttentionBatch& b, int num_q_heads, int num_kv_heads, int head_dim,
+  bool graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
                         uint64_t* key) override {
     const PagedAttentionArgs a = attention_args(b, num_q_heads, num_kv_heads, head_dim);
     const AttentionPath path = attention_path(b, a);
@@ -414,7 +414,7 @@ class CudaBackend final : public Backend {
  private:
   enum class AttentionPath { kGeneric = 1, kDecode = 2, kPrefill = 3 };
 
-  static PagedAttentionArgs attention_args(const AttentionBatch& b, int num_q_heads,
+  static PagedAttentionArgs attention_args(const StepArgs& b, int num_q_heads,
                                            int num_kv_heads, int head_dim) {
     PagedAttentionArgs a;
     a.num_seqs = b.num_seqs;
@@ -433,7 +433,7 @@ class CudaBackend final : public Backend {
   // head_dim 64/128 use the tuned kernels: split-K decode when every chunk is one token (GQA
   // groups up to 16, power-of-two blocks of 8..256), the FA2 prefill kernel otherwise (it handles
   // q_len 1 too, just less parallel). Other head dims: the generic kernel.
-  static AttentionPath attention_path(const AttentionBatch& b, const PagedAttentionArgs& a) {
+  static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a) {
     if (!fast_attention_head_dim(a.head_dim)) return AttentionPath::kGeneric;
     const int group = a.num_q_heads / a.num_kv_heads, bsz = a.block_size;
     const bool decode_ok = group <= 16 && bsz >= 8 && bsz <= 256 && (bsz & (bsz - 1)) == 0;

@@ -268,7 +268,7 @@ for l in open('$OUT/serve.jsonl'):
   e2e)
     E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
     ;;
-  soak_wide)  # hundreds of concurrent streaming clients (API.md #10): 256 clients, 256 running
+  soak_wide)  # hundreds of concurrent streaming clients (docs/API_CONTRACT.md #10): 256 clients, 256 running
               # sequences, a KV cache small enough that they preempt each other
     FS_SOAK_REQUESTS=${FS_SOAK_WIDE_REQUESTS:-10000} FS_SOAK_CONCURRENCY=256 FS_SOAK_PROBES_EXACT=0 \
       FS_SOAK_RSS_MARGIN_MIB=64 FS_SOAK_REPORT="$OUT/soak_wide.jsonl" \

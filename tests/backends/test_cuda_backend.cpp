@@ -51,7 +51,7 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
   std::vector<std::vector<int32_t>> out(prompts.size());
   std::vector<float> logits;
   while (int(out[0].size()) < steps) {
-    StepBatch b;
+    StepPlan b;
     for (auto& s : seqs) {
       const int pending = int(s.tokens.size()) - s.num_cached;
       const int n = chunk > 0 ? std::min(chunk, pending) : pending;
@@ -62,7 +62,7 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
         return p;
       }();
       if (device_argmax)  // the backend's argmax_rows instead of the row
-        b.chunks.back().sample = SampleRequest{&kGreedy, {}, {}, 0};
+        b.chunks.back().sample_path = choose_sample_path(kGreedy, vocab, true);
     }
     logits.clear();
     std::vector<int32_t> ids;
@@ -169,12 +169,12 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
     std::vector<TestSeq> seqs(lens.size());
     for (size_t i = 0; i < lens.size(); ++i)
       seqs[i].tokens = random_tokens(lens[i] + 6, c.vocab_size, uint32_t(100 + i));
-    StepBatch b;
+    StepPlan b;
     for (size_t i = 0; i < lens.size(); ++i)
       b.chunks.push_back(seqs[i].chunk(lens[i], bs, pool, LogitsWanted::kAll));
     r->step(b, &all[k]);
     for (int step = 0; step < 6; ++step) {
-      StepBatch d;
+      StepPlan d;
       for (auto& s : seqs) d.chunks.push_back(s.chunk(1, bs, pool, LogitsWanted::kLast));
       r->step(d, &all[k]);
     }
@@ -227,14 +227,14 @@ TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
       auto r = runner(*model, "cuda", bs, k == 0 ? 256 : 0);
       BlockPool pool(r->num_kv_blocks(), 11);
       std::vector<TestSeq> seqs(prompt_lens.size());
-      StepBatch prefill;
+      StepPlan prefill;
       for (size_t i = 0; i < seqs.size(); ++i) {
         seqs[i].tokens = random_tokens(prompt_lens[i] + steps, c.vocab_size, uint32_t(7 + i));
         prefill.chunks.push_back(seqs[i].chunk(prompt_lens[i], bs, pool, LogitsWanted::kLast));
       }
       r->step(prefill, &logits[k]);
       for (int step = 0; step < steps; ++step) {
-        StepBatch b;  // sequence i stops after steps - 20 i steps
+        StepPlan b;  // sequence i stops after steps - 20 i steps
         for (size_t i = 0; i < seqs.size(); ++i) {
           if (step < steps - 20 * int(i))
             b.chunks.push_back(seqs[i].chunk(1, bs, pool, LogitsWanted::kLast));

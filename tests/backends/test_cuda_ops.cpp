@@ -274,12 +274,12 @@ TEST_F(Ops, RopeWriteKvAttention) {
     expect_close(q2, kTol, "rope q");
     expect_close(k2, kTol, "rope k");
 
-    AttentionBatch ab[2];
+    StepArgs ab[2];
     Pair cup = make_raw(DType::kI32, cu.data(), {seqs + 1});
     Pair kvl = make_raw(DType::kI32, kv_lens.data(), {seqs});
     Pair tab = make_raw(DType::kI32, table.data(), {seqs, max_blocks});
     for (int which = 0; which < 2; ++which) {
-      AttentionBatch& b = ab[which];
+      StepArgs& b = ab[which];
       b.num_seqs = seqs;
       b.num_tokens = n;
       b.max_q_len = max_q;

@@ -52,7 +52,7 @@ std::vector<float> runner_logits(const LoadedModel& model, const std::vector<int
   BlockPool pool(runner->num_kv_blocks(), 11);
   TestSeq seq;
   seq.tokens = ids;
-  StepBatch b;
+  StepPlan b;
   b.chunks.push_back(seq.chunk(int(ids.size()), runner->block_size(), pool, LogitsWanted::kAll));
   std::vector<float> logits;
   runner->step(b, &logits);
