@@ -89,7 +89,7 @@ class Backend {
   // Per-head RMSNorm of q and k in place, before RoPE (Qwen3): heads [0, num_q_heads) of each
   // token are normed with q_weight, the next num_kv_heads with k_weight, the v heads after them
   // are left alone. Each head: h / sqrt(mean(h^2) + eps) * weight.
-  virtual void qk_norm(Tensor qkv,               // [num_tokens, num_q_heads + 2 num_kv_heads, head_dim]
+  virtual void qk_norm(Tensor qkv,  // [num_tokens, num_q_heads + 2 num_kv_heads, head_dim]
                        const Tensor& q_weight,   // [head_dim]
                        const Tensor& k_weight,   // [head_dim]
                        int num_q_heads, int num_kv_heads, float eps) = 0;

@@ -90,7 +90,8 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
     const bool same_rows = t.shape.size() == parts[0].shape.size() &&
                            (t.shape.size() == 1 ||
                             (t.shape.size() == 2 && t.shape[1] == parts[0].shape[1]));
-    FS_CHECK(same_rows && t.dtype == parts[0].dtype, "cannot stack ", names[0], " with the other projections (shape or dtype differs)");
+    FS_CHECK(same_rows && t.dtype == parts[0].dtype, "cannot stack ", names[0],
+             " with the other projections (shape or dtype differs)");
     rows += t.shape[0];
   }
   // One host copy of the stacked rows; load_weight converts it like any other weight.

@@ -123,7 +123,8 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
   j = published("qwen2.5-0.5b-instruct");
   j["rope_scaling"] = {{"factor", 4.0}, {"original_max_position_embeddings", 32768},
                        {"type", "yarn"}};
-  EXPECT_MSG(config_error(j), ": unsupported rope_scaling type \"yarn\" (supported: default, llama3)");
+  EXPECT_MSG(config_error(j),
+             ": unsupported rope_scaling type \"yarn\" (supported: default, llama3)");
   // Biases where the architecture has none, another activation, quantized weights.
   j = published("llama3.2-1b-instruct");
   j["attention_bias"] = true;
