@@ -20,6 +20,7 @@
 #include "bench/hw_ceilings.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "tools/cli.h"
 #include "weights/model.h"
 
 #if FS_BENCH_HAS_CUDA
@@ -100,12 +101,8 @@ Args parse_args(int argc, char** argv) {
     a.command += argv[i];
   }
   std::string cases = "decode:1x128x256";
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") std::fputs(kUsage, stdout), std::exit(0);
-    if (i + 1 >= argc)
-      std::fprintf(stderr, "missing value for %s\n%s", f.c_str(), kUsage), std::exit(2);
-    const std::string v = argv[++i];
+  cli::parse_flags(argc, argv, "bench_e2e", kUsage, {},
+                   [&](const std::string& f, const std::string& v) {
     const int n = std::atoi(v.c_str());
     if (f == "--model")
       a.model = v;
@@ -140,8 +137,9 @@ Args parse_args(int argc, char** argv) {
     else if (f == "--host-sampling")
       a.host_sampling = v == "1" || v == "true";
     else
-      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
-  }
+      return false;
+    return true;
+  });
   a.cases = parse_cases(cases);
   if (a.model.empty() || a.repeats < 1 || a.cases.empty()) std::fputs(kUsage, stderr), std::exit(2);
   if (a.label.empty()) a.label = a.model;

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "model/model_runner.h"
+#include "tools/cli.h"
 #include "weights/model.h"
 
 using namespace flashserve;
@@ -40,12 +41,8 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") std::fputs(kUsage, stdout), std::exit(0);
-    if (i + 1 >= argc)
-      std::fprintf(stderr, "missing value for %s\n%s", f.c_str(), kUsage), std::exit(2);
-    const std::string v = argv[++i];
+  cli::parse_flags(argc, argv, "flashserve-logits", kUsage, {},
+                   [&](const std::string& f, const std::string& v) {
     if (f == "--model")
       a.model = v;
     else if (f == "--prompts")
@@ -63,8 +60,9 @@ Args parse_args(int argc, char** argv) {
     else if (f == "--threads")
       a.threads = std::atoi(v.c_str());
     else
-      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage), std::exit(2);
-  }
+      return false;
+    return true;
+  });
   if (a.model.empty() || a.prompts.empty() || a.out_logits.empty() || a.out_json.empty() ||
       a.steps < 0 || a.prefill_chunk < 0)
     std::fputs(kUsage, stderr), std::exit(2);
@@ -242,10 +240,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashserve-logits: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-logits", [&] { return run(args); });
 }

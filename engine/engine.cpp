@@ -70,6 +70,7 @@ class EngineImpl : public Engine {
   BlockAllocator blocks_;
   Scheduler scheduler_;
   std::unordered_map<uint64_t, ActiveRequest> active_;
+  StepPlan plan_;  // this step's; reused so that its arrays keep their capacity
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
   uint64_t steps_ = 0;
@@ -284,7 +285,8 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
         tok.token = sampled_id;
         tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
       } else {
-        tok = sample_token({rows + (num_rows - 1) * vocab, vocab}, sample_request(*seq, a.sampling));
+        const float* row = rows + (num_rows - 1) * vocab;  // the last position's
+        tok = sample_token({row, vocab}, sample_request(*seq, a.sampling));
       }
       FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
                " outside vocab of ", vocab_size_);
@@ -360,7 +362,8 @@ void EngineImpl::loop() {
         const auto t0 = Clock::now();
         SchedulerOutput out = scheduler_.schedule();
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
-        StepPlan plan = out.to_step_plan();
+        StepPlan& plan = plan_;
+        out.to_step_plan(&plan);
         for (size_t i = 0; i < plan.chunks.size(); ++i) {  // where each next token is drawn
           StepChunk& ch = plan.chunks[i];
           const Sequence& seq = *out.chunks[i].seq;

@@ -14,9 +14,8 @@ int SchedulerOutput::num_batched_tokens() const {
   return n;
 }
 
-StepPlan SchedulerOutput::to_step_plan() const {
-  StepPlan batch;
-  batch.chunks.reserve(chunks.size());
+void SchedulerOutput::to_step_plan(StepPlan* plan) const {
+  plan->chunks.clear();
   for (const ScheduledChunk& c : chunks) {
     StepChunk sc;
     sc.tokens = c.seq->tokens.data() + c.seq->num_computed;
@@ -24,9 +23,14 @@ StepPlan SchedulerOutput::to_step_plan() const {
     sc.num_cached = c.seq->num_computed;
     sc.block_table = &c.seq->block_table;
     sc.logits = c.logits;
-    batch.chunks.push_back(sc);
+    plan->chunks.push_back(sc);
   }
-  return batch;
+}
+
+StepPlan SchedulerOutput::to_step_plan() const {
+  StepPlan plan;
+  to_step_plan(&plan);
+  return plan;
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockAllocator* blocks)

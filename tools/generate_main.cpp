@@ -16,6 +16,7 @@
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/cli.h"
 #include "weights/model.h"
 
 namespace fs = std::filesystem;
@@ -47,8 +48,7 @@ struct Args {
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "flashserve-generate: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
+  cli::usage_error("flashserve-generate", msg, kUsage);
 }
 
 long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
@@ -71,19 +71,12 @@ double parse_double(const std::string& flag, const std::string& v, double lo, do
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (f == "--enforce-eager") {
+  const char* prog = "flashserve-generate";
+  cli::parse_flags(argc, argv, prog, kUsage, {"--enforce-eager"}, [&](const std::string& f,
+                                                                      const std::string& v) {
+    if (f == "--enforce-eager")
       a.enforce_eager = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage_error("missing value for " + f);
-    const std::string v = argv[++i];
-    if (f == "--model")
+    else if (f == "--model")
       a.model = v;
     else if (f == "--tokenizer")
       a.tokenizer = v;
@@ -106,8 +99,9 @@ Args parse_args(int argc, char** argv) {
       if (v != "auto" && v != "cpu" && v != "cuda") usage_error("--backend must be auto, cpu or cuda");
       a.backend = v;
     } else
-      usage_error("unknown flag " + f);
-  }
+      return false;
+    return true;
+  });
   return a;
 }
 
@@ -179,8 +173,8 @@ int run(const Args& a) {
     num_cached = int(tokens.size());
     SampleRequest req;
     req.params = &sp;
-    req.prompt = std::span<const int32_t>(tokens.data(), prompt_len);
-    req.generated = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
+    req.prompt = std::span<const int32_t>(tokens).first(prompt_len);
+    req.generated = std::span<const int32_t>(tokens).subspan(prompt_len);
     req.step = tokens.size() - prompt_len;
     const int32_t next = sample_token(logits, req).token;
     if (tokens.size() == prompt_len) t_first = Clock::now();
@@ -208,11 +202,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "flashserve-generate: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-generate", [&] { return run(args); });
 }

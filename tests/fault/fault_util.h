@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -94,12 +95,13 @@ inline bool raw_send(int fd, std::string_view data) {
   return true;
 }
 
-// Everything the server sends until it closes the connection or `limit` passes.
-inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
+// What the server sends until `done(what arrived)` holds, the server closes, or `limit` passes.
+inline std::string raw_read_until(int fd, std::chrono::milliseconds limit,
+                                  const std::function<bool(const std::string&)>& done) {
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 50};
+  while (std::chrono::steady_clock::now() < deadline && !done(out)) {
+    pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
     char buf[4096];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
@@ -109,26 +111,21 @@ inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
   return out;
 }
 
+// Everything the server sends until it closes the connection or `limit` passes.
+inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
+  return raw_read_until(fd, limit, [](const std::string&) { return false; });
+}
+
 // Reads until one whole response (headers and Content-Length body) is in, the server closes, or
 // `limit` passes; returns what arrived.
 inline std::string raw_read_response(int fd, std::chrono::milliseconds limit) {
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
+  return raw_read_until(fd, limit, [](const std::string& out) {
     const size_t head = out.find("\r\n\r\n");
-    if (head != std::string::npos) {
-      const size_t cl = out.find("Content-Length: ");
-      const size_t want = cl < head ? size_t(std::atol(out.c_str() + cl + 16)) : 0;
-      if (out.size() >= head + 4 + want) break;
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, size_t(n));
-  }
-  return out;
+    if (head == std::string::npos) return false;
+    const size_t cl = out.find("Content-Length: ");
+    const size_t want = cl < head ? size_t(std::atol(out.c_str() + cl + 16)) : 0;
+    return out.size() >= head + 4 + want;
+  });
 }
 
 // The status code of the first HTTP response in `raw` (0 when there is none).

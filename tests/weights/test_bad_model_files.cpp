@@ -16,19 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 1;
-  c.num_q_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.vocab_size = 12;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = true;
-  return c;
-}
+ModelConfig tiny_config() { return test::small_config({16, 24, 1, 2, 1, 8, 12, 32, true}); }
 
 // A valid F32 header for `c`'s tensors laid out back to back; *data_size gets the total.
 json valid_header(const ModelConfig& c, uint64_t* data_size) {
