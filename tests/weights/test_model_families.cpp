@@ -145,15 +145,8 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
 }
 
 ModelConfig tiny(const std::string& architecture) {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_layers = 2;
-  c.num_q_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;  // != 32 / 4: Qwen3-style
-  c.vocab_size = 64;
-  c.max_position_embeddings = 128;
+  // head_dim 16 != hidden 32 / 4 heads, as Qwen3 has it.
+  ModelConfig c = test::small_config({32, 48, 2, 4, 2, 16, 64, 128, false});
   set_architecture(c, architecture);
   return c;
 }
