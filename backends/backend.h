@@ -103,6 +103,16 @@ class Backend {
                     Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
                     const Tensor& positions,      // [num_tokens] int32
                     const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
+  // x[r, :] += bias, in place, for every row r (the q/k/v projections' biases of Qwen2).
+  virtual void add_bias(Tensor x,                 // [n, width]
+                        const Tensor& bias) = 0;  // [width]
+  // Per-head RMSNorm of q and k in place, before RoPE (Qwen3): heads [0, num_q_heads) of each
+  // token are normed with q_weight, the next num_kv_heads with k_weight, the v heads after them
+  // are left alone. Each head: h / sqrt(mean(h^2) + eps) * weight.
+  virtual void qk_norm(Tensor qkv,  // [num_tokens, num_q_heads + 2 num_kv_heads, head_dim]
+                       const Tensor& q_weight,   // [head_dim]
+                       const Tensor& k_weight,   // [head_dim]
+                       int num_q_heads, int num_kv_heads, float eps) = 0;
   // out = silu(gate) * up (out may alias gate or up)
   virtual void swiglu(Tensor out,             // [n, intermediate_size]
                       const Tensor& gate,     // [n, intermediate_size]

@@ -1,5 +1,7 @@
-// Llama forward over Backend ops. Per layer (pre-norm residual blocks):
-//   h = rms_norm(x); q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; rope(q, k); write k,v to their slots;
+// Llama-family forward over Backend ops. Per layer (pre-norm residual blocks):
+//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2];
+//   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
+//   rope(q, k); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
 // write are one op; each residual add is fused with the following norm.
@@ -57,15 +59,22 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    layers_.push_back(Layer{w(p + "input_layernorm.weight"),
-                            load_stacked(model, {p + "self_attn.q_proj.weight",
-                                                 p + "self_attn.k_proj.weight",
-                                                 p + "self_attn.v_proj.weight"}),
-                            w(p + "self_attn.o_proj.weight"),
-                            w(p + "post_attention_layernorm.weight"),
-                            load_stacked(model, {p + "mlp.gate_proj.weight",
-                                                 p + "mlp.up_proj.weight"}),
-                            w(p + "mlp.down_proj.weight")});
+    Layer L;
+    L.input_norm = w(p + "input_layernorm.weight");
+    L.wqkv = load_stacked(model, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                  p + "self_attn.v_proj.weight"});
+    if (c.qkv_bias)
+      L.bqkv = load_stacked(model, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                    p + "self_attn.v_proj.bias"});
+    if (c.qk_norm) {
+      L.q_norm = w(p + "self_attn.q_norm.weight");
+      L.k_norm = w(p + "self_attn.k_norm.weight");
+    }
+    L.wo = w(p + "self_attn.o_proj.weight");
+    L.post_norm = w(p + "post_attention_layernorm.weight");
+    L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    L.w_down = w(p + "mlp.down_proj.weight");
+    layers_.push_back(std::move(L));
   }
   std::vector<float> inv = rope_inv_freq(c);
   inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
@@ -77,8 +86,12 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   for (const std::string& n : names) parts.push_back(model.tensor(n));
   int64_t rows = 0;
   for (const TensorView& t : parts) {
-    FS_CHECK(t.shape.size() == 2 && t.dtype == parts[0].dtype && t.shape[1] == parts[0].shape[1],
-             "cannot stack ", names[0], " with the other projections (shape or dtype differs)");
+    // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
+    const bool same_rows = t.shape.size() == parts[0].shape.size() &&
+                           (t.shape.size() == 1 ||
+                            (t.shape.size() == 2 && t.shape[1] == parts[0].shape[1]));
+    FS_CHECK(same_rows && t.dtype == parts[0].dtype, "cannot stack ", names[0],
+             " with the other projections (shape or dtype differs)");
     rows += t.shape[0];
   }
   // One host copy of the stacked rows; load_weight converts it like any other weight.
@@ -89,7 +102,8 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   }
   TensorView stacked;
   stacked.dtype = parts[0].dtype;
-  stacked.shape = {rows, parts[0].shape[1]};
+  stacked.shape = {rows};
+  if (parts[0].shape.size() == 2) stacked.shape.push_back(parts[0].shape[1]);
   stacked.data = bytes.data();
   return backend_.load_weight(stacked);
 }
@@ -183,6 +197,10 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
     const Layer& L = layers_[l];
     // h holds rms_norm(x) with this layer's input norm.
     backend_.matmul(qkv, h, L.wqkv.tensor);
+    if (c.qkv_bias) backend_.add_bias(qkv, L.bqkv.tensor);
+    if (c.qk_norm)
+      backend_.qk_norm(qkv.view({n, hq + 2 * hkv, d}), L.q_norm.tensor, L.k_norm.tensor, int(hq),
+                       int(hkv), c.rms_norm_eps);
     backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);

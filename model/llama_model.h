@@ -1,7 +1,8 @@
-// The Llama forward pass (embedding, RMSNorm, RoPE incl. llama3 scaling, grouped-query paged
-// attention, SwiGLU MLP, tied or untied head), written once against Backend ops so every
-// backend shares it. Weights are uploaded once at construction; activations live in a
-// workspace that grows to the largest step seen. Not thread-safe.
+// The Llama-family forward pass (embedding, RMSNorm, q/k/v biases (Qwen2), per-head q/k RMSNorm
+// (Qwen3), RoPE incl. llama3 scaling, grouped-query paged attention, SwiGLU MLP, tied or untied
+// head), written once against Backend ops so every backend shares it. Weights are uploaded once
+// at construction; activations live in a workspace that grows to the largest step seen. Not
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -51,11 +52,14 @@ class LlamaModel {
   struct Layer {
     Buffer input_norm;
     Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
+    Buffer bqkv;  // [(hq + 2 hkv) head_dim]: their biases stacked (qkv_bias only)
+    Buffer q_norm, k_norm;  // [head_dim] each (qk_norm only)
     Buffer wo, post_norm;
     Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
     Buffer w_down;
   };
-  // Loads the weights stacked along dim 0 as one (they must share dtype and row length).
+  // Loads the weights stacked along dim 0 as one (they must share dtype and row length; 1-d
+  // vectors such as biases are concatenated).
   Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);

@@ -265,6 +265,34 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void add_bias(Tensor x, const Tensor& bias) override {
+    const int64_t width = bias.numel(), n = width ? x.numel() / width : 0;
+    FS_CHECK(width > 0 && n * width == x.numel(), "add_bias: x has ", x.numel(),
+             " elements, bias ", width);
+    const float* b = bias.as<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      float* xr = x.as<float>() + r * width;
+      for (int64_t c = 0; c < width; ++c) xr[c] += b[c];
+    }
+  }
+
+  void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
+               int num_kv_heads, float eps) override {
+    FS_CHECK(qkv.ndim == 3 && qkv.dim(1) == num_q_heads + 2 * num_kv_heads &&
+                 q_weight.numel() == qkv.dim(2) && k_weight.numel() == qkv.dim(2),
+             "qk_norm: shapes");
+    const int64_t heads = qkv.dim(1), d = qkv.dim(2);
+    for (int64_t t = 0; t < qkv.dim(0); ++t)
+      for (int64_t h = 0; h < num_q_heads + num_kv_heads; ++h) {
+        float* v = qkv.as<float>() + (t * heads + h) * d;
+        const float* w = (h < num_q_heads ? q_weight : k_weight).as<float>();
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; ++i) ss += double(v[i]) * v[i];
+        const float inv = float(1.0 / std::sqrt(ss / double(d) + double(eps)));
+        for (int64_t i = 0; i < d; ++i) v[i] = v[i] * inv * w[i];
+      }
+  }
+
   void swiglu(Tensor out, const Tensor& gate, const Tensor& up) override {
     elementwise(out, gate, up, "swiglu",
                 [](float g, float u) { return g / (1.f + std::exp(-g)) * u; });

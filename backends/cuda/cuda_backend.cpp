@@ -277,6 +277,27 @@ class CudaBackend final : public Backend {
                         int(k.dim(0)), int(k.dim(1)), int(k.dim(2)), stream_);
   }
 
+  void add_bias(Tensor x, const Tensor& bias) override {
+    expect_bf16(x, "add_bias x");
+    expect_bf16(bias, "add_bias bias");
+    const int64_t width = bias.numel();
+    FS_CHECK(width > 0 && x.numel() % width == 0, "add_bias: x has ", x.numel(),
+             " elements, bias ", width);
+    cuda::add_bias_bf16(x.data, bias.data, int(x.numel() / width), int(width), stream_);
+  }
+
+  void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
+               int num_kv_heads, float eps) override {
+    expect_bf16(qkv, "qk_norm qkv");
+    expect_bf16(q_weight, "qk_norm q_weight");
+    expect_bf16(k_weight, "qk_norm k_weight");
+    FS_CHECK(qkv.ndim == 3 && qkv.dim(1) == num_q_heads + 2 * num_kv_heads &&
+                 q_weight.numel() == qkv.dim(2) && k_weight.numel() == qkv.dim(2),
+             "qk_norm: shapes");
+    cuda::qk_norm_bf16(qkv.data, q_weight.data, k_weight.data, int(qkv.dim(0)), num_q_heads,
+                       num_kv_heads, int(qkv.dim(2)), eps, stream_);
+  }
+
   void add_rms_norm(Tensor out, Tensor x, const Tensor& delta, const Tensor& w,
                     float eps) override {
     expect_bf16(out, "add_rms_norm out");

@@ -87,9 +87,11 @@ TEST_F(BadModelFiles, BadConfigJson) {
   test::write_text(cfg, "{\"hidden_size\": 16,");
   EXPECT_MSG(error(), cfg + ": not valid JSON");
   json j = json::parse(hf_config_json(tiny_config()));
-  j["architectures"] = {"MistralForCausalLM"};
+  j["architectures"] = {"GemmaForCausalLM"};
   test::write_text(cfg, j.dump());
-  EXPECT_MSG(error(), cfg + ": unknown architecture [\"MistralForCausalLM\"]");
+  EXPECT_MSG(error(), cfg + ": unsupported architecture [\"GemmaForCausalLM\"] (supported: "
+                            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                            "Qwen3ForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gpt2";
   test::write_text(cfg, j.dump());
