@@ -22,7 +22,8 @@ M=${FS_MODELS:-/work/shared/models}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
 out=${FS_PC_OUT:-$root/bench/results/$(echo "${gpu:-cpu}" | tr ' ' '_')/prefix_cache_v1.jsonl}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+spid=""
+trap '[ -n "$spid" ] && kill -TERM $spid 2>/dev/null; rm -rf "$tmp"' EXIT
 command_line="bench/prefix_cache.sh $*"
 [ -n "${FS_PC_BACKEND:-}" ] && command_line="FS_PC_BACKEND=$backend $command_line"
 [ "$scale" != full ] && command_line="FS_PC_SCALE=$scale $command_line"
@@ -75,6 +76,7 @@ for mode in cache no_cache; do
     > "$tmp/metrics_$mode.txt" || true
   kill -TERM $spid
   wait $spid || { echo "server ($mode) exited non-zero" >&2; cat "$tmp/server_$mode.log" >&2; exit 1; }
+  spid=""
 done
 
 mkdir -p "$(dirname "$out")"
