@@ -38,6 +38,9 @@ struct Scope {
 
 enum class Flow { Normal, Break, Continue };
 
+// A loop iteration costs about as much as this many expression steps (the loop variable).
+constexpr size_t kIterationSteps = 8;
+
 // Python's integer arithmetic on int64, refusing what would overflow.
 int64_t checked(char op, int64_t x, int64_t y) {
   int64_t r = 0;
@@ -175,11 +178,19 @@ class Renderer {
       items = std::move(kept);
     }
     const int64_t n = static_cast<int64_t>(items.size());
+    // loop.cycle(a, b, ...) picks by the current index of this loop.
+    auto index = std::make_shared<int64_t>(0);
+    const Value cycle = Value::callable("loop.cycle", [index](CallArgs& a) -> Value {
+      if (a.positional.empty()) throw RenderError("no items for cycling given");
+      return a.positional[*index % a.positional.size()];
+    });
+    charge(items.size() / 16);
     for (int64_t i = 0; i < n; ++i) {
-      charge(1);
+      charge(kIterationSteps);
+      *index = i;
       Scope iteration{&scope, {}};
       bind_targets(iteration, s.targets, items[i]);
-      iteration.set("loop", loop_object(items, i));
+      iteration.set("loop", loop_object(items, i, cycle));
       const Flow f = exec_body(s.body, iteration, out);
       if (f == Flow::Break) break;
     }
@@ -189,26 +200,28 @@ class Renderer {
     }
   }
 
-  static Value loop_object(const List& items, int64_t i) {
+  // The `loop` variable of iteration i. Built for every iteration, so its keys are made once.
+  static Value loop_object(const List& items, int64_t i, const Value& cycle) {
+    static const char* const names[] = {"index",  "index0", "revindex", "revindex0",
+                                        "first",  "last",   "length",   "depth",
+                                        "depth0", "previtem", "nextitem", "cycle"};
+    static const std::vector<Value> keys = [] {
+      std::vector<Value> k;
+      for (const char* n : names) k.push_back(Value::string(n));
+      return k;
+    }();
     const int64_t n = static_cast<int64_t>(items.size());
+    const Value values[] = {
+        Value::integer(i + 1),     Value::integer(i),         Value::integer(n - i),
+        Value::integer(n - i - 1), Value::boolean(i == 0),    Value::boolean(i == n - 1),
+        Value::integer(n),         Value::integer(1),         Value::integer(0),
+        i > 0 ? items[i - 1] : Value::undefined("there is no previous item"),
+        i + 1 < n ? items[i + 1] : Value::undefined("there is no next item"),
+        cycle,
+    };
     Dict d;
-    d.set(Value::string("index"), Value::integer(i + 1));
-    d.set(Value::string("index0"), Value::integer(i));
-    d.set(Value::string("revindex"), Value::integer(n - i));
-    d.set(Value::string("revindex0"), Value::integer(n - i - 1));
-    d.set(Value::string("first"), Value::boolean(i == 0));
-    d.set(Value::string("last"), Value::boolean(i == n - 1));
-    d.set(Value::string("length"), Value::integer(n));
-    d.set(Value::string("depth"), Value::integer(1));
-    d.set(Value::string("depth0"), Value::integer(0));
-    d.set(Value::string("previtem"),
-          i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
-    d.set(Value::string("nextitem"),
-          i + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
-    d.set(Value::string("cycle"), Value::callable("loop.cycle", [i](CallArgs& a) -> Value {
-            if (a.positional.empty()) throw RenderError("no items for cycling given");
-            return a.positional[i % a.positional.size()];
-          }));
+    d.items.reserve(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) d.items.emplace_back(keys[k], values[k]);
     return Value::dict(std::move(d));
   }
 

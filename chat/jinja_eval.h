@@ -13,9 +13,9 @@
 namespace flashserve::jinja {
 
 struct Limits {
-  int max_depth = 300;                   // nested evaluation (macro recursion included)
-  size_t max_steps = 10'000'000;         // expressions, loop iterations, 256-byte string chunks
-  size_t max_text_bytes = 32u << 20;     // the output, and any one string built on the way
+  int max_depth = 300;               // nested evaluation (macro recursion included)
+  size_t max_steps = 4'000'000;  // expression evaluations; a loop iteration counts 8, 256 bytes of string 1
+  size_t max_text_bytes = 32u << 20;  // the output, and any one string built on the way
 };
 
 // The variables the template starts with (messages, bos_token, ...) and callables
