@@ -146,7 +146,7 @@ class Renderer {
         scope.set(s.targets[0], Value::string(std::move(captured)));
         return Flow::Normal;
       }
-      case Stmt::Kind::Macro: scope.set(s.name, make_macro(s)); return Flow::Normal;
+      case Stmt::Kind::Macro: scope.set(s.name, make_macro(s, scope)); return Flow::Normal;
       case Stmt::Kind::Break: return Flow::Break;
       case Stmt::Kind::Continue: return Flow::Continue;
       case Stmt::Kind::Block: return exec_body(s.body, scope, out);
@@ -239,16 +239,27 @@ class Renderer {
     ns->namespace_dict().set(Value::string(s.attr), std::move(v));
   }
 
-  // A macro is a callable that renders its body in a scope of its own, above the template's
-  // top-level variables (not the caller's locals, as in jinja2).
-  Value make_macro(const Stmt& s) {
+  // A macro is a callable that renders its body in a scope of its own. Like jinja2 it sees the
+  // variables where it was defined, not the caller's: the template's top level as it is at call
+  // time, and for a macro defined inside a loop or macro, a copy of that scope's variables (a
+  // copy, since the macro may outlive the iteration that defined it).
+  Value make_macro(const Stmt& s, const Scope& where) {
     const Stmt* def = &s;
-    return Value::callable(s.name, [this, def](CallArgs& args) -> Value {
+    auto closure = std::make_shared<Scope>();
+    closure->parent = &root_;
+    std::vector<const Scope*> chain;
+    for (const Scope* sc = &where; sc && sc != &root_ && sc != &globals_; sc = sc->parent) {
+      chain.push_back(sc);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      for (const auto& [name, v] : (*it)->vars) closure->set(name, v);
+    }
+    return Value::callable(s.name, [this, def, closure](CallArgs& args) -> Value {
       if (args.positional.size() > def->params.size()) {
         throw RenderError(str_cat("macro '", def->name, "' takes not more than ",
                                   def->params.size(), " argument(s)"));
       }
-      Scope local{&root_, {}};
+      Scope local{closure.get(), {}};
       for (size_t k = 0; k < def->params.size(); ++k) {
         const MacroParam& p = def->params[k];
         const Value* given = k < args.positional.size() ? &args.positional[k] : nullptr;

@@ -130,7 +130,11 @@ TEST(ChatOracle, MatchesJinja2ByteForByte) {
                                            << ") but we rendered:\n" << got.text.substr(0, 300);
         if (want.contains("text")) {
           expect_same(got.text, want["text"].get<std::string>(), where);
-          expect_literals_from_messages(got, msgs, where);
+          // The feature templates print reprs and reversals of contents (literal as a whole, by
+          // the conservative rule); the family and built-in ones only copy contents.
+          if (file.rfind("family_", 0) == 0 || file.rfind("builtin_", 0) == 0) {
+            expect_literals_from_messages(got, msgs, where);
+          }
           ++texts;
         }
       } catch (const ChatTemplateError& e) {
