@@ -138,7 +138,7 @@ class Renderer {
           if (truthy(eval(*b.condition, scope))) return exec_body(b.body, scope, out);
         }
         return exec_body(s.else_body, scope, out);
-      case Stmt::Kind::For: exec_for(s, scope, out); return Flow::Normal;
+      case Stmt::Kind::For: return exec_for(s, scope, out);
       case Stmt::Kind::Set: exec_set(s, scope); return Flow::Normal;
       case Stmt::Kind::SetBlock: {
         Text captured;
@@ -166,7 +166,8 @@ class Renderer {
     for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], v.items()[i]);
   }
 
-  void exec_for(const Stmt& s, Scope& scope, Text& out) {
+  // Returns how the else block ended: a break or continue there belongs to the enclosing loop.
+  Flow exec_for(const Stmt& s, Scope& scope, Text& out) {
     List items = iterate(eval(*s.expr, scope));
     if (s.filter) {  // `for x in xs if cond`: loop.index and loop.length count what passes
       List kept;
@@ -185,6 +186,7 @@ class Renderer {
       return a.positional[*index % a.positional.size()];
     });
     charge(items.size() / 16);
+    bool completed = false;
     for (int64_t i = 0; i < n; ++i) {
       charge(kIterationSteps);
       *index = i;
@@ -193,11 +195,13 @@ class Renderer {
       iteration.set("loop", loop_object(items, i, cycle));
       const Flow f = exec_body(s.body, iteration, out);
       if (f == Flow::Break) break;
+      completed = completed || f == Flow::Normal;
     }
-    if (n == 0) {
-      Scope otherwise{&scope, {}};
-      exec_body(s.else_body, otherwise, out);
-    }
+    // jinja2 runs the else block unless some iteration reached the end of the body: a loop
+    // that only ever breaks or continues runs it too.
+    if (completed) return Flow::Normal;
+    Scope otherwise{&scope, {}};
+    return exec_body(s.else_body, otherwise, out);
   }
 
   // The `loop` variable of iteration i. Built for every iteration, so its keys are made once.
@@ -434,8 +438,8 @@ class Renderer {
     }
     require_defined(obj);
     const bool is_list = obj.is(Value::Type::List);
-    if (!is_list && !obj.is(Value::Type::String)) {
-      throw RenderError(str_cat("'", type_name(obj), "' object is not subscriptable"));
+    if (!is_list && !obj.is(Value::Type::String)) {  // jinja2 falls back to Undefined
+      return Value::undefined(str_cat("'", type_name(obj), " object' has no attribute slice"));
     }
     const std::vector<size_t> starts = is_list ? std::vector<size_t>() : code_point_starts(obj.str());
     const int64_t n = static_cast<int64_t>(is_list ? obj.items().size() : starts.size());
@@ -454,7 +458,7 @@ class Renderer {
     if (is_list) {
       List out;
       for (int64_t i : picked) out.push_back(obj.items()[i]);
-      return Value::list(std::move(out));
+      return obj.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     if (step == 1) {  // one contiguous byte range
       if (picked.empty()) return Value::string("");

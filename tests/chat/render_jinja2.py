@@ -10,6 +10,7 @@ usage: render_jinja2.py TEMPLATE_DIR CONVERSATIONS_JSON  -> JSON on stdout:
   {"<template>": {"<conversation>": {"text": "..."} | {"raised": "msg"} | {"error": "..."}}}
 A template jinja2 cannot compile gives {"<template>": {"compile_error": "..."}}.
 """
+import copy
 import json
 import os
 import sys
@@ -59,7 +60,10 @@ def main():
         out = {}
         for conv in spec["conversations"]:
             try:
-                text = template.render(messages=conv["messages"], tools=None, documents=None,
+                # A fresh copy each time: a template can mutate it (jinja2's indent filter
+                # appends to a list it is given), which must not leak into the next render.
+                text = template.render(messages=copy.deepcopy(conv["messages"]),
+                                       tools=None, documents=None,
                                        add_generation_prompt=conv["add_generation_prompt"],
                                        bos_token=spec["bos_token"], eos_token=spec["eos_token"])
                 out[conv["name"]] = {"text": text}
