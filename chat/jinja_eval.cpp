@@ -552,7 +552,7 @@ class Renderer {
       if (op == "%") {
         double r = std::fmod(x, y);
         if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        return Value::number(r);
+        return Value::number(r == 0 ? std::copysign(0.0, y) : r);  // Python: the divisor's sign
       }
     } else {
       const int64_t x = a.as_int(), y = b.as_int();

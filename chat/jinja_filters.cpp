@@ -158,7 +158,9 @@ Value f_replace(const Value& v, CallArgs& a) {
 
 Value f_items(const Value& v, CallArgs&) {
   if (v.is_undefined()) return Value::list({});
-  if (!v.is_mapping()) throw RenderError(str_cat("can only get item pairs from a mapping, not ", type_name(v)));
+  if (!v.is(Value::Type::Dict)) {  // a namespace is not a mapping to Python
+    throw RenderError(str_cat("can only get item pairs from a mapping, not ", type_name(v)));
+  }
   List out;
   for (const auto& [k, x] : v.mapping().items) out.push_back(Value::tuple({k, x}));
   return Value::list(std::move(out));
@@ -203,6 +205,7 @@ bool parse_float(const std::string& s, double& out) {
 Value f_int(const Value& v, CallArgs& a) {
   const Value* dflt = arg(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value::integer(0);
+  require_defined(v);  // jinja2's Undefined fails int() and float() instead of defaulting
   switch (v.type()) {
     case Value::Type::Int: return v;
     case Value::Type::Bool: return Value::integer(v.as_int());
@@ -227,6 +230,7 @@ Value f_int(const Value& v, CallArgs& a) {
 Value f_float(const Value& v, CallArgs& a) {
   const Value* dflt = arg(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value::number(0.0);
+  require_defined(v);
   if (v.is_number() || v.is(Value::Type::Bool)) return Value::number(v.as_double());
   double f;
   if (v.is(Value::Type::String) && parse_float(v.str(), f)) return Value::number(f);

@@ -253,7 +253,6 @@ class Parser {
     std::string found;
     s.body = parse_body({"endmacro"}, &found);
     loop_depth_ = saved;
-    if (cur().kind == Tok::Name) advance();  // {% endmacro name %}
     expect_block_end();
     return s;
   }
