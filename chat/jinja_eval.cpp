@@ -105,7 +105,8 @@ class Renderer {
   struct DepthGuard {
     Renderer& r;
     explicit DepthGuard(Renderer& renderer) : r(renderer) {
-      if (++r.depth_ > r.limits_.max_depth) throw RenderError("template nested too deeply");
+      if (r.depth_ >= r.limits_.max_depth) throw RenderError("template nested too deeply");
+      ++r.depth_;
     }
     ~DepthGuard() { --r.depth_; }
   };
@@ -366,6 +367,7 @@ class Renderer {
       charge(v.str().size() / 256);
       check_size(v.text());
     } else if (v.is(Value::Type::List)) {
+      check_list_size(v.items().size());
       charge(v.items().size() / 16);
     }
     return v;
@@ -520,8 +522,10 @@ class Renderer {
 
   Value repeat(const Value& seq, int64_t times) {
     times = std::max<int64_t>(times, 0);
-    const size_t unit = seq.is(Value::Type::String) ? seq.str().size() : seq.items().size();
-    if (unit != 0 && static_cast<uint64_t>(times) > limits_.max_text_bytes / unit) {
+    const bool is_list = seq.is(Value::Type::List);
+    const size_t unit = is_list ? seq.items().size() : seq.str().size();
+    const size_t limit = is_list ? kMaxListItems : limits_.max_text_bytes;
+    if (unit != 0 && static_cast<uint64_t>(times) > limit / unit) {
       throw RenderError("repeated value too large");
     }
     charge(unit * times / 256);

@@ -82,6 +82,7 @@ List split(const Text& t, const std::string* sep, int64_t maxsplit) {
       const size_t hit = s.find(*sep, start);
       if (hit == std::string::npos) break;
       out.push_back(Value::string(t.substr(start, hit)));
+      check_list_size(out.size());
       start = hit + sep->size();
     }
     out.push_back(Value::string(t.substr(start, s.size())));
@@ -107,6 +108,7 @@ List split(const Text& t, const std::string* sep, int64_t maxsplit) {
     size_t j = k;
     while (j < starts.size() && !space_at(j)) ++j;
     out.push_back(Value::string(t.substr(byte(k), byte(j))));
+    check_list_size(out.size());
     ++n;
     k = j;
   }

@@ -295,6 +295,12 @@ TEST(ChatTemplateLimits, HostileTemplatesStopWithAnError) {
   EXPECT_THROW(make("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").render(kHello, false),
                ChatTemplateError);
   EXPECT_THROW(make("{{ range(1000000) | length }}").render(kHello, false), ChatTemplateError);
+  // Memory: lists.
+  EXPECT_THROW(make("{{ ([1] * 100000000) | length }}").render(kHello, false), ChatTemplateError);
+  EXPECT_THROW(make("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                   .render(kHello, false),
+               ChatTemplateError);
+  EXPECT_THROW(make("{{ (' ' * 1000000).split(' ') | length }}").render(kHello, false), ChatTemplateError);
 }
 
 TEST(ChatTemplateLimits, DeepNestingIsRefusedAtLoad) {
