@@ -100,6 +100,14 @@ TEST_F(ModelDir, JinjaFileBesideTheConfig) {
   EXPECT_EQ(t->render(kHello, false).text, "<B>[1]");  // jinja2 drops one trailing newline
 }
 
+TEST_F(ModelDir, JinjaFileWinsOverTheConfigAsInTransformers) {
+  write("tokenizer_config.json", R"({"chat_template": "FROM CONFIG"})");
+  write("chat_template.jinja", "FROM FILE");
+  auto t = ChatTemplate::from_model_dir(dir(), "", "");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->render(kHello, false).text, "FROM FILE");
+}
+
 TEST_F(ModelDir, NoTemplateIsNullopt) {
   EXPECT_FALSE(ChatTemplate::from_model_dir(dir(), "", "").has_value());
   write("tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": null})");
