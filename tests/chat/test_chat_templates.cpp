@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <thread>
 
 #include "chat/chat_template.h"
 
@@ -316,4 +318,28 @@ TEST(ChatTemplateLimits, DeepNestingIsRefusedAtLoad) {
   std::string ifs;
   for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
   EXPECT_THROW(make(ifs), Error);
+}
+
+// ---- concurrency ----
+
+// The HTTP threads share one ChatTemplate: render is const and keeps no state between calls.
+TEST(ChatTemplate, RendersConcurrently) {
+  const ChatTemplate t = make(
+      "{% macro q(x) %}[{{ x | trim }}]{% endmacro %}{% set ns = namespace(n=0) %}"
+      "{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ q(m.content) }}{{ loop.cycle('a', 'b') }}{% endfor %}{{ ns.n }}");
+  const std::vector<ChatMessage> conv = {{"user", " x ", ""}, {"assistant", "y", ""}};
+  const RenderedChat want = t.render(conv, false);
+  ASSERT_EQ(want.text, "[x]a[y]b2");
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        const RenderedChat got = t.render(conv, false);
+        if (got.text != want.text || got.literal != want.literal) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
