@@ -77,6 +77,7 @@ int byte_token(const std::string& t) {
 
 class ByteFallback final : public Decoder {
  public:
+  bool has_byte_fallback() const override { return true; }
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<std::string> out;
     std::string run;  // bytes of consecutive <0xNN> tokens
@@ -169,6 +170,11 @@ class Sequence final : public Decoder {
   explicit Sequence(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& s : steps_) s->decode_chain(tokens);
+  }
+  bool has_byte_fallback() const override {
+    for (const auto& s : steps_)
+      if (s->has_byte_fallback()) return true;
+    return false;
   }
 
  private:

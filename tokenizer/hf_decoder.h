@@ -15,6 +15,7 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  virtual bool has_byte_fallback() const { return false; }
 };
 
 // Null for a null "decoder"; throws flashserve::Error naming an unsupported type.

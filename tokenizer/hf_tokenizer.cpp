@@ -241,6 +241,7 @@ class HfTokenizer final : public Tokenizer {
   }
 
   size_t max_piece_bytes() const override { return max_piece_bytes_; }
+  bool byte_runs_decode_as_whole() const override { return decoder_ && decoder_->has_byte_fallback(); }
   int vocab_size() const override { return vocab_size_; }
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }

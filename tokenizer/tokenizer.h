@@ -44,6 +44,10 @@ class Tokenizer {
   // The special tokens a template may write (SentencePiece: control and unknown pieces, which its
   // encoder never produces from text; tokenizer.json: added tokens marked special), longest text first.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
+  // True when a run of byte pieces ("<0xNN>") decodes as a whole: if any byte of the run is
+  // invalid, every byte becomes U+FFFD (HF's ByteFallback decoder), so a later byte piece can
+  // change the text of earlier ones. SentencePiece decodes each character on its own.
+  virtual bool byte_runs_decode_as_whole() const { return false; }
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
