@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tests/tokenizer/tokenizer_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -18,6 +19,10 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// EXPECT_THAT_MSG(message, part): `part` occurs in `message`.
+#define EXPECT_THAT_MSG(msg, part) \
+  EXPECT_NE(std::string(msg).find(part), std::string::npos) << (msg)
 
 const std::string kData = std::string(FS_SOURCE_DIR) + "/tests/tokenizer/data/hf";
 
@@ -114,6 +119,115 @@ TEST_P(HfFamily, InvalidUtf8Throws) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamily,
                          ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "mistral",
                                            "digits", "mixed"));
+
+// A scratch folder under the build tree, emptied per test.
+std::string scratch_dir(const std::string& name) {
+  const fs::path dir = fs::path(FS_BINARY_DIR) / "test_hf_tokenizer" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// The message loading `j` (as a tokenizer.json) throws, or "" when it loads.
+std::string load_error(const json& j) {
+  const std::string dir = scratch_dir("load_error");
+  write_file(dir + "/tokenizer.json", j.dump());
+  try {
+    Tokenizer::load(dir + "/tokenizer.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfTokenizerFiles, UnsupportedComponentsAreNamed) {
+  const json base = read_json(kData + "/gpt2/tokenizer.json");
+  EXPECT_EQ(load_error(base), "");
+  auto with = [&](const char* key, json value) {
+    json j = base;
+    j[key] = std::move(value);
+    return load_error(j);
+  };
+  EXPECT_THAT_MSG(with("pre_tokenizer", {{"type", "Whitespace"}}),
+                  "tokenizer.json: pre_tokenizer type 'Whitespace' is not supported");
+  EXPECT_THAT_MSG(with("normalizer", {{"type", "BertNormalizer"}}),
+                  "tokenizer.json: normalizer type 'BertNormalizer' is not supported");
+  EXPECT_THAT_MSG(with("decoder", {{"type", "WordPiece"}}),
+                  "tokenizer.json: decoder type 'WordPiece' is not supported");
+  EXPECT_THAT_MSG(with("post_processor", {{"type", "BertProcessing"}}),
+                  "tokenizer.json: post_processor type 'BertProcessing' is not supported");
+  json wordpiece = base;
+  wordpiece["model"]["type"] = "WordPiece";
+  EXPECT_THAT_MSG(load_error(wordpiece), "tokenizer.json: model type 'WordPiece' is not supported");
+  json prefix = base;
+  prefix["model"]["continuing_subword_prefix"] = "##";
+  EXPECT_THAT_MSG(load_error(prefix), "'continuing_subword_prefix' is not supported");
+  json bad_regex = base;
+  bad_regex["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
+                                {"behavior", "Isolated"}};
+  EXPECT_THAT_MSG(load_error(bad_regex), "pre_tokenizer Split: regex '(unclosed' does not compile");
+  json bad_merge = base;
+  bad_merge["model"]["merges"].push_back("nosuch token");
+  EXPECT_THAT_MSG(load_error(bad_merge), "missing from the vocabulary");
+  const std::string dir = scratch_dir("not_json");
+  write_file(dir + "/tokenizer.json", "{ not json");
+  EXPECT_THROW(Tokenizer::load(dir + "/tokenizer.json"), Error);
+}
+
+TEST(HfTokenizerFiles, FindTokenizerFilePrefersJson) {
+  const std::string dir = scratch_dir("find");
+  try {
+    find_tokenizer_file(dir);
+    ADD_FAILURE() << "no tokenizer in an empty folder must throw";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(dir + "/tokenizer.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(dir + "/tokenizer.model"), std::string::npos) << msg;
+  }
+  fs::copy_file(test::kLlamaTokenizer, dir + "/tokenizer.model");
+  EXPECT_EQ(find_tokenizer_file(dir), dir + "/tokenizer.model");
+  EXPECT_EQ(Tokenizer::load(dir)->vocab_size(), 32000);
+  fs::copy_file(kData + "/llama3/tokenizer.json", dir + "/tokenizer.json");
+  EXPECT_EQ(find_tokenizer_file(dir), dir + "/tokenizer.json");
+  EXPECT_EQ(Tokenizer::load(dir)->vocab_size(), 1506);
+  // Beside a weights file: the same names in its folder.
+  write_file(dir + "/model.bin", "");
+  EXPECT_EQ(find_tokenizer_file(dir + "/model.bin"), dir + "/tokenizer.json");
+  // llama2.c: the single tok*.model beside the .bin, as before.
+  EXPECT_EQ(find_tokenizer_file(test::kStoriesTokenizer.substr(0, test::kStoriesTokenizer.rfind('/')) +
+                                "/stories260K.bin"),
+            test::kStoriesTokenizer);
+}
+
+TEST(HfTokenizerFiles, ConfigDecidesBosAndEos) {
+  const std::string dir = scratch_dir("config");
+  fs::copy_file(kData + "/llama2/tokenizer.json", dir + "/tokenizer.json");
+  auto tok = Tokenizer::load(dir + "/tokenizer.json");  // no config: from the template
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), -1);
+  EXPECT_EQ(tok->encode("hi", true).front(), 1);
+  write_file(dir + "/tokenizer_config.json",
+             R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_bos_token": false})");
+  tok = Tokenizer::load(dir + "/tokenizer.json");
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_EQ(tok->encode("hi", true), tok->encode("hi", false)) << "add_bos_token false";
+}
+
+TEST(HfTokenizerFiles, AddedTokensAndPieces) {
+  auto qwen = Tokenizer::load(kData + "/qwen2/tokenizer.json");
+  const auto specials = qwen->special_tokens();
+  ASSERT_EQ(specials.size(), 3u);
+  EXPECT_EQ(specials[0].text, "<|endoftext|>");  // longest first
+  const auto ids = qwen->encode("<|im_start|>user", false);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(qwen->piece(ids[0]), "<|im_start|>");
+  EXPECT_EQ(qwen->decode(ids), "user");  // special tokens decode to nothing
+  EXPECT_EQ(qwen->piece(qwen->encode(" the", false)[0]), "\u0120the");
+  EXPECT_GE(qwen->max_piece_bytes(), qwen->piece(ids[0]).size());
+}
 
 }  // namespace
 }  // namespace flashserve
