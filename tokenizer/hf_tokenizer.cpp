@@ -1,5 +1,6 @@
 // Tokenizer over a Hugging Face tokenizer.json: the pipeline of `tokenizers` for one sequence.
-//   1. split the text on added tokens that match raw text (normalized: false);
+//   1. split the text on added tokens that match raw text (normalized: false; special tokens only
+//      in encode_parsing_special_tokens, see tokenizer.h);
 //   2. normalize each remaining part, then split it on the added tokens that match normalized text;
 //   3. pre-tokenize each part into pieces; 4. encode each piece with the BPE model;
 //   5. with add_bos, the ids the post-processor's single template puts around the sequence.
@@ -52,8 +53,10 @@ class AddedMatcher {
 
   // Splits `text` into runs of text (on_text(run, at_start)) and added token ids (into `out`),
   // in order, applying single_word, lstrip and rstrip as HF does.
+  // With match_special false, matches of special tokens are passed over and stay text (HF's
+  // encode_special_tokens mode: the match is found, then skipped).
   template <class OnText>
-  void split(std::string_view text, bool at_start, OnText&& on_text,
+  void split(std::string_view text, bool at_start, bool match_special, OnText&& on_text,
              std::vector<int32_t>& out) const {
     size_t start = 0;  // end of the last token taken (after its rstrip)
     size_t pos = 0;    // where the search goes on (after the last match, before rstrip)
@@ -73,6 +76,7 @@ class AddedMatcher {
       size_t e = b + hit->pattern.size();
       pos = e;
       const AddedToken& tok = *hit->token;
+      if (tok.special && !match_special) continue;
       if (tok.single_word && (word_char_before(text, b) || word_char_at(text, e))) continue;
       if (b < start) continue;  // inside the previous token's rstrip
       if (tok.lstrip) b = std::max(start, last_non_space_end(text, start, b));
@@ -175,6 +179,11 @@ class HfTokenizer final : public Tokenizer {
     parse_post_processor(j.value("post_processor", json()));
     vocab_size_ = int(bpe_.id_to_token().size());
     for (const auto& [id, t] : added_by_id_) vocab_size_ = std::max(vocab_size_, id + 1);
+    for (const auto& ids : {prefix_, suffix_})
+      for (int32_t id : ids)
+        if (id >= vocab_size_)
+          hf::config_error("post_processor: special token id " + std::to_string(id) +
+                           " is outside the vocabulary");
     bos_id_ = id_of(config_token(config, "bos_token"), template_bos_);
     eos_id_ = id_of(config_token(config, "eos_token"), template_eos_);
     // transformers' tokenizer classes that honour add_bos_token rebuild the template from it.
@@ -188,6 +197,15 @@ class HfTokenizer final : public Tokenizer {
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+    return encode_impl(text, add_bos, /*match_special=*/false);
+  }
+
+  std::vector<int32_t> encode_parsing_special_tokens(std::string_view text,
+                                                     bool add_bos) const override {
+    return encode_impl(text, add_bos, /*match_special=*/true);
+  }
+
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool match_special) const {
     const size_t bad = utf8_valid_prefix(text);
     if (bad != text.size())
       FS_THROW("invalid UTF-8 in text to encode at byte ", bad, " of ", text.size());
@@ -195,7 +213,8 @@ class HfTokenizer final : public Tokenizer {
     out.reserve(text.size() / 3 + 4);
     if (add_bos) out = prefix_;
     raw_added_.split(
-        text, true, [&](std::string_view part, bool at_start) { encode_raw(part, at_start, out); },
+        text, true, match_special,
+        [&](std::string_view part, bool at_start) { encode_raw(part, at_start, match_special, out); },
         out);
     if (add_bos) out.insert(out.end(), suffix_.begin(), suffix_.end());
     return out;
@@ -352,11 +371,12 @@ class HfTokenizer final : public Tokenizer {
   }
 
   // Text between raw-matched added tokens: normalize, then split on the normalized ones.
-  void encode_raw(std::string_view part, bool at_start, std::vector<int32_t>& out) const {
+  void encode_raw(std::string_view part, bool at_start, bool match_special,
+                  std::vector<int32_t>& out) const {
     std::string norm(part);
     if (normalizer_) normalizer_->normalize(norm);
     normalized_added_.split(
-        norm, at_start,
+        norm, at_start, match_special,
         [&](std::string_view text, bool first) { encode_plain(text, first, out); }, out);
   }
 

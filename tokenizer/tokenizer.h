@@ -30,8 +30,18 @@ class Tokenizer {
 
   // Encodes UTF-8 text; with add_bos the BOS id comes first (tokenizer.json: the special tokens
   // its post-processor adds, as transformers' tokenizer(text); without, none). Invalid UTF-8 throws
-  // flashserve::Error (callers at the API edge turn that into a 400).
+  // flashserve::Error (callers at the API edge turn that into a 400). Text that spells a special
+  // token ("<|im_end|>", "</s>") stays text: only a chat template's own special tokens become
+  // their ids (tokenizer/special_split.h), never characters a user typed. tokenizer.json's
+  // non-special added tokens are matched in the text, as SentencePiece's user-defined pieces are.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  // As encode, but text spelling a special token becomes its id, as transformers'
+  // tokenizer(text) does by default (split_special_tokens=False). For tests and tools that
+  // compare with transformers; the server uses encode(). SentencePiece: the same as encode.
+  virtual std::vector<int32_t> encode_parsing_special_tokens(std::string_view text,
+                                                             bool add_bos) const {
+    return encode(text, add_bos);
+  }
   // Decodes ids as the library does for a whole sequence (SentencePiece: leading-space rule,
   // byte fallback; tokenizer.json: its decoder, as decode(ids, skip_special_tokens=True));
   // BOS/EOS/control ids (tokenizer.json: added tokens marked special) decode to nothing.

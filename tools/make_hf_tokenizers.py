@@ -10,6 +10,7 @@ Two steps:
       `tokenizers`; `transformers` too for the transformers ids), and writes, per family,
       OUTDIR/<family>/tokenizer.json (+ tokenizer_config.json) and OUTDIR/<family>/reference.json:
       for every corpus line the ids with and without special tokens (tokenizers' encode), the ids
+      with special-token spellings kept as text (encode_special_tokens, flashserve's encode), the ids
       transformers' tokenizer(text) gives, and decode round trips; plus random id sequences and
       their decode(skip_special_tokens=True). Families:
         gpt2     GPT-2 / SmolLM2: ByteLevel pre-tokenizer with its own regex, ByteLevel decoder
@@ -300,6 +301,18 @@ def family_builders(t):
             "mistral": mistral, "digits": digits, "mixed": mixed}
 
 
+def split_special(tok, text):
+    """Ids with special-token spellings kept as text (transformers' split_special_tokens=True):
+    what flashserve's Tokenizer::encode does. None where this tokenizers version lacks it."""
+    if not hasattr(tok, "encode_special_tokens"):
+        return None
+    tok.encode_special_tokens = True
+    try:
+        return tok.encode(text, add_special_tokens=False).ids
+    finally:
+        tok.encode_special_tokens = False
+
+
 def references(tok, folder, corpus):
     import tokenizers
     ref = {"tokenizers_version": tokenizers.__version__,
@@ -320,6 +333,7 @@ def references(tok, folder, corpus):
         plain = tok.encode(text, add_special_tokens=False).ids
         special = tok.encode(text, add_special_tokens=True).ids
         row = {"text": text, "ids": plain, "ids_special": special,
+               "ids_split_special": split_special(tok, text),
                "decode": tok.decode(special, skip_special_tokens=True),
                "decode_keep": tok.decode(special, skip_special_tokens=False)}
         if hf is not None:
