@@ -205,21 +205,6 @@ class HfTokenizer final : public Tokenizer {
     return encode_impl(text, add_bos, /*match_special=*/true);
   }
 
-  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool match_special) const {
-    const size_t bad = utf8_valid_prefix(text);
-    if (bad != text.size())
-      FS_THROW("invalid UTF-8 in text to encode at byte ", bad, " of ", text.size());
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 4);
-    if (add_bos) out = prefix_;
-    raw_added_.split(
-        text, true, match_special,
-        [&](std::string_view part, bool at_start) { encode_raw(part, at_start, match_special, out); },
-        out);
-    if (add_bos) out.insert(out.end(), suffix_.begin(), suffix_.end());
-    return out;
-  }
-
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
@@ -368,6 +353,21 @@ class HfTokenizer final : public Tokenizer {
   void check_id(int32_t id) const {
     if (id < 0 || id >= vocab_size_)
       FS_THROW("token id ", id, " is outside the vocabulary [0, ", vocab_size_, ")");
+  }
+
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool match_special) const {
+    const size_t bad = utf8_valid_prefix(text);
+    if (bad != text.size())
+      FS_THROW("invalid UTF-8 in text to encode at byte ", bad, " of ", text.size());
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 4);
+    if (add_bos) out = prefix_;
+    raw_added_.split(
+        text, true, match_special,
+        [&](std::string_view part, bool at_start) { encode_raw(part, at_start, match_special, out); },
+        out);
+    if (add_bos) out.insert(out.end(), suffix_.begin(), suffix_.end());
+    return out;
   }
 
   // Text between raw-matched added tokens: normalize, then split on the normalized ones.
