@@ -128,7 +128,7 @@ class ByteLevel final : public PreTokenizer {
     std::vector<Piece> split;
     std::vector<std::pair<size_t, size_t>> matches;
     for (Piece& p : pieces) {
-      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
+      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) p.text = " " + p.text;
       if (regex_) {
         regex_->find_all(p.text, matches);
         split_piece(p, matches, Behavior::Isolated, false, split);
