@@ -64,8 +64,8 @@ class Tokenizer {
 };
 
 // The tokenizer file for a model at `model_path` (a folder, or a weights file such as a llama2.c
-// .bin): tokenizer.json, else tokenizer.model, in the folder (the file's folder); beside a file
-// also the single tok*.model there. Throws flashserve::Error listing what it looked for.
+// .bin): tokenizer.json, else tokenizer.model, else the single tok*.model (llama2.c), in the
+// folder (the file's folder). Throws flashserve::Error listing what it looked for.
 std::string find_tokenizer_file(const std::string& model_path);
 
 // Turns a stream of token ids into text deltas whose concatenation is exactly

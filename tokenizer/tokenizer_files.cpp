@@ -1,6 +1,6 @@
 // Which tokenizer file a model uses, and Tokenizer::load choosing the back end by file type.
 // The choice follows transformers' fast tokenizer: tokenizer.json when present, else the
-// SentencePiece tokenizer.model; beside a llama2.c .bin also the single tok*.model there.
+// SentencePiece tokenizer.model; else (llama2.c folders) the single tok*.model there.
 #include <filesystem>
 #include <vector>
 
@@ -23,16 +23,15 @@ std::string find_tokenizer_file(const std::string& model_path) {
     looked.push_back(c.string());
     if (fs::is_regular_file(c, ec)) return c.string();
   }
-  if (!is_dir) {  // llama2.c: tok512.model and the like beside the .bin
-    std::vector<fs::path> found;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("tok", 0) == 0 && e.path().extension() == ".model") found.push_back(e.path());
-    }
-    if (found.size() == 1) return found[0].string();
-    looked.push_back((dir / "tok*.model").string() +
-                     (found.empty() ? "" : " (" + std::to_string(found.size()) + " found: ambiguous)"));
+  // llama2.c: tok512.model and the like in the folder
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("tok", 0) == 0 && e.path().extension() == ".model") found.push_back(e.path());
   }
+  if (found.size() == 1) return found[0].string();
+  looked.push_back((dir / "tok*.model").string() +
+                   (found.empty() ? "" : " (" + std::to_string(found.size()) + " found: ambiguous)"));
   std::string list;
   for (const auto& l : looked) list += (list.empty() ? "" : ", ") + l;
   throw Error("no tokenizer found for model " + model_path + ": looked for " + list +

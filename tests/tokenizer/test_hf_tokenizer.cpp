@@ -245,10 +245,10 @@ TEST(HfTokenizerFiles, FindTokenizerFilePrefersJson) {
   // Beside a weights file: the same names in its folder.
   write_file(dir + "/model.bin", "");
   EXPECT_EQ(find_tokenizer_file(dir + "/model.bin"), dir + "/tokenizer.json");
-  // llama2.c: the single tok*.model beside the .bin, as before.
-  EXPECT_EQ(find_tokenizer_file(test::kStoriesTokenizer.substr(0, test::kStoriesTokenizer.rfind('/')) +
-                                "/stories260K.bin"),
-            test::kStoriesTokenizer);
+  // llama2.c: the single tok*.model beside the .bin or in its folder, as before.
+  const std::string stories = test::kStoriesTokenizer.substr(0, test::kStoriesTokenizer.rfind('/'));
+  EXPECT_EQ(find_tokenizer_file(stories + "/stories260K.bin"), test::kStoriesTokenizer);
+  EXPECT_EQ(find_tokenizer_file(stories), test::kStoriesTokenizer);
 }
 
 TEST(HfTokenizerFiles, ConfigDecidesBosAndEos) {
