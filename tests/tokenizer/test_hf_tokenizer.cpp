@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <set>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -157,6 +158,28 @@ TEST_P(HfFamily, SpecialTokensLongestFirstAndDecodeToNothing) {
     EXPECT_EQ(tok_->piece(s.id), s.text);
     EXPECT_EQ(tok_->decode({s.id}), "");
   }
+}
+
+// One tokenizer shared by threads (the server's handlers): per-thread caches and match data
+// give every thread the single-threaded ids (run under TSan in CI's sanitizer stage).
+TEST_P(HfFamily, ConcurrentEncodeAgrees) {
+  std::vector<std::vector<int32_t>> expected;
+  std::vector<std::string> texts;
+  for (const json& line : ref_["lines"]) {
+    expected.push_back(ids_of(line["ids"]));
+    texts.push_back(line["text"]);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round)
+        for (size_t i = 0; i < expected.size(); ++i)
+          if (tok_->encode_parsing_special_tokens(texts[i], false) != expected[i])
+            ++mismatches[size_t(t)];
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 TEST_P(HfFamily, InvalidUtf8Throws) {
