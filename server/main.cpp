@@ -52,7 +52,8 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
 
   --model PATH               model directory (HF safetensors or llama2.c .bin) or .bin file
                              (default: ../shared/models/stories260K when it exists)
-  --tokenizer PATH           SentencePiece .model (default: the one beside the weights)
+  --tokenizer PATH           tokenizer.json or SentencePiece .model (default: tokenizer.json,
+                             else tokenizer.model, beside the weights)
   --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
   --host ADDR                listen address (default 127.0.0.1)
   --port N                   listen port, 0..65535 (default 8000; 0 = any free port, printed)
@@ -202,8 +203,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   try {
     std::unique_ptr<LoadedModel> model = load_model(flags.model);
-    std::string tok_path = flags.tokenizer.empty() ? model->tokenizer_path() : flags.tokenizer;
-    if (tok_path.empty()) FS_THROW("no tokenizer found beside ", flags.model, "; pass --tokenizer");
+    // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
+    const std::string tok_path =
+        flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
     tokenizer = Tokenizer::load(tok_path);
     ModelRunnerOptions ro;
     ro.backend = flags.backend;
