@@ -32,6 +32,7 @@ namespace {
 
 constexpr int kListenBacklog = 4096;  // pending connections the kernel may queue (capped by somaxconn)
 constexpr int kLingerMs = 500;        // after an error reply: read and drop what the client still sends
+constexpr int kSendBufferBytes = 256 * 1024;  // per accepted socket (see accept_new)
 
 // A fixed set of threads. try_post() never queues behind busy workers: it fails instead, so the
 // caller can answer 503 at once rather than let a request wait for a thread.
@@ -93,6 +94,7 @@ const char* reason_phrase(int status) {
     case 408: return "Request Timeout";
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
     case 417: return "Expectation Failed";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -278,6 +280,12 @@ struct ConnectionFront::Impl {
       }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // SSE events go out at once
+      // A fixed send buffer instead of the kernel's auto-tuned one (up to tcp_wmem's 4 MiB):
+      // a client that stops reading blocks our writes after this much, so the write timeout
+      // cancels its request soon, and a crowd of such clients cannot pin gigabytes of kernel
+      // memory. Ample for token streams.
+      int sndbuf = kSendBufferBytes;
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
       auto c = std::make_unique<Conn>();
       c->fd = fd;
       c->client = client;

@@ -273,18 +273,16 @@ struct HttpServer::Impl {
     res.set_content(metrics.render(engine.metrics()), "text/plain; version=0.0.4");
   }
 
-  // The whole Authorization value must be "Bearer <key>" (the scheme's case is free, RFC 9110
-  // 11.1), and the key is compared over its full length in constant time. A second
-  // Authorization header is refused rather than guessed at.
+  // The whole Authorization value must be "Bearer <key>": the key is compared over its full
+  // length in constant time (ConnectionFront has already refused control characters, NUL
+  // included). The scheme is matched as OpenAI's clients send it; a second Authorization
+  // header is refused rather than guessed at.
   bool authorized(const httplib::Request& req) const {
     if (req.get_header_value_count("Authorization") != 1) return false;
     const std::string h = req.get_header_value("Authorization");
-    constexpr std::string_view kScheme = "bearer ";
-    if (h.size() < kScheme.size()) return false;
-    for (size_t i = 0; i < kScheme.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(h[i])) != kScheme[i]) return false;
-    }
-    return constant_time_equal(std::string_view(h).substr(kScheme.size()), options.api_key);
+    constexpr std::string_view kScheme = "Bearer ";
+    return h.compare(0, kScheme.size(), kScheme) == 0 &&
+           constant_time_equal(std::string_view(h).substr(kScheme.size()), options.api_key);
   }
 
   // "GET, HEAD" style list of the methods a known path takes; "" for an unknown path.

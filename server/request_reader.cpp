@@ -129,6 +129,10 @@ ParsedRequest read_request(std::string_view input, const RequestLimits& limits) 
   // after a body.
   size_t start = 0;
   while (input.substr(start, 2) == "\r\n") start += 2;
+  const size_t line_end = input.find("\r\n", start);
+  if ((line_end == std::string_view::npos ? input.size() : line_end) - start > limits.max_line_bytes) {
+    return error(414, "Request line exceeds " + std::to_string(limits.max_line_bytes) + " bytes");
+  }
   const size_t head_end = input.find("\r\n\r\n", start);
   if (head_end == std::string_view::npos) {
     if (input.size() - start > limits.max_head_bytes) {

@@ -11,6 +11,7 @@
 namespace flashserve {
 
 struct RequestLimits {
+  size_t max_line_bytes = 8 * 1024;   // the request line; beyond: 414
   size_t max_head_bytes = 16 * 1024;  // request line + headers; beyond: 431
   size_t max_body_bytes = 4u << 20;   // declared or de-chunked body; beyond: 413
 };
