@@ -38,14 +38,16 @@ constexpr int kSendBufferBytes = 256 * 1024;  // per accepted socket (see accept
 // caller can answer 503 at once rather than let a request wait for a thread.
 class WorkerPool {
  public:
-  WorkerPool(int threads, bool may_queue) : may_queue_(may_queue) {
+  WorkerPool(int threads, bool may_queue) : size_(threads), may_queue_(may_queue) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
   }
   ~WorkerPool() { shutdown(); }
 
+  // Counts jobs taken or waiting rather than idle threads, so it is right from the start, before
+  // the threads have run.
   bool try_post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || (!may_queue_ && idle_ <= int(jobs_.size()))) return false;
+    if (stopping_ || (!may_queue_ && busy_ + int(jobs_.size()) >= size_)) return false;
     jobs_.push_back(std::move(fn));
     cv_.notify_one();
     return true;
@@ -67,24 +69,25 @@ class WorkerPool {
   void work() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      ++idle_;
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      --idle_;
       if (jobs_.empty()) return;  // stopping, nothing left
       auto fn = std::move(jobs_.front());
       jobs_.pop_front();
+      ++busy_;
       lock.unlock();
       fn();
       lock.lock();
+      --busy_;
     }
   }
 
+  const int size_;
   const bool may_queue_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::vector<std::thread> threads_;
-  int idle_ = 0;
+  int busy_ = 0;
   bool stopping_ = false;
 };
 
