@@ -394,10 +394,15 @@ struct ConnectionFront::Impl {
     }
   }
 
-  void run() {
-    const int total = std::max(options.workers, 1);
-    workers = std::make_unique<WorkerPool>(total, /*may_queue=*/false);
+  // The worker threads start with the listener, before the port is announced: hundreds of
+  // threads take a while to start (seconds under ThreadSanitizer), and the first clients must
+  // not wait for that.
+  void start_workers() {
+    workers = std::make_unique<WorkerPool>(std::max(options.workers, 1), /*may_queue=*/false);
     reserved = std::make_unique<WorkerPool>(std::max(options.reserved_workers, 1), /*may_queue=*/true);
+  }
+
+  void run() {
     std::vector<pollfd> fds;
     while (!stopping.load()) {
       const auto now = Clock::now();
@@ -466,7 +471,10 @@ ConnectionFront::ConnectionFront(ConnectionFrontOptions options, ServeRequest se
 ConnectionFront::~ConnectionFront() = default;
 
 bool ConnectionFront::bind() {
-  if (impl_->bind()) return true;
+  if (impl_->bind()) {
+    impl_->start_workers();
+    return true;
+  }
   std::fprintf(stderr, "[flashserve] cannot listen on %s:%d: %s\n", impl_->options.host.c_str(),
                impl_->options.port, std::strerror(errno));
   return false;

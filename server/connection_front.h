@@ -49,7 +49,7 @@ class ConnectionFront {
  public:
   ConnectionFront(ConnectionFrontOptions options, ServeRequest serve, ErrorBody error_body);
   ~ConnectionFront();
-  // Binds and listens; false (with a message on stderr) when it cannot.
+  // Binds, listens and starts the worker threads; false (with a message on stderr) when it cannot.
   bool bind();
   int port() const;
   // Serves until stop(); returns when every connection is closed and every worker is done.
