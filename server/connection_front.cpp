@@ -298,14 +298,21 @@ struct ConnectionFront::Impl {
     }
   }
 
-  // Reads what the socket has (bounded); false when the connection is finished (EOF, error).
+  // The most a connection may have buffered: a whole request of the largest size, with room for
+  // chunk framing. A request still incomplete at this size is refused (413), so a full buffer
+  // never leaves a readable socket that the poll loop would spin on.
+  size_t input_cap() const {
+    return options.limits.request.max_head_bytes + 2 * options.limits.request.max_body_bytes + 65536;
+  }
+
+  // Reads what the socket has, at most 1 MiB per call (so one fast sender cannot hold the
+  // acceptor); false when the connection is finished (EOF, error).
   bool read_some(Conn& c) {
-    const size_t cap = options.limits.request.max_head_bytes +
-                       options.limits.request.max_body_bytes + 65536;
     char buf[65536];
-    while (c.in.size() < cap || c.phase == Phase::kLinger) {
+    for (size_t got = 0; got < (1u << 20) && (c.in.size() < input_cap() || c.phase == Phase::kLinger);) {
       ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
       if (n > 0) {
+        got += size_t(n);
         if (c.phase != Phase::kLinger) c.in.append(buf, size_t(n));
         continue;
       }
@@ -322,6 +329,9 @@ struct ConnectionFront::Impl {
     if (c.in.empty()) return;
     ParsedRequest p = read_request(c.in, options.limits.request);
     const auto now = Clock::now();
+    if ((p.state == State::kNeedHead || p.state == State::kNeedBody) && c.in.size() >= input_cap()) {
+      return reject(c, 413, "Request too large (chunk framing included)");
+    }
     switch (p.state) {
       case State::kNeedHead:
         if (c.phase == Phase::kIdle) {

@@ -78,10 +78,12 @@ ParsedRequest dechunk(std::string_view input, size_t pos, const RequestLimits& l
   need.state = State::kNeedBody;
   for (;;) {
     const size_t eol = input.find("\r\n", pos);
-    if (eol == std::string_view::npos) {
-      if (input.size() - pos > 256) return error(400, "Malformed chunk size line");
-      return need;
+    // A size line (extensions included) has no reason to be long; a long one would let a
+    // client fill our buffer with framing while its body stays under the limit.
+    if ((eol == std::string_view::npos ? input.size() : eol) - pos > 256) {
+      return error(400, "Chunk size line too long");
     }
+    if (eol == std::string_view::npos) return need;
     std::string_view line = input.substr(pos, eol - pos);
     line = line.substr(0, line.find(';'));  // chunk extensions are ignored
     line = trim(line);
@@ -129,6 +131,7 @@ ParsedRequest read_request(std::string_view input, const RequestLimits& limits) 
   // after a body.
   size_t start = 0;
   while (input.substr(start, 2) == "\r\n") start += 2;
+  if (start > limits.max_line_bytes) return error(400, "Too many empty lines before the request");
   const size_t line_end = input.find("\r\n", start);
   if ((line_end == std::string_view::npos ? input.size() : line_end) - start > limits.max_line_bytes) {
     return error(414, "Request line exceeds " + std::to_string(limits.max_line_bytes) + " bytes");

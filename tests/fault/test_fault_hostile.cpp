@@ -261,6 +261,13 @@ TEST(FaultHostile, ErrorsBeforeTheBodyCloseAtOnce) {
       {"too large", "POST /v1/completions HTTP/1.1\r\nContent-Length: 999999\r\n\r\n{", 413},
       {"length and chunked", "POST /v1/completions HTTP/1.1\r\nContent-Length: 3\r\n"
                              "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+      // 1-byte chunks with 250-byte extensions: the framing fills the connection's buffer while
+      // the body stays under the limit.
+      {"chunk framing over the buffer", [] {
+         std::string r = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+         for (int i = 0; i < 400; ++i) r += "1;" + std::string(250, 'e') + "\r\nX\r\n";
+         return r;
+       }(), 413},
   };
   for (const Case& c : cases) {
     int fd = raw_connect(port);

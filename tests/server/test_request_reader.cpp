@@ -55,6 +55,8 @@ TEST(RequestReader, RefusesWhatAProxyOrParserCouldReadTwoWays) {
     int status;
   };
   const std::string nul("X: a\0b\r\n", 8);
+  std::string crlfs;  // 10,000 empty lines where a request line should be
+  for (int i = 0; i < 10000; ++i) crlfs += "\r\n";
   const std::vector<Case> cases = {
       {"NUL in a value", "GET / HTTP/1.1\r\n" + nul + "\r\n", 400},
       {"control character", "GET / HTTP/1.1\r\nX: a\x01\r\n\r\n", 400},
@@ -80,6 +82,9 @@ TEST(RequestReader, RefusesWhatAProxyOrParserCouldReadTwoWays) {
       {"expect other", "POST / HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\n", 417},
       {"bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
       {"chunk without CRLF", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400},
+      {"long chunk extension", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
+                                   std::string(300, 'e') + "\r\nX\r\n", 400},
+      {"endless empty lines", crlfs, 400},
   };
   for (const Case& c : cases) {
     ParsedRequest r = read(c.raw);
