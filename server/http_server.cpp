@@ -138,7 +138,8 @@ struct HttpServer::Impl {
                  ttft < 0 ? 0.0 : ttft * 1e3, tps, seconds * 1e3);
   }
 
-  void handle_completion(const httplib::Request& req, httplib::Response& res) {
+  void handle_completion(const httplib::Request& req, httplib::Response& res,
+                         ResponseFormat format) {
     if (draining.load()) {
       ApiError e;
       e.status = 503;
@@ -148,7 +149,9 @@ struct HttpServer::Impl {
       e.retry_after_s = 1;
       return send_error(res, e);
     }
-    auto parsed = parse_completion_request(req.body, model, tokenizer);
+    auto parsed = format == ResponseFormat::kChat
+                      ? parse_chat_request(req.body, model, tokenizer)
+                      : parse_completion_request(req.body, model, tokenizer);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& request = std::get<CompletionRequest>(parsed);
     const int64_t kv_tokens =
@@ -277,7 +280,10 @@ struct HttpServer::Impl {
     });
 
     svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle_completion(req, res);
+      handle_completion(req, res, ResponseFormat::kCompletion);
+    });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle_completion(req, res, ResponseFormat::kChat);
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(dump_json(models_json(model)), "application/json");
