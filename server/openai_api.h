@@ -41,9 +41,9 @@ nlohmann::json error_json(const ApiError& e);
 struct ServedModel {
   std::string id;           // the served model name (request "model" must match it)
   int max_model_len = 0;    // prompt + max_tokens must fit
-  int64_t kv_cache_tokens = 0;  // > 0: a chat request without max_tokens stays within it too
   int vocab_size = 0;       // valid token ids are [0, vocab_size)
   int64_t created = 0;      // unix time the server started
+  int64_t kv_cache_tokens = 0;  // > 0: a chat request without max_tokens stays within it too
   // A request that omits temperature/top_p/top_k/repetition_penalty gets these (the API's
   // defaults, overridden by the model's generation_config.json).
   SamplingParams sampling_defaults;
