@@ -1,7 +1,7 @@
 // Completion (see completion.h): the one pipeline behind /v1/completions and
-// /v1/chat/completions (the request's format only picks the JSON shapes). Per choice, engine token events go through the incremental
-// detokenizer (prompt as context, so leading spaces and multi-byte characters come out right)
-// and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
+// /v1/chat/completions (the request's format only picks the JSON shapes). Per choice, engine
+// token events go through the incremental detokenizer (prompt as context, so leading spaces and
+// multi-byte characters come out right) and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
 // texts are equal by construction.
 #include "server/completion.h"
 
