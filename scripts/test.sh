@@ -69,7 +69,7 @@ fi
 if stage fuzz; then
   fuzz="$FS_ROOT/build/fuzz"
   fuzzers=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_openai_request fuzz_stop_matcher
-           fuzz_detokenizer)
+           fuzz_detokenizer fuzz_chat_template)
   CC=clang CXX=clang++ fs_build "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_BUILD_BENCH=OFF -DFLASHSERVE_FUZZ=ON \
     -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-30}" \

@@ -37,7 +37,9 @@ class Tokenizer {
   // paying to encode it. The default suits SentencePiece's default 16-character pieces.
   virtual size_t max_piece_bytes() const { return 64; }
   // The special tokens a template may write (SentencePiece: control, unknown and user-defined
-  // pieces; tokenizer.json: added tokens marked special), longest text first.
+  // pieces; tokenizer.json: added tokens marked special), longest text first. encode() turns
+  // user-defined pieces' text into their ids by itself, so special_split.cpp keeps message text
+  // from ever being encoded with such a text whole.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
