@@ -21,7 +21,9 @@ namespace {
 // plain encode() it is.
 std::vector<int32_t> encode_continuation(const Tokenizer& tokenizer, std::string_view text) {
   const std::vector<int32_t> lead = tokenizer.encode("\n", false);
-  std::vector<int32_t> ids = tokenizer.encode("\n" + std::string(text), false);
+  std::string led(1, '\n');
+  led.append(text);
+  std::vector<int32_t> ids = tokenizer.encode(led, false);
   if (!lead.empty() && ids.size() > lead.size() &&
       std::equal(lead.begin(), lead.end(), ids.begin())) {
     return std::vector<int32_t>(ids.begin() + static_cast<long>(lead.size()), ids.end());
