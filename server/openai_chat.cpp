@@ -133,11 +133,13 @@ std::vector<ChatMessage> parse_messages(const json& j) {
 std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ServedModel& model,
                                  const Tokenizer& tokenizer) {
   if (!model.chat_template) {
+    std::string names;
+    for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
     throw bad_request("This model has no chat template (none in its folder's tokenizer_config.json "
                       "or chat_template.jinja), so /v1/chat/completions cannot build a prompt. "
-                      "Start flashserve with --chat-template NAME (built-in: llama-2, llama-3, "
-                      "chatml, mistral, zephyr) or --chat-template FILE (a Jinja template), or send "
-                      "your own prompt to /v1/completions.",
+                      "Start flashserve with --chat-template NAME (built-in: " + names +
+                          ") or --chat-template FILE (a Jinja template), or send your own prompt "
+                          "to /v1/completions.",
                       "messages", "chat_template_missing");
   }
   RenderedChat rendered;
