@@ -48,7 +48,7 @@ struct ServedModel {
   // defaults, overridden by the model's generation_config.json).
   SamplingParams sampling_defaults;
   // Renders /v1/chat/completions prompts; null: that endpoint answers 400 saying how to set one.
-  std::shared_ptr<const ChatTemplate> chat_template;
+  std::shared_ptr<const ChatTemplate> chat_template = nullptr;
 };
 
 struct CompletionRequest {
