@@ -285,7 +285,10 @@ int main(int argc, char** argv) {
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue);
   std::string eos_list;
-  for (int id : c.eos_token_ids) eos_list += (eos_list.empty() ? "" : ",") + std::to_string(id);
+  for (int id : c.eos_token_ids) {
+    if (!eos_list.empty()) eos_list += ',';
+    eos_list += std::to_string(id);
+  }
   const SamplingParams& d = served.sampling_defaults;
   std::fprintf(stderr,
                "flashserve: eos ids [%s]; sampling defaults (generation_config.json over the API's):"

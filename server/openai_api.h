@@ -46,7 +46,7 @@ struct ServedModel {
   int64_t kv_cache_tokens = 0;  // > 0: a chat request without max_tokens stays within it too
   // A request that omits temperature/top_p/top_k/repetition_penalty gets these (the API's
   // defaults, overridden by the model's generation_config.json).
-  SamplingParams sampling_defaults;
+  SamplingParams sampling_defaults{};
   // Renders /v1/chat/completions prompts; null: that endpoint answers 400 saying how to set one.
   std::shared_ptr<const ChatTemplate> chat_template = nullptr;
 };
