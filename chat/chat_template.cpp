@@ -118,8 +118,8 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir,
   const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
   std::string bos = fallback_bos, eos = fallback_eos;
+  nlohmann::json config;
   if (fs::exists(config_path)) {
-    nlohmann::json config;
     try {
       config = nlohmann::json::parse(read_file(config_path));
     } catch (const nlohmann::json::exception& e) {
@@ -128,12 +128,16 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir,
     if (!config.is_object()) throw Error(str_cat(config_path, ": not a JSON object"));
     bos = special_token(config, "bos_token", fallback_bos, config_path);
     eos = special_token(config, "eos_token", fallback_eos, config_path);
+  }
+  // transformers lets chat_template.jinja override the config's template (its tokenizer test
+  // test_chat_template_file_priority).
+  if (fs::exists(jinja_path)) return ChatTemplate(read_file(jinja_path), jinja_path, bos, eos);
+  if (config.is_object()) {
     auto it = config.find("chat_template");
     if (it != config.end() && !it->is_null()) {
       return ChatTemplate(template_from_config(*it, config_path), config_path, bos, eos);
     }
   }
-  if (fs::exists(jinja_path)) return ChatTemplate(read_file(jinja_path), jinja_path, bos, eos);
   return std::nullopt;
 }
 

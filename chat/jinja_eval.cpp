@@ -105,7 +105,8 @@ class Renderer {
   struct DepthGuard {
     Renderer& r;
     explicit DepthGuard(Renderer& renderer) : r(renderer) {
-      if (++r.depth_ > r.limits_.max_depth) throw RenderError("template nested too deeply");
+      if (r.depth_ >= r.limits_.max_depth) throw RenderError("template nested too deeply");
+      ++r.depth_;
     }
     ~DepthGuard() { --r.depth_; }
   };
@@ -138,7 +139,7 @@ class Renderer {
           if (truthy(eval(*b.condition, scope))) return exec_body(b.body, scope, out);
         }
         return exec_body(s.else_body, scope, out);
-      case Stmt::Kind::For: exec_for(s, scope, out); return Flow::Normal;
+      case Stmt::Kind::For: return exec_for(s, scope, out);
       case Stmt::Kind::Set: exec_set(s, scope); return Flow::Normal;
       case Stmt::Kind::SetBlock: {
         Text captured;
@@ -146,7 +147,7 @@ class Renderer {
         scope.set(s.targets[0], Value::string(std::move(captured)));
         return Flow::Normal;
       }
-      case Stmt::Kind::Macro: scope.set(s.name, make_macro(s)); return Flow::Normal;
+      case Stmt::Kind::Macro: scope.set(s.name, make_macro(s, scope)); return Flow::Normal;
       case Stmt::Kind::Break: return Flow::Break;
       case Stmt::Kind::Continue: return Flow::Continue;
       case Stmt::Kind::Block: return exec_body(s.body, scope, out);
@@ -166,7 +167,8 @@ class Renderer {
     for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], v.items()[i]);
   }
 
-  void exec_for(const Stmt& s, Scope& scope, Text& out) {
+  // Returns how the else block ended: a break or continue there belongs to the enclosing loop.
+  Flow exec_for(const Stmt& s, Scope& scope, Text& out) {
     List items = iterate(eval(*s.expr, scope));
     if (s.filter) {  // `for x in xs if cond`: loop.index and loop.length count what passes
       List kept;
@@ -185,6 +187,7 @@ class Renderer {
       return a.positional[*index % a.positional.size()];
     });
     charge(items.size() / 16);
+    bool completed = false;
     for (int64_t i = 0; i < n; ++i) {
       charge(kIterationSteps);
       *index = i;
@@ -193,11 +196,13 @@ class Renderer {
       iteration.set("loop", loop_object(items, i, cycle));
       const Flow f = exec_body(s.body, iteration, out);
       if (f == Flow::Break) break;
+      completed = completed || f == Flow::Normal;
     }
-    if (n == 0) {
-      Scope otherwise{&scope, {}};
-      exec_body(s.else_body, otherwise, out);
-    }
+    // jinja2 runs the else block unless some iteration reached the end of the body: a loop
+    // that only ever breaks or continues runs it too.
+    if (completed) return Flow::Normal;
+    Scope otherwise{&scope, {}};
+    return exec_body(s.else_body, otherwise, out);
   }
 
   // The `loop` variable of iteration i. Built for every iteration, so its keys are made once.
@@ -239,16 +244,27 @@ class Renderer {
     ns->namespace_dict().set(Value::string(s.attr), std::move(v));
   }
 
-  // A macro is a callable that renders its body in a scope of its own, above the template's
-  // top-level variables (not the caller's locals, as in jinja2).
-  Value make_macro(const Stmt& s) {
+  // A macro is a callable that renders its body in a scope of its own. Like jinja2 it sees the
+  // variables where it was defined, not the caller's: the template's top level as it is at call
+  // time, and for a macro defined inside a loop or macro, a copy of that scope's variables (a
+  // copy, since the macro may outlive the iteration that defined it).
+  Value make_macro(const Stmt& s, const Scope& where) {
     const Stmt* def = &s;
-    return Value::callable(s.name, [this, def](CallArgs& args) -> Value {
+    auto closure = std::make_shared<Scope>();
+    closure->parent = &root_;
+    std::vector<const Scope*> chain;
+    for (const Scope* sc = &where; sc && sc != &root_ && sc != &globals_; sc = sc->parent) {
+      chain.push_back(sc);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      for (const auto& [name, v] : (*it)->vars) closure->set(name, v);
+    }
+    return Value::callable(s.name, [this, def, closure](CallArgs& args) -> Value {
       if (args.positional.size() > def->params.size()) {
         throw RenderError(str_cat("macro '", def->name, "' takes not more than ",
                                   def->params.size(), " argument(s)"));
       }
-      Scope local{&root_, {}};
+      Scope local{closure.get(), {}};
       for (size_t k = 0; k < def->params.size(); ++k) {
         const MacroParam& p = def->params[k];
         const Value* given = k < args.positional.size() ? &args.positional[k] : nullptr;
@@ -351,6 +367,7 @@ class Renderer {
       charge(v.str().size() / 256);
       check_size(v.text());
     } else if (v.is(Value::Type::List)) {
+      check_list_size(v.items().size());
       charge(v.items().size() / 16);
     }
     return v;
@@ -423,8 +440,8 @@ class Renderer {
     }
     require_defined(obj);
     const bool is_list = obj.is(Value::Type::List);
-    if (!is_list && !obj.is(Value::Type::String)) {
-      throw RenderError(str_cat("'", type_name(obj), "' object is not subscriptable"));
+    if (!is_list && !obj.is(Value::Type::String)) {  // jinja2 falls back to Undefined
+      return Value::undefined(str_cat("'", type_name(obj), " object' has no attribute slice"));
     }
     const std::vector<size_t> starts = is_list ? std::vector<size_t>() : code_point_starts(obj.str());
     const int64_t n = static_cast<int64_t>(is_list ? obj.items().size() : starts.size());
@@ -443,7 +460,7 @@ class Renderer {
     if (is_list) {
       List out;
       for (int64_t i : picked) out.push_back(obj.items()[i]);
-      return Value::list(std::move(out));
+      return obj.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     if (step == 1) {  // one contiguous byte range
       if (picked.empty()) return Value::string("");
@@ -505,8 +522,10 @@ class Renderer {
 
   Value repeat(const Value& seq, int64_t times) {
     times = std::max<int64_t>(times, 0);
-    const size_t unit = seq.is(Value::Type::String) ? seq.str().size() : seq.items().size();
-    if (unit != 0 && static_cast<uint64_t>(times) > limits_.max_text_bytes / unit) {
+    const bool is_list = seq.is(Value::Type::List);
+    const size_t unit = is_list ? seq.items().size() : seq.str().size();
+    const size_t limit = is_list ? kMaxListItems : limits_.max_text_bytes;
+    if (unit != 0 && static_cast<uint64_t>(times) > limit / unit) {
       throw RenderError("repeated value too large");
     }
     charge(unit * times / 256);
@@ -537,7 +556,7 @@ class Renderer {
       if (op == "%") {
         double r = std::fmod(x, y);
         if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        return Value::number(r);
+        return Value::number(r == 0 ? std::copysign(0.0, y) : r);  // Python: the divisor's sign
       }
     } else {
       const int64_t x = a.as_int(), y = b.as_int();

@@ -31,7 +31,7 @@ Value attribute_of(const Value& item, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    if (cur.is_undefined()) return cur;
+    require_defined(cur);  // jinja2's getitem on Undefined raises
     Value next;
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c); });
     if (cur.is_mapping()) {
@@ -158,7 +158,9 @@ Value f_replace(const Value& v, CallArgs& a) {
 
 Value f_items(const Value& v, CallArgs&) {
   if (v.is_undefined()) return Value::list({});
-  if (!v.is_mapping()) throw RenderError(str_cat("can only get item pairs from a mapping, not ", type_name(v)));
+  if (!v.is(Value::Type::Dict)) {  // a namespace is not a mapping to Python
+    throw RenderError(str_cat("can only get item pairs from a mapping, not ", type_name(v)));
+  }
   List out;
   for (const auto& [k, x] : v.mapping().items) out.push_back(Value::tuple({k, x}));
   return Value::list(std::move(out));
@@ -203,6 +205,7 @@ bool parse_float(const std::string& s, double& out) {
 Value f_int(const Value& v, CallArgs& a) {
   const Value* dflt = arg(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value::integer(0);
+  require_defined(v);  // jinja2's Undefined fails int() and float() instead of defaulting
   switch (v.type()) {
     case Value::Type::Int: return v;
     case Value::Type::Bool: return Value::integer(v.as_int());
@@ -227,6 +230,7 @@ Value f_int(const Value& v, CallArgs& a) {
 Value f_float(const Value& v, CallArgs& a) {
   const Value* dflt = arg(a, 0, "default");
   const Value fallback = dflt ? *dflt : Value::number(0.0);
+  require_defined(v);
   if (v.is_number() || v.is(Value::Type::Bool)) return Value::number(v.as_double());
   double f;
   if (v.is(Value::Type::String) && parse_float(v.str(), f)) return Value::number(f);
@@ -276,6 +280,7 @@ Value filter_by_test(const Value& v, CallArgs& a, bool by_attribute, bool keep) 
   CallArgs test_args;
   test_args.positional.assign(a.positional.begin() + std::min(next, a.positional.size()), a.positional.end());
   List out;
+  if (!truthy(v)) return Value::list({});  // jinja2 skips a false sequence without iterating it
   for (const Value& item : iterate(v)) {
     const Value probe = by_attribute ? attribute_of(item, attribute) : item;
     CallArgs args = test_args;
@@ -293,6 +298,7 @@ Value f_rejectattr(const Value& v, CallArgs& a) { return filter_by_test(v, a, tr
 // map(attribute='x'[, default=d]) or map('filter', args...).
 Value f_map(const Value& v, CallArgs& a) {
   List out;
+  if (!truthy(v)) return Value::list({});  // as jinja2: a false sequence maps to nothing
   if (const Value* attr = arg(a, 99, "attribute")) {
     const Value* dflt = arg(a, 99, "default");
     for (const Value& item : iterate(v)) {
@@ -329,7 +335,8 @@ Value f_indent(const Value& v, CallArgs& a) {
   }
   const bool first = arg_bool(a, 1, "first", false);
   const bool blank = arg_bool(a, 2, "blank", false);
-  const std::string s = to_text(v).s;
+  if (!v.is(Value::Type::String)) throw RenderError(str_cat("indent needs a string, not ", type_name(v)));
+  const std::string s = v.str();
   std::string out;
   size_t start = 0;
   for (bool first_line = true;; first_line = false) {
@@ -362,22 +369,33 @@ bool t_iterable(const Value& v, CallArgs&) {
   return v.is_undefined() || v.is(Value::Type::String) || v.is(Value::Type::List) || v.is(Value::Type::Dict);
 }
 bool t_sequence(const Value& v, CallArgs& a) { return t_iterable(v, a); }
-bool t_callable(const Value& v, CallArgs&) { return v.is(Value::Type::Callable); }
+// Undefined counts: jinja2's Undefined defines __call__ (to raise when called).
+bool t_callable(const Value& v, CallArgs&) { return v.is(Value::Type::Callable) || v.is_undefined(); }
 
-int64_t int_operand(const Value& v, const char* test) {
-  if (!v.is(Value::Type::Int) && !v.is(Value::Type::Bool)) {
-    throw RenderError(str_cat("the '", test, "' test needs an integer, not ", type_name(v)));
+// x % n == r with Python's modulo, for the odd/even/divisibleby tests (ints and floats).
+bool mod_is(const Value& v, const Value& n, int64_t r, const char* test) {
+  const bool nums = (v.is_number() || v.is(Value::Type::Bool)) && (n.is_number() || n.is(Value::Type::Bool));
+  if (!nums) throw RenderError(str_cat("the '", test, "' test needs numbers, not ", type_name(v)));
+  if (v.is(Value::Type::Float) || n.is(Value::Type::Float)) {
+    const double d = n.as_double();
+    if (d == 0.0) throw RenderError("float modulo by zero");
+    double m = std::fmod(v.as_double(), d);
+    if (m != 0 && ((m < 0) != (d < 0))) m += d;
+    return m == static_cast<double>(r);
   }
-  return v.as_int();
+  const int64_t d = n.as_int();
+  if (d == 0) throw RenderError("integer division or modulo by zero");
+  if (d == -1) return r == 0;
+  int64_t m = v.as_int() % d;
+  if (m != 0 && ((m < 0) != (d < 0))) m += d;
+  return m == r;
 }
-bool t_odd(const Value& v, CallArgs&) { return int_operand(v, "odd") % 2 != 0; }
-bool t_even(const Value& v, CallArgs&) { return int_operand(v, "even") % 2 == 0; }
+bool t_odd(const Value& v, CallArgs&) { return mod_is(v, Value::integer(2), 1, "odd"); }
+bool t_even(const Value& v, CallArgs&) { return mod_is(v, Value::integer(2), 0, "even"); }
 bool t_divisibleby(const Value& v, CallArgs& a) {
   const Value* n = arg(a, 0, "num");
   if (!n) throw RenderError("divisibleby needs a number");
-  const int64_t d = int_operand(*n, "divisibleby");
-  if (d == 0) throw RenderError("integer division or modulo by zero");
-  return d == -1 || int_operand(v, "divisibleby") % d == 0;
+  return mod_is(v, *n, 0, "divisibleby");
 }
 
 const Value& other(CallArgs& a) {

@@ -82,6 +82,7 @@ List split(const Text& t, const std::string* sep, int64_t maxsplit) {
       const size_t hit = s.find(*sep, start);
       if (hit == std::string::npos) break;
       out.push_back(Value::string(t.substr(start, hit)));
+      check_list_size(out.size());
       start = hit + sep->size();
     }
     out.push_back(Value::string(t.substr(start, s.size())));
@@ -107,6 +108,7 @@ List split(const Text& t, const std::string* sep, int64_t maxsplit) {
     size_t j = k;
     while (j < starts.size() && !space_at(j)) ++j;
     out.push_back(Value::string(t.substr(byte(k), byte(j))));
+    check_list_size(out.size());
     ++n;
     k = j;
   }
@@ -265,10 +267,29 @@ Value dict_method(const Value& self, const std::string& name) {
   return Value();
 }
 
+// The non-mutating list methods (the sandbox refuses append, pop, ...).
+Value list_method(const Value& self, const std::string& name) {
+  if (name != "count" && name != "index") return Value();
+  const bool count = name == "count";
+  return Value::callable("list." + name, [self, count](CallArgs& a) -> Value {
+    const Value* x = arg(a, 0, "value");
+    if (!x) throw RenderError("list.count/index takes one argument");
+    int64_t n = 0;
+    for (size_t i = 0; i < self.items().size(); ++i) {
+      if (!equals(self.items()[i], *x)) continue;
+      if (!count) return Value::integer(static_cast<int64_t>(i));
+      ++n;
+    }
+    if (!count) throw RenderError(str_cat(repr(*x), " is not in list"));
+    return Value::integer(n);
+  });
+}
+
 }  // namespace
 
 Value find_method(const Value& obj, const std::string& name) {
   if (obj.is(Value::Type::String)) return string_method(obj, name);
+  if (obj.is(Value::Type::List)) return list_method(obj, name);
   if (obj.is(Value::Type::Dict)) return dict_method(obj, name);
   return Value();
 }

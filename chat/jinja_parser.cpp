@@ -20,9 +20,8 @@ class Parser {
       : toks_(tokens), origin_(origin) {}
 
   Body parse_template() {
-    std::string found;
-    Body body = parse_body({}, &found);
-    return body;
+    std::string found;  // stays empty: the top level ends at the end of the template
+    return parse_body({}, &found);
   }
 
  private:
@@ -253,7 +252,6 @@ class Parser {
     std::string found;
     s.body = parse_body({"endmacro"}, &found);
     loop_depth_ = saved;
-    if (cur().kind == Tok::Name) advance();  // {% endmacro name %}
     expect_block_end();
     return s;
   }

@@ -302,6 +302,10 @@ Text to_text(const Value& v) {
   }
 }
 
+void check_list_size(size_t n) {
+  if (n > kMaxListItems) throw RenderError("list too long for a chat template");
+}
+
 List iterate(const Value& v) {
   switch (v.type()) {
     case Value::Type::Undefined: return {};
@@ -314,6 +318,7 @@ List iterate(const Value& v) {
     case Value::Type::String: {
       List chars;
       const auto starts = code_point_starts(v.str());
+      check_list_size(starts.size());
       for (size_t k = 0; k < starts.size(); ++k) {
         const size_t end = k + 1 < starts.size() ? starts[k + 1] : v.str().size();
         chars.push_back(Value::string(v.text().substr(starts[k], end)));

@@ -170,6 +170,12 @@ bool equals(const Value& a, const Value& b);
 // Python's ordering (numbers, strings by code point, lists lexicographically); RenderError for
 // types Python would refuse to compare.
 int compare(const Value& a, const Value& b);
+// The most items one list may hold (a list, the characters of an iterated string, split
+// pieces): bounds the memory a template can take, far above any real conversation.
+constexpr size_t kMaxListItems = 200'000;
+// RenderError when a list of `n` items would pass kMaxListItems.
+void check_list_size(size_t n);
+
 // What `for x in v` visits: list items, dict keys, string characters (each keeping its literal
 // range); nothing for Undefined; RenderError for the rest.
 List iterate(const Value& v);

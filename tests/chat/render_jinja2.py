@@ -10,9 +10,11 @@ usage: render_jinja2.py TEMPLATE_DIR CONVERSATIONS_JSON  -> JSON on stdout:
   {"<template>": {"<conversation>": {"text": "..."} | {"raised": "msg"} | {"error": "..."}}}
 A template jinja2 cannot compile gives {"<template>": {"compile_error": "..."}}.
 """
+import copy
 import json
 import os
 import sys
+import warnings
 
 import jinja2
 import jinja2.ext
@@ -41,6 +43,9 @@ def environment():
 
 
 def main():
+    # jinja2 compiles templates to Python; odd constant expressions in random templates make
+    # Python warn (SyntaxWarning) on stderr. The outcome is what is compared, not the warnings.
+    warnings.simplefilter("ignore", SyntaxWarning)
     template_dir, conversations_path = sys.argv[1], sys.argv[2]
     with open(conversations_path, encoding="utf-8") as f:
         spec = json.load(f)
@@ -59,7 +64,10 @@ def main():
         out = {}
         for conv in spec["conversations"]:
             try:
-                text = template.render(messages=conv["messages"], tools=None, documents=None,
+                # A fresh copy each time: a template can mutate it (jinja2's indent filter
+                # appends to a list it is given), which must not leak into the next render.
+                text = template.render(messages=copy.deepcopy(conv["messages"]),
+                                       tools=None, documents=None,
                                        add_generation_prompt=conv["add_generation_prompt"],
                                        bos_token=spec["bos_token"], eos_token=spec["eos_token"])
                 out[conv["name"]] = {"text": text}

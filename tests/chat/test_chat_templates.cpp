@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <thread>
 
 #include "chat/chat_template.h"
 
@@ -98,6 +100,14 @@ TEST_F(ModelDir, JinjaFileBesideTheConfig) {
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->origin(), dir() + "/chat_template.jinja");
   EXPECT_EQ(t->render(kHello, false).text, "<B>[1]");  // jinja2 drops one trailing newline
+}
+
+TEST_F(ModelDir, JinjaFileWinsOverTheConfigAsInTransformers) {
+  write("tokenizer_config.json", R"({"chat_template": "FROM CONFIG"})");
+  write("chat_template.jinja", "FROM FILE");
+  auto t = ChatTemplate::from_model_dir(dir(), "", "");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->render(kHello, false).text, "FROM FILE");
 }
 
 TEST_F(ModelDir, NoTemplateIsNullopt) {
@@ -295,6 +305,12 @@ TEST(ChatTemplateLimits, HostileTemplatesStopWithAnError) {
   EXPECT_THROW(make("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").render(kHello, false),
                ChatTemplateError);
   EXPECT_THROW(make("{{ range(1000000) | length }}").render(kHello, false), ChatTemplateError);
+  // Memory: lists.
+  EXPECT_THROW(make("{{ ([1] * 100000000) | length }}").render(kHello, false), ChatTemplateError);
+  EXPECT_THROW(make("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                   .render(kHello, false),
+               ChatTemplateError);
+  EXPECT_THROW(make("{{ (' ' * 1000000).split(' ') | length }}").render(kHello, false), ChatTemplateError);
 }
 
 TEST(ChatTemplateLimits, DeepNestingIsRefusedAtLoad) {
@@ -302,4 +318,28 @@ TEST(ChatTemplateLimits, DeepNestingIsRefusedAtLoad) {
   std::string ifs;
   for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
   EXPECT_THROW(make(ifs), Error);
+}
+
+// ---- concurrency ----
+
+// The HTTP threads share one ChatTemplate: render is const and keeps no state between calls.
+TEST(ChatTemplate, RendersConcurrently) {
+  const ChatTemplate t = make(
+      "{% macro q(x) %}[{{ x | trim }}]{% endmacro %}{% set ns = namespace(n=0) %}"
+      "{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ q(m.content) }}{{ loop.cycle('a', 'b') }}{% endfor %}{{ ns.n }}");
+  const std::vector<ChatMessage> conv = {{"user", " x ", ""}, {"assistant", "y", ""}};
+  const RenderedChat want = t.render(conv, false);
+  ASSERT_EQ(want.text, "[x]a[y]b2");
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        const RenderedChat got = t.render(conv, false);
+        if (got.text != want.text || got.literal != want.literal) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
