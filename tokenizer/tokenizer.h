@@ -51,8 +51,10 @@ class Tokenizer {
   // text than this, so the API edge can refuse a prompt that can never fit the context before
   // paying to encode it. The default suits SentencePiece's default 16-character pieces.
   virtual size_t max_piece_bytes() const { return 64; }
-  // The special tokens a template may write (SentencePiece: control and unknown pieces, which its
-  // encoder never produces from text; tokenizer.json: added tokens marked special), longest text first.
+  // The special tokens a template may write (SentencePiece: control, unknown and user-defined
+  // pieces; tokenizer.json: added tokens marked special), longest text first. encode() turns
+  // user-defined pieces' text into their ids by itself, so special_split.cpp keeps message text
+  // from ever being encoded with such a text whole.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
   // True when a run of byte pieces ("<0xNN>") decodes as a whole: if any byte of the run is
   // invalid, every byte becomes U+FFFD (HF's ByteFallback decoder), so a later byte piece can
