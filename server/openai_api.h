@@ -98,6 +98,7 @@ std::string token_bytes(const Tokenizer& tokenizer, int32_t id);
 
 // The printable text of one token for logprobs: the piece with "▁" as a space, byte pieces
 // <0xNN> as their byte; text that is not valid UTF-8 becomes "bytes:\xNN..." as OpenAI does.
+// An id past the tokenizer's vocabulary (a model's padding row) has the text "", as in vLLM.
 std::string token_text(const Tokenizer& tokenizer, int32_t id);
 
 bool is_valid_utf8(std::string_view s);

@@ -1,6 +1,7 @@
 // Tokenizer over SentencePiece (the only file that includes its headers). Encode rejects invalid
 // UTF-8 up front, because SentencePiece would otherwise silently map bad bytes to U+FFFD or <unk>.
-// Decode and piece reject ids outside [0, vocab_size).
+// Ids past the vocabulary (a model's padding rows) decode to nothing and have the piece "";
+// negative ids throw.
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
@@ -91,16 +92,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
-    for (int32_t id : ids) check_id(id);
+    std::vector<int> known;  // SentencePiece rejects ids it does not have: leave them out
+    known.reserve(ids.size());
+    for (int32_t id : ids)
+      if (check_id(id)) known.push_back(id);
     std::string text;
-    const auto status = sp_.Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+    const auto status = sp_.Decode(known, &text);
     if (!status.ok()) FS_THROW("SentencePiece decode failed: ", status.ToString());
     return text;
   }
 
   std::string piece(int32_t id) const override {
-    check_id(id);
-    return sp_.IdToPiece(id);
+    return check_id(id) ? sp_.IdToPiece(id) : "";
   }
 
   std::vector<SpecialToken> special_tokens() const override {
@@ -120,9 +123,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   int eos_id() const override { return sp_.eos_id(); }
 
  private:
-  void check_id(int32_t id) const {
-    if (id < 0 || id >= sp_.GetPieceSize())
-      FS_THROW("token id ", id, " is outside the vocabulary [0, ", sp_.GetPieceSize(), ")");
+  // True for an id of the vocabulary, false for one past it; a negative id throws.
+  bool check_id(int32_t id) const {
+    if (id < 0) FS_THROW("token id ", id, " is negative");
+    return id < sp_.GetPieceSize();
   }
   sentencepiece::SentencePieceProcessor sp_;
   size_t max_piece_bytes_ = 1;
