@@ -1,5 +1,5 @@
 // flashserve-chat: a terminal chat client for a running flashserve (or any OpenAI-compatible
-// /v1/completions server). Interactive on a terminal; with stdin piped (or --prompt) it sends one
+// server: /v1/chat/completions by default, /v1/completions with a local --template). Interactive on a terminal; with stdin piped (or --prompt) it sends one
 // message and prints one reply. Exit codes are listed in kHelp and docs/CLIENT.md.
 #include <signal.h>
 #include <unistd.h>
@@ -25,12 +25,15 @@ enum ExitCode { kExitOk = 0, kExitUsage = 1, kExitUnreachable = 2, kExitServer =
 
 const char* kHelp = R"(usage: flashserve-chat [options]
 Chat with a flashserve server from the terminal. The reply streams as it is generated; the
-conversation is kept and sent each turn through a prompt template, trimmed to the model's context.
+conversation is kept and sent each turn, trimmed to the model's context. By default the server
+renders it with the model's own chat template (POST /v1/chat/completions).
 With stdin not a terminal (a pipe or file) or with --prompt, sends one message and prints one reply.
 
   --url URL          server base URL (default http://127.0.0.1:8000)
   --api-key KEY      API key sent as "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY)
-  --template NAME    prompt format: plain (default) | llama2 (or llama-2) | chatml | zephyr
+  --template NAME    server (default): the server's chat template. Fallback for servers without
+                     /v1/chat/completions (or without a template): render the prompt here and
+                     use /v1/completions: plain | llama2 (or llama-2) | chatml | zephyr
   --system TEXT      system prompt
   --temp X           sampling temperature 0..2 (default 0.8; 0 = greedy)
   --max N            the most tokens per reply (default 256)
@@ -94,7 +97,7 @@ Flags parse_flags(int argc, char** argv) {
       f.api_key = value;
     } else if (arg == "--template") {
       auto kind = parse_template_kind(value);
-      if (!kind) usage_error("--template must be plain, llama2, chatml or zephyr");
+      if (!kind) usage_error("--template must be server, plain, llama2, chatml or zephyr");
       f.session.kind = *kind;
     } else if (arg == "--system") {
       f.session.system = value;
@@ -151,11 +154,16 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
                    dropped == 1 ? "" : "s");
       dropped = 0;
     }
-    nlohmann::json req = {{"prompt", p.prompt},
-                          {"max_tokens", session.options().max_tokens},
+    const bool server_template = session.options().kind == TemplateKind::kServer;
+    nlohmann::json req = {{"max_tokens", session.options().max_tokens},
                           {"temperature", session.options().temperature},
-                          {"stop", stop_strings(session.options().kind)},
                           {"stream_options", {{"include_usage", true}}}};
+    if (server_template) {
+      req["messages"] = p.messages;
+    } else {
+      req["prompt"] = p.prompt;
+      req["stop"] = stop_strings(session.options().kind);
+    }
     if (!model_id.empty()) req["model"] = model_id;
     bool at_start = true;
     out.reply.clear();
@@ -171,7 +179,8 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    out.result = api.stream_completion(req, on_text, &g_interrupted);
+    out.result = api.stream_completion(req, on_text, &g_interrupted,
+                                       server_template ? Endpoint::kChat : Endpoint::kCompletions);
     if (out.result.outcome == Outcome::kHttpError && out.result.status == 400 &&
         out.result.error_code == "context_length_exceeded" && session.drop_oldest()) {
       p = session.prepare(user);
@@ -195,6 +204,10 @@ int exit_code_for(const StreamResult& r) {
   return kExitServer;
 }
 
+const char* kNoServerTemplate =
+    "(the server cannot render chat prompts for this model: start flashserve with "
+    "--chat-template NAME|FILE, or render them here with --template plain|llama2|chatml|zephyr)";
+
 std::string describe_error(const StreamResult& r, const std::string& url) {
   switch (r.outcome) {
     case Outcome::kUnreachable:
@@ -206,6 +219,10 @@ std::string describe_error(const StreamResult& r, const std::string& url) {
       }
       if (r.error_code == "context_length_exceeded") {
         return "the message does not fit the model's context (" + r.message + ")";
+      }
+      if (r.error_code == "chat_template_missing" || r.status == 404) {
+        return "the server answered " + std::to_string(r.status) + ": " + r.message + "\n" +
+               kNoServerTemplate;
       }
       return "the server answered " + std::to_string(r.status) + ": " + r.message;
     case Outcome::kStreamError:
@@ -245,6 +262,11 @@ int main(int argc, char** argv) {
     flags.session.max_tokens = models.max_model_len / 2;
     std::fprintf(stderr, "flashserve-chat: --max lowered to %d (the model's context is %d tokens)\n",
                  flags.session.max_tokens, models.max_model_len);
+  }
+  if (flags.session.kind == TemplateKind::kServer && models.chat_template == false) {
+    std::fprintf(stderr, "flashserve-chat: model %s has no chat template on the server %s\n",
+                 models.model_id.c_str(), kNoServerTemplate);
+    return kExitServer;
   }
   ChatSession session(flags.session);
   install_sigint();  // from here Ctrl-C stops a reply (before it, it ends the program as usual)

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "         [--max-tokens N] [--temperature T] [--seed S] [--top-k K] [--top-p P]\n"
     "         [--threads N] [--backend auto|cpu|cuda] [--enforce-eager]\n"
     "  --model       HF folder or llama2.c .bin (default ../shared/models/stories260K)\n"
-    "  --tokenizer   SentencePiece .model (default: the one beside the model)\n"
+    "  --tokenizer   tokenizer.json or SentencePiece .model (default: beside the model)\n"
     "  --prompt      text after BOS (default \"Once upon a time\")\n"
     "  --max-tokens  tokens to generate (default 256; stops early at EOS or the context end)\n"
     "  --temperature 0 = greedy (default 1)   --seed  random by default\n"
@@ -120,8 +120,7 @@ std::string default_model() {
 int run(const Args& a) {
   const std::string model_path = a.model.empty() ? default_model() : a.model;
   auto model = load_model(model_path);
-  const std::string tok_path = a.tokenizer.empty() ? model->tokenizer_path() : a.tokenizer;
-  FS_CHECK(!tok_path.empty(), "no tokenizer found beside ", model_path, "; pass --tokenizer");
+  const std::string tok_path = a.tokenizer.empty() ? find_tokenizer_file(model_path) : a.tokenizer;
   auto tok = Tokenizer::load(tok_path);
   const ModelConfig& c = model->config();
   FS_CHECK(tok->vocab_size() <= c.vocab_size, "tokenizer ", tok_path, " has ", tok->vocab_size(),

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,6 +85,40 @@ inline int raw_connect(int port, int recv_timeout_ms = 10000, int rcvbuf = 0) {
     return -1;
   }
   return fd;
+}
+
+// raw_connect from a chosen loopback source address (any 127.x.y.z works on Linux), so that a
+// test can play several clients as the per-client connection cap sees them. Non-blocking
+// connect is not needed on loopback.
+inline int raw_connect_from(int port, const char* source_ip, int recv_timeout_ms = 10000) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{recv_timeout_ms / 1000, (recv_timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source_ip, &src.sin_addr);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Raises this process's soft open-file limit to the hard one; returns the new soft limit.
+// (Tests that hold hundreds of sockets; the soft limit is often 1024.)
+inline long raise_fd_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
+  r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &r);
+  getrlimit(RLIMIT_NOFILE, &r);
+  return long(r.rlim_cur);
 }
 
 inline bool raw_send(int fd, std::string_view data) {
