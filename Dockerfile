@@ -13,7 +13,7 @@ FROM ${BUILD_IMAGE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake ninja-build g++ pkg-config \
-      libsentencepiece-dev libcpp-httplib-dev nlohmann-json3-dev libgtest-dev libedit-dev \
+      libsentencepiece-dev libcpp-httplib-dev nlohmann-json3-dev libgtest-dev libedit-dev nettle-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

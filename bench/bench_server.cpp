@@ -4,6 +4,14 @@
 // p50 and p99 (client-side), errors and 429/503 rejections, and the CPU/GPU it ran on.
 // Prompts are token-id lists of a fixed length and outputs run to max_tokens (ignore_eos), so
 // runs are comparable.
+// Workloads (--workload): random (each prompt its own random ids); shared_prefix (every prompt is
+// one common --prefix-len prefix, a system prompt, then its own --prompt-len question); multi_turn
+// (`concurrency` conversations of --turns turns: turn 1 sends --prompt-len tokens, each later turn
+// resends the whole previous prompt plus --turn-tokens new ones, standing for the reply and the
+// next user message; one record per turn). The last two measure the prefix cache: run them
+// against a server with and without --no-prefix-caching (bench/prefix_cache.sh does both).
+// The reply is stood for by fixed ids rather than the generated ones (the API returns text, not
+// ids), so the reply's own cached blocks are never reused here: real chats hit a bit more.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -38,12 +46,17 @@ struct Args {
   std::string api_key;
   std::string label;
   std::string server_command;  // recorded with the results: how the server was started
+  std::string workload = "random";  // random | shared_prefix | multi_turn
+  int prefix_len = 1024;            // shared_prefix: the common prefix (BOS included)
+  int turns = 8, turn_tokens = 512;  // multi_turn
 };
 
 const char* kUsage =
     "usage: bench_server [--host H] [--port P] [--concurrency 1,8,32] [--num-requests N]\n"
     "                    [--prompt-len L] [--max-tokens T] [--token-range LO,HI] [--api-key K]\n"
-    "                    [--label TEXT] [--server-command TEXT (recorded in the output)]\n";
+    "                    [--label TEXT] [--server-command TEXT (recorded in the output)]\n"
+    "                    [--workload random|shared_prefix|multi_turn] [--prefix-len N]\n"
+    "                    [--turns N] [--turn-tokens N]\n";
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
@@ -78,6 +91,10 @@ Args parse_args(int argc, char** argv) {
     } else if (f == "--api-key") a.api_key = v;
     else if (f == "--label") a.label = v;
     else if (f == "--server-command") a.server_command = v;
+    else if (f == "--workload") a.workload = v;
+    else if (f == "--prefix-len") a.prefix_len = std::atoi(v.c_str());
+    else if (f == "--turns") a.turns = std::max(1, std::atoi(v.c_str()));
+    else if (f == "--turn-tokens") a.turn_tokens = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage);
       std::exit(2);
@@ -109,12 +126,16 @@ struct Sample {
   bool ok = false, rejected = false;
   double ttft_s = 0, e2e_s = 0, tpot_s = -1;
   int output_tokens = 0;
+  int prompt_tokens = 0, cached_tokens = 0;  // from usage
 };
 
-Sample one_request(const Args& a, const std::string& model, std::mt19937& rng) {
-  json prompt = json::array({1});
+// Appends n random ids from the token range.
+void add_random_tokens(const Args& a, int n, std::mt19937& rng, json* prompt) {
   std::uniform_int_distribution<int> tok(a.token_lo, a.token_hi - 1);
-  for (int i = 1; i < a.prompt_len; ++i) prompt.push_back(tok(rng));
+  for (int i = 0; i < n; ++i) prompt->push_back(tok(rng));
+}
+
+Sample one_request(const Args& a, const std::string& model, const json& prompt) {
   json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", a.max_tokens},
                {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
@@ -146,7 +167,12 @@ Sample one_request(const Args& a, const std::string& model, std::mt19937& rng) {
   for (const auto& d : http::sse_data(r.body)) {
     if (d == "[DONE]") continue;
     json j = json::parse(d, nullptr, false);
-    if (j.is_object() && j.contains("usage")) s.output_tokens = j["usage"]["completion_tokens"];
+    if (j.is_object() && j.contains("usage")) {
+      const json& u = j["usage"];
+      s.output_tokens = u["completion_tokens"];
+      s.prompt_tokens = u["prompt_tokens"];
+      s.cached_tokens = u.value("/prompt_tokens_details/cached_tokens"_json_pointer, 0);
+    }
   }
   s.ok = got_first;
   s.ttft_s = std::chrono::duration<double>(first - t0).count();
@@ -164,11 +190,69 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// Runs `concurrency` workers until every sample is done; returns the wall time. Worker w calls
+// `work(w, rng)`. `fresh` seeds the workers' generators anew each run (the random workload: a
+// prompt seen by an earlier level or run would hit the server's prefix cache); otherwise worker
+// w always draws the same ids (a run with and one without the cache send the same requests).
+template <typename F>
+double run_workers(int concurrency, bool fresh, F work) {
+  const auto t0 = Clock::now();
+  const uint32_t base = fresh ? std::random_device{}() : 1000;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&, w] {
+      std::mt19937 rng(base + static_cast<uint32_t>(w));
+      work(w, rng);
+    });
+  }
+  for (auto& t : workers) t.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The summary of `samples` as one JSON record.
+json summarize(const std::vector<Sample>& samples, double wall) {
+  std::vector<double> ttft, tpot, e2e;
+  int ok = 0, rejected = 0, errors = 0;
+  long tokens = 0, prompt_tokens = 0, cached_tokens = 0;
+  for (const auto& s : samples) {
+    if (s.rejected) ++rejected;
+    if (!s.ok) {
+      errors += s.rejected ? 0 : 1;
+      continue;
+    }
+    ++ok;
+    tokens += s.output_tokens;
+    prompt_tokens += s.prompt_tokens;
+    cached_tokens += s.cached_tokens;
+    ttft.push_back(s.ttft_s * 1e3);
+    e2e.push_back(s.e2e_s * 1e3);
+    if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
+  }
+  return {{"num_requests", samples.size()},
+          {"ok", ok},
+          {"rejected_429_503", rejected},
+          {"errors", errors},
+          {"wall_s", wall},
+          {"requests_per_s", ok / wall},
+          {"output_tokens_per_s", tokens / wall},
+          {"prompt_tokens", prompt_tokens},
+          {"cached_tokens", cached_tokens},
+          {"ttft_ms_p50", percentile(ttft, 0.5)},
+          {"ttft_ms_p99", percentile(ttft, 0.99)},
+          {"tpot_ms_p50", percentile(tpot, 0.5)},
+          {"tpot_ms_p99", percentile(tpot, 0.99)},
+          {"e2e_ms_p50", percentile(e2e, 0.5)},
+          {"e2e_ms_p99", percentile(e2e, 0.99)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-
   const Args a = parse_args(argc, argv);
+  if (a.workload != "random" && a.workload != "shared_prefix" && a.workload != "multi_turn") {
+    std::fprintf(stderr, "unknown workload %s\n%s", a.workload.c_str(), kUsage);
+    return 2;
+  }
   std::string command;
   for (int i = 0; i < argc; ++i) {
     if (i > 0) command.push_back(' ');
@@ -186,60 +270,70 @@ int main(int argc, char** argv) {
   }
   const std::string model = mj["data"][0]["id"];
   const std::string cpu = cpu_name(), gpu = gpu_name();
-
-  for (int concurrency : a.concurrency) {
-    std::vector<Sample> samples(static_cast<size_t>(a.num_requests));
-    std::atomic<int> next{0};
-    const auto t0 = Clock::now();
-    std::vector<std::thread> workers;
-    for (int w = 0; w < concurrency; ++w) {
-      workers.emplace_back([&, w] {
-        std::mt19937 rng(1000 + w);
-        for (int i = next++; i < a.num_requests; i = next++) samples[i] = one_request(a, model, rng);
-      });
-    }
-    for (auto& t : workers) t.join();
-    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::vector<double> ttft, tpot, e2e;
-    int ok = 0, rejected = 0, errors = 0;
-    long tokens = 0;
-    for (const auto& s : samples) {
-      if (s.rejected) ++rejected;
-      if (!s.ok) {
-        errors += s.rejected ? 0 : 1;
-        continue;
-      }
-      ++ok;
-      tokens += s.output_tokens;
-      ttft.push_back(s.ttft_s * 1e3);
-      e2e.push_back(s.e2e_s * 1e3);
-      if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
-    }
-    json rec = {{"bench", "server"},
-                {"model", model},
-                {"concurrency", concurrency},
-                {"num_requests", a.num_requests},
-                {"prompt_len", a.prompt_len},
-                {"max_tokens", a.max_tokens},
-                {"ok", ok},
-                {"rejected_429_503", rejected},
-                {"errors", errors},
-                {"wall_s", wall},
-                {"requests_per_s", ok / wall},
-                {"output_tokens_per_s", tokens / wall},
-                {"ttft_ms_p50", percentile(ttft, 0.5)},
-                {"ttft_ms_p99", percentile(ttft, 0.99)},
-                {"tpot_ms_p50", percentile(tpot, 0.5)},
-                {"tpot_ms_p99", percentile(tpot, 0.99)},
-                {"e2e_ms_p50", percentile(e2e, 0.5)},
-                {"e2e_ms_p99", percentile(e2e, 0.99)},
-                {"cpu", cpu},
-                {"gpu", gpu},
-                {"command", command}};
+  auto emit = [&](json rec, int concurrency) {
+    rec["bench"] = "server";
+    rec["workload"] = a.workload;
+    rec["model"] = model;
+    rec["concurrency"] = concurrency;
+    rec["max_tokens"] = a.max_tokens;
+    rec["cpu"] = cpu;
+    rec["gpu"] = gpu;
+    rec["command"] = command;
     if (!a.label.empty()) rec["label"] = a.label;
     if (!a.server_command.empty()) rec["server_command"] = a.server_command;
     std::printf("%s\n", rec.dump().c_str());
     std::fflush(stdout);
+  };
+
+  json shared = json::array({1});  // the common prefix: the same for every worker and run
+  {
+    std::mt19937 rng(7);
+    add_random_tokens(a, a.prefix_len - 1, rng, &shared);
+  }
+  for (int concurrency : a.concurrency) {
+    if (a.workload == "multi_turn") {
+      // samples[turn][conversation]
+      std::vector<std::vector<Sample>> samples(a.turns, std::vector<Sample>(concurrency));
+      const double wall = run_workers(concurrency, false, [&](int w, std::mt19937& rng) {
+        json history = json::array({1});
+        add_random_tokens(a, a.prompt_len - 1, rng, &history);
+        for (int t = 0; t < a.turns; ++t) {
+          if (t > 0) add_random_tokens(a, a.turn_tokens, rng, &history);
+          samples[t][w] = one_request(a, model, history);
+        }
+      });
+      std::vector<Sample> all;
+      for (int t = 0; t < a.turns; ++t) {
+        json rec = summarize(samples[t], wall);
+        rec.erase("requests_per_s");  // rates over the whole run's wall time: only in "all"
+        rec.erase("output_tokens_per_s");
+        rec["turn"] = t + 1;
+        rec["prompt_len"] = a.prompt_len + t * a.turn_tokens;
+        emit(rec, concurrency);
+        all.insert(all.end(), samples[t].begin(), samples[t].end());
+      }
+      json rec = summarize(all, wall);
+      rec["turn"] = "all";
+      rec["turns"] = a.turns;
+      rec["turn_tokens"] = a.turn_tokens;
+      rec["prompt_len"] = a.prompt_len;
+      emit(rec, concurrency);
+      continue;
+    }
+    std::vector<Sample> samples(static_cast<size_t>(a.num_requests));
+    std::atomic<int> next{0};
+    const double wall = run_workers(concurrency, a.workload == "random", [&](int, std::mt19937& rng) {
+      for (int i = next++; i < a.num_requests; i = next++) {
+        json prompt = a.workload == "shared_prefix" ? shared : json::array({1});
+        add_random_tokens(a, a.workload == "shared_prefix" ? a.prompt_len : a.prompt_len - 1, rng,
+                          &prompt);
+        samples[i] = one_request(a, model, prompt);
+      }
+    });
+    json rec = summarize(samples, wall);
+    rec["prompt_len"] = a.workload == "shared_prefix" ? a.prefix_len + a.prompt_len : a.prompt_len;
+    if (a.workload == "shared_prefix") rec["prefix_len"] = a.prefix_len;
+    emit(rec, concurrency);
   }
   return 0;
 }

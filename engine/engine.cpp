@@ -31,6 +31,7 @@ struct ActiveRequest {
   bool ignore_eos = false;
   std::vector<SampledToken> prompt_logprobs;  // gathered chunk by chunk until complete
   bool prompt_counted = false;                // prompt tokens added to the metrics
+  int num_cached_tokens = 0;  // prompt tokens the prefix cache saved, once the prompt is done
 };
 
 class EngineImpl : public Engine {
@@ -85,9 +86,11 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions&
       vocab_size_(runner_->config().vocab_size),
       max_len_(runner_->config().max_position_embeddings),
       blocks_(runner_->num_kv_blocks()),
-      scheduler_({options.max_num_seqs, options.max_num_batched_tokens, runner_->block_size()},
+      scheduler_({options.max_num_seqs, options.max_num_batched_tokens, runner_->block_size(),
+                  options.enable_prefix_caching},
                  &blocks_) {
   inbox_->metrics.kv_blocks_total = blocks_.num_total();
+  inbox_->metrics.kv_blocks_free = blocks_.num_free();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -164,6 +167,7 @@ void EngineImpl::admit(PendingRequest p) {
   seq->tokens = std::move(r.prompt);
   seq->max_tokens = generation_budget(seq->num_prompt_tokens, r.max_tokens, max_len_);
   seq->need_prompt_logprobs = r.prompt_logprobs;
+  seq->cache_root = root_hash(r.cache_salt);
   ActiveRequest& a = active_[p.id];
   a.stream = std::move(p.stream);
   a.sampling = std::move(r.sampling);
@@ -183,6 +187,7 @@ void EngineImpl::finish(uint64_t id, FinishReason reason, std::string error) {
   e.kind = StreamEvent::Kind::kFinished;
   e.finish = reason;
   e.error = std::move(error);
+  e.num_cached_tokens = it->second.num_cached_tokens;
   events_.emplace_back(std::move(it->second.stream), std::move(e));
   active_.erase(it);
   ++finished_;
@@ -201,6 +206,11 @@ void EngineImpl::publish_metrics() {
   m.num_running = scheduler_.num_running();
   m.num_waiting = scheduler_.num_waiting();
   m.kv_blocks_used = blocks_.num_used();
+  m.kv_blocks_free = blocks_.num_free();
+  m.kv_blocks_cached = blocks_.num_cached();
+  m.prefix_cache_queries_tokens_total = scheduler_.prefix_queried_tokens();
+  m.prefix_cache_hits_tokens_total = scheduler_.prefix_hit_tokens();
+  m.prefix_cache_evictions_total = blocks_.num_evictions();
   m.num_preemptions = scheduler_.num_preemptions();
   m.prompt_tokens_total = prompt_tokens_;
   m.generation_tokens_total = generation_tokens_;
@@ -270,6 +280,7 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
     }
     if (!a.prompt_counted && seq->num_computed >= seq->num_prompt_tokens) {
       a.prompt_counted = true;
+      a.num_cached_tokens = seq->num_cached_prompt_tokens;
       prompt_tokens_ += seq->num_prompt_tokens;
     }
     if ((num_rows == 0 && !sampled) || seq->num_computed < seq->num_tokens())
@@ -382,6 +393,11 @@ void EngineImpl::loop() {
         const auto t3 = Clock::now();
         scheduler_.commit(out);
         process_outputs(out, plan, logits, sampled_ids);
+        // O(1): the three counts are kept apart, so a bookkeeping slip shows up here.
+        FS_CHECK(blocks_.num_used() + blocks_.num_free() + blocks_.num_cached() ==
+                     blocks_.num_total(),
+                 "KV block accounting: used ", blocks_.num_used(), " + free ", blocks_.num_free(),
+                 " + cached ", blocks_.num_cached(), " != total ", blocks_.num_total());
         const auto t4 = Clock::now();
         auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
         ++steps_;

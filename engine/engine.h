@@ -25,6 +25,9 @@ struct EngineOptions {
   // Draw tokens where the logits are (Backend::sample_rows: the GPU sampler on CUDA) unless a
   // request wants logprobs; false copies every row to the host sampler (a baseline for benches).
   bool sample_on_device = true;
+  // Automatic prefix caching (docs/PREFIX_CACHE.md): a request adopts the KV blocks of a prefix
+  // the engine still holds and prefills only the rest. false: every prompt is computed in full.
+  bool enable_prefix_caching = true;
 };
 
 struct GenerationRequest {
@@ -36,6 +39,10 @@ struct GenerationRequest {
   bool has_seed = false;
   bool ignore_eos = false;            // keep generating through EOS (fixed-length benchmarks)
   bool prompt_logprobs = false;       // also report the prompt tokens' logprobs (echo+logprobs)
+                                      // (such a request computes its whole prompt: no cache)
+  // Prefix-cache isolation: only requests with equal salts share cached blocks (the server puts
+  // the API key and the request's cache_salt here). Opaque bytes; "" is a salt like any other.
+  std::string cache_salt;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -48,6 +55,8 @@ struct StreamEvent {
                                              // has no logprob: NaN)
   FinishReason finish = FinishReason::kNone; // kFinished
   std::string error;                         // kFinished with kError
+  int num_cached_tokens = 0;                 // kFinished: prompt tokens whose prefill the
+                                             // prefix cache saved (usage.cached_tokens)
 };
 
 // A request's output channel. The engine pushes; the handler thread pops.
@@ -66,8 +75,17 @@ class RequestStream {
 struct EngineMetrics {
   int num_running = 0;      // sequences admitted to the batch (prefilling or decoding)
   int num_waiting = 0;      // submitted and not running: queued, or preempted awaiting resume
+  // KV blocks: used (held by sequences) + free + cached (held by none, kept for the prefix cache,
+  // evicted least recently used first) == total.
   int kv_blocks_used = 0;
+  int kv_blocks_free = 0;
+  int kv_blocks_cached = 0;
   int kv_blocks_total = 0;
+  // Prefix cache: tokens of admitted requests looked up, tokens found (their prefill skipped),
+  // cached blocks evicted to make room.
+  uint64_t prefix_cache_queries_tokens_total = 0;
+  uint64_t prefix_cache_hits_tokens_total = 0;
+  uint64_t prefix_cache_evictions_total = 0;
   uint64_t num_preemptions = 0;          // recompute-preemptions so far
   uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
   uint64_t generation_tokens_total = 0;  // kToken events

@@ -3,6 +3,7 @@
 #include "scheduling/scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "core/error.h"
 
@@ -62,7 +63,7 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
 }
 
 int Scheduler::fit(const Sequence* seq, int want) const {
-  int capacity = (static_cast<int>(seq->block_table.size()) + blocks_->num_free()) *
+  int capacity = (static_cast<int>(seq->block_table.size()) + blocks_->num_available()) *
                      config_.block_size - seq->num_computed;
   return std::max(0, std::min(want, capacity));
 }
@@ -71,7 +72,7 @@ bool Scheduler::reserve(Sequence* seq, int num_tokens) {
   int need = blocks_for_tokens(seq->num_computed + num_tokens, config_.block_size) -
              static_cast<int>(seq->block_table.size());
   if (need <= 0) return true;
-  if (need > blocks_->num_free()) return false;
+  if (need > blocks_->num_available()) return false;
   for (int i = 0; i < need; ++i) seq->block_table.push_back(*blocks_->allocate());
   return true;
 }
@@ -82,8 +83,52 @@ int Scheduler::blocks_to_next_token(const Sequence* seq) const {
 }
 
 void Scheduler::free_blocks(Sequence* seq) {
-  for (BlockId b : seq->block_table) blocks_->release(b);
+  // Last block first: cached blocks are evicted least recently released first, so a prefix's
+  // tail goes before its head, and a block is not evicted while its descendants stay cached.
+  for (auto b = seq->block_table.rbegin(); b != seq->block_table.rend(); ++b) blocks_->release(*b);
   seq->block_table.clear();
+  seq->num_published_blocks = 0;
+}
+
+bool Scheduler::may_adopt(const Sequence* seq) const {
+  return config_.enable_prefix_caching && !seq->need_prompt_logprobs;
+}
+
+std::vector<BlockId> Scheduler::cached_prefix(Sequence* seq) const {
+  std::vector<BlockId> hit;
+  if (!may_adopt(seq)) return hit;
+  FS_CHECK(seq->block_table.empty() && seq->num_computed == 0);
+  extend_block_hashes(seq->cache_root, seq->tokens, config_.block_size, &seq->block_hashes);
+  const size_t max_blocks = static_cast<size_t>((seq->num_tokens() - 1) / config_.block_size);
+  for (size_t i = 0; i < max_blocks && i < seq->block_hashes.size(); ++i) {
+    auto b = blocks_->lookup(seq->block_hashes[i]);
+    if (!b) break;
+    hit.push_back(*b);
+  }
+  return hit;
+}
+
+void Scheduler::adopt(Sequence* seq, const std::vector<BlockId>& blocks) {
+  for (BlockId b : blocks) {
+    blocks_->retain(b);
+    seq->block_table.push_back(b);
+  }
+  seq->num_computed = static_cast<int>(blocks.size()) * config_.block_size;
+  seq->num_published_blocks = static_cast<int>(blocks.size());
+  seq->num_cached_prompt_tokens = std::min(seq->num_computed, seq->num_prompt_tokens);
+}
+
+void Scheduler::publish_full_blocks(Sequence* seq) {
+  if (!config_.enable_prefix_caching) return;
+  const int full = seq->num_computed / config_.block_size;
+  if (seq->num_published_blocks >= full) return;
+  extend_block_hashes(seq->cache_root,
+                      std::span<const int32_t>(seq->tokens.data(), size_t(full) * config_.block_size),
+                      config_.block_size, &seq->block_hashes);
+  for (; seq->num_published_blocks < full; ++seq->num_published_blocks) {
+    const int i = seq->num_published_blocks;
+    blocks_->publish(seq->block_table[i], seq->block_hashes[i]);
+  }
 }
 
 LogitsWanted Scheduler::logits_for(const Sequence* seq, int num_tokens) const {
@@ -160,16 +205,31 @@ SchedulerOutput Scheduler::schedule() {
   //    preempted and its prefill thrown away, step after step (admission thrash). With nothing
   //    running it is admitted as soon as a chunk fits, so the queue always makes progress.
   if (out.preempted.empty()) {
-    int available = blocks_->num_free();
+    // Cached blocks nobody holds count as available: allocation evicts them when needed.
+    int available = blocks_->num_available();
     for (const auto& r : running_) available -= blocks_to_next_token(r.get());
     while (!waiting_.empty() && budget > 0 &&
            static_cast<int>(running_.size()) < config_.max_num_seqs) {
       Sequence* seq = waiting_.front().get();
-      const int need = blocks_to_next_token(seq);
+      // With a cached prefix the head needs new blocks only for the rest, but adopting a cached
+      // block that nobody holds takes it out of the available ones too.
+      const std::vector<BlockId> hit = cached_prefix(seq);
+      int adopted_unheld = 0;
+      for (BlockId b : hit) adopted_unheld += blocks_->is_cached(b) ? 1 : 0;
+      const int need = blocks_to_next_token(seq) - static_cast<int>(hit.size()) + adopted_unheld;
       if (!running_.empty() && need > available) break;
+      adopt(seq, hit);
       int n = fit(seq, std::min(seq->num_pending(), budget));
-      if (n == 0) break;
+      if (n == 0) {  // give the adopted blocks back (they stay cached) and wait
+        free_blocks(seq);
+        seq->num_computed = 0;
+        break;
+      }
       available -= need;
+      if (may_adopt(seq)) {
+        prefix_queried_tokens_ += static_cast<uint64_t>(seq->num_tokens());
+        prefix_hit_tokens_ += static_cast<uint64_t>(seq->num_computed);
+      }
       running_.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
       seq->status = SeqStatus::kRunning;
@@ -185,6 +245,7 @@ void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     c.seq->num_computed += c.num_tokens;
     FS_CHECK(c.seq->num_computed <= c.seq->num_tokens());
+    publish_full_blocks(c.seq);
   }
 }
 

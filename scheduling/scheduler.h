@@ -5,6 +5,9 @@
 // decodes first (one token per running sequence), then fills what is left of the token budget
 // with prefill chunks — running prefills first, then new admissions in arrival (FIFO) order,
 // each only when its whole prompt fits beside what the running sequences need next.
+// With prefix caching, an admitted sequence first adopts the longest run of cached full blocks
+// matching its tokens (shared read-only with whoever holds them) and computes only the rest; the
+// blocks a step completes are published to the cache (docs/PREFIX_CACHE.md).
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
 // blocks are freed and it goes back to the front of the waiting queue with its generated tokens,
 // to be run again from position 0 when resumed.
@@ -25,6 +28,7 @@ struct SchedulerConfig {
   int max_num_seqs = 64;             // running sequences at once
   int max_num_batched_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int block_size = 16;               // tokens per KV block
+  bool enable_prefix_caching = true;  // adopt cached prefixes and publish full blocks
 };
 
 struct ScheduledChunk {
@@ -70,6 +74,9 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   uint64_t num_preemptions() const { return num_preemptions_; }
+  // Prefix cache: tokens of admitted sequences looked up in it, and those found (adopted).
+  uint64_t prefix_queried_tokens() const { return prefix_queried_tokens_; }
+  uint64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
   const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
   const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
   const SchedulerConfig& config() const { return config_; }
@@ -85,6 +92,14 @@ class Scheduler {
   // Preempts running_.back(), dropping its chunk from `out` if it was already scheduled.
   void preempt_newest(SchedulerOutput* out, int* budget);
   void free_blocks(Sequence* seq);
+  // Prefix caching: whether seq may adopt cached blocks (not while it needs every prompt
+  // position's logits), the cached blocks it would adopt (at most (num_tokens - 1) / block_size,
+  // so its last token is always computed and gives logits), adopting them, and publishing the
+  // full blocks it has computed.
+  bool may_adopt(const Sequence* seq) const;
+  std::vector<BlockId> cached_prefix(Sequence* seq) const;
+  void adopt(Sequence* seq, const std::vector<BlockId>& blocks);
+  void publish_full_blocks(Sequence* seq);
   LogitsWanted logits_for(const Sequence* seq, int num_tokens) const;
 
   SchedulerConfig config_;
@@ -96,6 +111,7 @@ class Scheduler {
   uint64_t last_added_id_ = 0;
   bool any_added_ = false;
   uint64_t num_preemptions_ = 0;
+  uint64_t prefix_queried_tokens_ = 0, prefix_hit_tokens_ = 0;
 };
 
 }  // namespace flashserve

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "scheduling/block_allocator.h"
+#include "scheduling/block_hash.h"
 
 namespace flashserve {
 
@@ -23,6 +24,14 @@ struct Sequence {
   std::vector<BlockId> block_table;  // KV blocks covering positions 0 .. num_computed-1 (+ chunk)
   SeqStatus status = SeqStatus::kWaiting;
   int num_preemptions = 0;
+  // Prefix caching: the root of this request's hash chain (from its cache salt), the hashes of
+  // its full token blocks so far (block_hashes[i] covers tokens[i*bs .. (i+1)*bs-1]), how many
+  // leading blocks of block_table were offered to the cache, and how many prompt tokens the
+  // latest admission adopted from it instead of computing them.
+  BlockHash cache_root = root_hash("");
+  std::vector<BlockHash> block_hashes;
+  int num_published_blocks = 0;
+  int num_cached_prompt_tokens = 0;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

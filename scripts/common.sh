@@ -7,7 +7,7 @@ FS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 fs_install_packages() {
   fs_apt_install cmake ninja-build g++ pkg-config libsentencepiece-dev libcpp-httplib-dev \
                  nlohmann-json3-dev libgtest-dev libpcre2-dev libutf8proc-dev libcli11-dev \
-                 python3-numpy python3-jinja2 python3-sentencepiece "$@"
+                 python3-numpy python3-jinja2 python3-sentencepiece nettle-dev "$@"
 }
 
 # fs_apt_install PKG...: installs those of the Debian/Ubuntu packages PKG... that are missing,

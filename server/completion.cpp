@@ -52,6 +52,7 @@ struct Completion::Choice {
   size_t decoded_bytes = 0;   // echo + decoded generation before stop truncation (text_offset)
   bool echo_pending = false;
   int completion_tokens = 0;
+  int cached_tokens = 0;      // from the engine's kFinished
   bool done = false;
   std::string finish_reason;  // "stop" | "length"
   bool aborted = false;       // the engine aborted it (shutdown)
@@ -108,6 +109,7 @@ std::optional<ApiError> Completion::start() {
       g.has_seed = true;  // the seed above is always the one to use
       g.ignore_eos = req_.ignore_eos;
       g.prompt_logprobs = want_prompt_lp;
+      g.cache_salt = req_.cache_salt;
       if (!needs_engine) {  // nothing to generate: answer without the engine
         c->done = true;
         c->finish_reason = "length";
@@ -186,6 +188,7 @@ std::string Completion::handle(Choice& c, const StreamEvent& ev) {
       finish_choice(c, "stop");
     }
   } else if (ev.kind == StreamEvent::Kind::kFinished) {
+    c.cached_tokens = ev.num_cached_tokens;
     std::string tail = c.detok->flush();
     c.decoded_bytes += tail.size();
     out += c.stop->push(tail);
@@ -292,7 +295,7 @@ CompletionResult Completion::run(ClientConnection& conn) {
     choices.push_back(chat ? chat_choice_json(c->index, c->text, lp, c->finish_reason)
                            : choice_json(c->index, c->text, lp, c->finish_reason));
   }
-  Usage u{prompt_tokens(), completion_tokens()};
+  Usage u{prompt_tokens(), completion_tokens(), cached_tokens()};
   return CompletionResult{200, response_json(req_.format, false, id_, created_, ctx_.model->id,
                                              choices, usage_json(u))};
 }
@@ -360,7 +363,7 @@ bool Completion::stream(ClientConnection& conn) {
   }
   record_metrics();
   if (req_.include_usage) {
-    Usage u{prompt_tokens(), completion_tokens()};
+    Usage u{prompt_tokens(), completion_tokens(), cached_tokens()};
     if (!conn.write(sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
                                             json::array(), usage_json(u))))) {
       return false;
@@ -379,6 +382,14 @@ int Completion::prompt_tokens() const {
 int Completion::completion_tokens() const {
   int n = 0;
   for (const auto& c : choices_) n += c->completion_tokens;
+  return n;
+}
+
+int Completion::cached_tokens() const {
+  int n = 0;
+  for (const auto& c : choices_) {
+    if (c->index % req_.n == 0) n += c->cached_tokens;  // choice 0 of each prompt
+  }
   return n;
 }
 

@@ -57,6 +57,7 @@ class Completion {
   const std::string& id() const { return id_; }
   int prompt_tokens() const;  // usage: each prompt once, not once per choice
   int completion_tokens() const;
+  int cached_tokens() const;  // usage: each prompt's first choice's prompt_tokens_details
   double ttft_s() const;  // first token of any choice; -1 if none
 
  private:

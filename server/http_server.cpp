@@ -197,9 +197,9 @@ struct HttpServer::Impl {
     std::lock_guard<std::mutex> lock(log_mu);
     std::fprintf(stderr,
                  "[flashserve] %s status=%d stream=%d prompt_tokens=%d completion_tokens=%d "
-                 "ttft_ms=%.1f tokens_per_s=%.1f total_ms=%.1f\n",
+                 "ttft_ms=%.1f tokens_per_s=%.1f total_ms=%.1f cached_tokens=%d\n",
                  c.id().c_str(), status, stream ? 1 : 0, c.prompt_tokens(), c.completion_tokens(),
-                 ttft < 0 ? 0.0 : ttft * 1e3, tps, seconds * 1e3);
+                 ttft < 0 ? 0.0 : ttft * 1e3, tps, seconds * 1e3, c.cached_tokens());
   }
 
   void handle_text_completion(const httplib::Request& req, httplib::Response& res) {
@@ -226,6 +226,8 @@ struct HttpServer::Impl {
                       : parse_completion_request(req.body, model, tokenizer);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& request = std::get<CompletionRequest>(parsed);
+    // Authentication passed, so the key presented is options.api_key.
+    request.cache_salt = tenant_cache_salt(options.api_key, request.cache_salt);
     const int64_t kv_tokens =
         int64_t(engine.runner().num_kv_blocks()) * engine.runner().block_size();
     for (const auto& p : request.prompts) {

@@ -47,6 +47,7 @@ struct Flags {
   int threads = 0, block_size = 16, http_threads = 0;
   int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
+  bool prefix_caching = true;
   ConnectionLimits limits;
 };
 
@@ -91,6 +92,8 @@ An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GE
   --cuda-graph-max-batch N   cuda: decode steps of up to N sequences replay CUDA graphs
                              (default 256; 0 = off)
   --enforce-eager            cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)
+  --no-prefix-caching        compute every prompt in full (default: reuse the KV cache of
+                             prompt prefixes already seen, docs/PREFIX_CACHE.md)
   --no-request-log           do not log one line per finished request
   --help                     this text
 
@@ -180,6 +183,10 @@ Flags parse_flags(int argc, char** argv) {
     }
     if (arg == "--no-request-log") {
       f.log_requests = false;
+      continue;
+    }
+    if (arg == "--no-prefix-caching") {
+      f.prefix_caching = false;
       continue;
     }
     if (arg == "--enforce-eager") {
@@ -286,6 +293,7 @@ int main(int argc, char** argv) {
     eo.max_num_seqs = flags.max_num_seqs;
     eo.max_num_batched_tokens = flags.max_num_batched_tokens;
     eo.max_queue = flags.max_queue;
+    eo.enable_prefix_caching = flags.prefix_caching;
     engine = Engine::create(std::move(runner), eo);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashserve: start-up failed: %s\n", e.what());
@@ -307,12 +315,13 @@ int main(int argc, char** argv) {
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d\n"
                "flashserve: backend %s; KV cache %d blocks x %d tokens = %lld tokens; "
-               "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d\n",
+               "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d, prefix caching %s\n",
                served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
                c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
                c.max_position_embeddings, r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
-               flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue);
+               flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue,
+               flags.prefix_caching ? "on" : "off");
   std::string eos_list;
   for (int id : c.eos_token_ids) {
     if (!eos_list.empty()) eos_list += ',';

@@ -83,6 +83,21 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
              std::to_string(e.kv_blocks_total));
   add_metric(&out, "flashserve_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.",
              fmt(e.kv_blocks_total ? double(e.kv_blocks_used) / e.kv_blocks_total : 0.0));
+  add_metric(&out, "flashserve_kv_blocks_free", "gauge", "KV-cache blocks free (no content).",
+             std::to_string(e.kv_blocks_free));
+  add_metric(&out, "flashserve_prefix_cache_blocks", "gauge",
+             "KV blocks held by no request but kept for the prefix cache (evictable); "
+             "used + free + these = total.",
+             std::to_string(e.kv_blocks_cached));
+  add_metric(&out, "flashserve_prefix_cache_queries_tokens_total", "counter",
+             "Tokens of admitted requests looked up in the prefix cache.",
+             std::to_string(e.prefix_cache_queries_tokens_total));
+  add_metric(&out, "flashserve_prefix_cache_hits_tokens_total", "counter",
+             "Tokens found in the prefix cache (their prefill skipped).",
+             std::to_string(e.prefix_cache_hits_tokens_total));
+  add_metric(&out, "flashserve_prefix_cache_evictions_total", "counter",
+             "Cached KV blocks evicted to make room.",
+             std::to_string(e.prefix_cache_evictions_total));
   add_metric(&out, "flashserve_preemptions_total", "counter", "Recompute preemptions.",
              std::to_string(e.num_preemptions));
   add_metric(&out, "flashserve_prompt_tokens_total", "counter", "Prompt tokens processed.",

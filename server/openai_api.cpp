@@ -33,7 +33,7 @@ const std::set<std::string>& known_fields() {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
       "stream", "stream_options", "seed", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "user",
-      "ignore_eos"};
+      "ignore_eos", "cache_salt"};
   return k;
 }
 
@@ -134,6 +134,10 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 }
 
 }  // namespace
+
+std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_salt) {
+  return std::to_string(api_key.size()) + ":" + std::string(api_key) + std::string(cache_salt);
+}
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,

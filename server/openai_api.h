@@ -66,7 +66,17 @@ struct CompletionRequest {
   bool ignore_eos = false;                    // extension
   int logprobs = -1;                          // -1: off; completions 0..5, chat top_logprobs 0..20
   std::string user;
+  // Prefix-cache isolation (extension, as vLLM): only requests with the same salt (and the same
+  // API key, see tenant_cache_salt) share cached prompt blocks.
+  std::string cache_salt;
 };
+
+constexpr size_t kMaxCacheSaltBytes = 1024;
+
+// The engine's cache salt for a request: the API key it authenticated with and its cache_salt,
+// length-prefixed so that no two (key, salt) pairs give the same bytes. Tenants with different
+// keys never share cached blocks, so one cannot learn another's prompts from response times.
+std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_salt);
 
 constexpr int kMaxLogprobs = 5;
 constexpr int kMaxTopLogprobs = 20;  // chat: top_logprobs
@@ -124,6 +134,7 @@ struct LogprobsAccumulator {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt_tokens_details.cached_tokens: prefill the prefix cache saved
 };
 
 nlohmann::json usage_json(const Usage& u);

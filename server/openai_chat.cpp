@@ -25,7 +25,7 @@ const std::set<std::string>& known_fields() {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
       "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
       "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
-      "ignore_eos", "response_format"};
+      "ignore_eos", "response_format", "cache_salt"};
   return k;
 }
 

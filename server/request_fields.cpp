@@ -154,6 +154,14 @@ void parse_common(const json& j, const ServedModel& model, CompletionRequest* r)
   }
   if (present("user") && !j["user"].is_string()) throw bad_request("'user' must be a string", "user");
   if (present("user")) r->user = j["user"].get<std::string>();
+  if (present("cache_salt")) {
+    const json& v = j["cache_salt"];
+    if (!v.is_string() || v.get<std::string>().size() > kMaxCacheSaltBytes) {
+      throw bad_request("'cache_salt' must be a string of at most " +
+                            std::to_string(kMaxCacheSaltBytes) + " bytes", "cache_salt");
+    }
+    r->cache_salt = v.get<std::string>();
+  }
   if (present("n")) r->n = static_cast<int>(get_int(j["n"], "n", 1, kMaxChoices));
 
   SamplingParams& s = r->sampling;

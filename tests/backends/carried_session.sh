@@ -16,8 +16,9 @@
 # memcheck), ops (bench_decode_ops), e2e_7b_compile, same_run (flashserve + transformers eager and
 # compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
 # sampling_test (test_cuda_sampling alone), soak_long, profile, ab_e2e (bench_e2e of an
-# older build against this one, alternated), families (the other
-# architectures of the Llama family against transformers; see each below).
+# older build against this one, alternated), families (the other architectures of the Llama
+# family against transformers), prefix_cache (bench/prefix_cache.sh over the carried binaries +
+# the prefix-cache engine test on CUDA) (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -27,14 +28,14 @@ bins=(server/flashserve tools/flashserve-generate weights/flashserve-random-mode
       tests/backends/test_cuda_backend tests/backends/test_cuda_ops
       tests/backends/test_cuda_sampling
       tests/kernels/test_attention_decode tests/kernels/test_attention_prefill
-      tests/soak/test_soak)
+      tests/soak/test_soak tests/engine/test_prefix_cache_engine)
 
 if [ "${1:-}" = pack ]; then
   build=${2:-build/release}
   mkdir -p .carry/lib
   tar -C "$build" -cJf .carry/bin.tar.xz "${bins[@]}"
   for lib in libcpp-httplib.so.0.11 libsentencepiece.so.0 libbrotlidec.so.1 libbrotlienc.so.1 \
-             libbrotlicommon.so.1; do
+             libbrotlicommon.so.1 libnettle.so.8; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/lib/
   done
   du -sh .carry/bin.tar.xz .carry/lib
@@ -42,7 +43,8 @@ if [ "${1:-}" = pack ]; then
 fi
 if [ "${1:-}" = build ]; then
   # On the GPU machine instead of `pack` here: 16 cores build the CUDA code in a few minutes,
-  # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc and CLI11 are not
+  # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc, CLI11 and Nettle
+  # (nettle-dev + libnettle8: the prefix cache's SHA-256) are not
   # installed there (nor the headers of OpenSSL, zlib and brotli that Debian's httplib.h
   # includes), so their Debian packages travel in .carry/debs (apt-get download here) and
   # are unpacked into /opt/fsdev, with their pkg-config files pointed there.
@@ -55,7 +57,7 @@ if [ "${1:-}" = build ]; then
   # none of them.
   sed -i -e "s|^prefix=.*|prefix=$dev/usr|" -e '/^Requires.private/d' $(find $dev -name '*.pc')
   export PKG_CONFIG_PATH=$dev/usr/lib/x86_64-linux-gnu/pkgconfig:$dev/usr/share/pkgconfig
-  cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli}*.so* .carry/lib/
+  cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli,nettle}*.so* .carry/lib/
   ldconfig -p | grep -q 'libpcre2-8.so.0 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libpcre2-8.so* .carry/lib/
   targets=${TARGETS:-$(for b in "${bins[@]}"; do basename "$b"; done)}
   cmake -S "${SRC:-.}" -B "${BUILD:-build/release}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -251,6 +253,14 @@ import json
 for l in open('$OUT/serve.jsonl'):
     j = json.loads(l); print({k: j.get(k) for k in ('label','concurrency','requests_per_s','output_tokens_per_s','ttft_ms_p50','ttft_ms_p99','tpot_ms_p50','tpot_ms_p99','errors')})
 "
+    ;;
+  prefix_cache)  # automatic prefix caching: shared system prompt + multi-turn chat, with and
+                 # without (bench/prefix_cache.sh), then its engine test with the cuda parameter
+    FS_MODELS=$M FS_PC_OUT="$OUT/prefix_cache_v1.jsonl" timeout 500 bench/prefix_cache.sh "$B" \
+      2> "$OUT/prefix_cache.log" || rc=1
+    timeout 90 "$B/tests/engine/test_prefix_cache_engine" > "$OUT/test_prefix_cache_engine.log" 2>&1 || rc=1
+    echo "test_prefix_cache_engine: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_prefix_cache_engine.log" | tr '\n' ' ')"
+    grep -E "FAILED  \]|Failure" "$OUT/test_prefix_cache_engine.log" | head -20
     ;;
   e2e_7b_compile)  # what the 10-minute e2e calls left out: Llama-2-7B bench + eager baseline,
                    # and transformers' static cache + torch.compile baseline for TinyLlama

@@ -14,6 +14,7 @@ struct Collected {
   int num_prompt_logprob_events = 0;
   FinishReason finish = FinishReason::kNone;
   std::string error;
+  int num_cached_tokens = 0;  // from kFinished
   bool timed_out = false;
 };
 
@@ -35,6 +36,7 @@ inline Collected collect(RequestStream& s, std::chrono::milliseconds limit = std
       case StreamEvent::Kind::kFinished:
         c.finish = e->finish;
         c.error = e->error;
+        c.num_cached_tokens = e->num_cached_tokens;
         EXPECT_FALSE(s.next(std::chrono::milliseconds(0)).has_value()) << "event after kFinished";
         return c;
     }

@@ -1,6 +1,8 @@
 // Scheduler: chunked prefill, decode priority, FIFO admission, LIFO recompute-preemption, and a
 // randomized arrival simulation against a fake model whose "KV cache" stores token ids, so a
-// wrong block table or a bad recompute changes the generated tokens.
+// wrong block table, a bad recompute or a wrongly adopted cached block changes the generated
+// tokens. The simulations run with prefix caching on (the default) and off, with and without
+// prompts that share prefixes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,20 +81,25 @@ void check_step(const Scheduler& sched, const BlockAllocator& blocks, const Sche
   const SchedulerConfig& cfg = sched.config();
   ASSERT_LE(out.num_batched_tokens(), cfg.max_num_batched_tokens);
   ASSERT_LE(sched.num_running(), cfg.max_num_seqs);
-  std::set<BlockId> owned;
-  int used = 0;
+  std::map<BlockId, int> holders;  // blocks are shared only through the prefix cache
   uint64_t max_running = 0;
   for (const auto& s : sched.running()) {
     max_running = std::max(max_running, s->id);
-    for (BlockId b : s->block_table) ASSERT_TRUE(owned.insert(b).second) << "block shared";
-    used += static_cast<int>(s->block_table.size());
+    std::set<BlockId> own(s->block_table.begin(), s->block_table.end());
+    ASSERT_EQ(own.size(), s->block_table.size()) << "a block twice in one table";
+    for (BlockId b : s->block_table) ++holders[b];
   }
+  for (const auto& [b, n] : holders) {
+    ASSERT_EQ(blocks.ref_count(b), n) << "block " << b;
+    if (n > 1) ASSERT_TRUE(cfg.enable_prefix_caching) << "block " << b << " shared";
+  }
+  blocks.check_consistent();
   for (const auto& s : sched.waiting()) {
     ASSERT_TRUE(s->block_table.empty()) << "waiting sequence holds blocks";
     ASSERT_EQ(s->num_computed, 0);
     ASSERT_GT(s->id, max_running) << "a newer request runs while an older one waits";
   }
-  ASSERT_EQ(used, blocks.num_used()) << "leaked or double-counted blocks";
+  ASSERT_EQ(static_cast<int>(holders.size()), blocks.num_used()) << "leaked or double-counted blocks";
   std::set<const Sequence*> seen;
   for (const ScheduledChunk& c : out.chunks) {
     ASSERT_TRUE(seen.insert(c.seq).second) << "sequence scheduled twice";
@@ -114,12 +121,15 @@ void check_step(const Scheduler& sched, const BlockAllocator& blocks, const Sche
 struct SimResult {
   std::map<uint64_t, std::vector<int32_t>> outputs;
   uint64_t preemptions = 0;
+  uint64_t prefix_hit_tokens = 0;
   int steps = 0;
 };
 
-// Runs requests arriving at random steps to completion; checks invariants every step.
+// Runs requests arriving at random steps to completion; checks invariants every step. With
+// `shared_prefix` > 0 every prompt starts with one of three fixed prefixes of up to that many
+// tokens (a system prompt, a conversation so far).
 SimResult simulate(const SchedulerConfig& cfg, int num_blocks, int num_requests, uint32_t seed,
-                   int max_prompt, int max_gen) {
+                   int max_prompt, int max_gen, int shared_prefix = 0) {
   std::mt19937 rng(seed);
   BlockAllocator blocks(num_blocks);
   Scheduler sched(cfg, &blocks);
@@ -137,6 +147,10 @@ SimResult simulate(const SchedulerConfig& cfg, int num_blocks, int num_requests,
     int gen = 1 + rng() % max_gen;
     while (!sched.fits_in_cache(plen + gen)) gen = std::max(1, gen / 2), plen = std::max(1, plen / 2);
     auto s = make_seq(i + 1, plen, gen, rng() % 4 == 0);
+    if (shared_prefix > 0) {
+      const int which = static_cast<int>(rng() % 3);
+      for (int j = 0; j < std::min(plen, shared_prefix); ++j) s->tokens[j] = 500 + which * 7 + j;
+    }
     inputs[s->id] = {s->tokens, gen};
     arrivals.push_back({t, std::move(s)});
   }
@@ -199,6 +213,9 @@ SimResult simulate(const SchedulerConfig& cfg, int num_blocks, int num_requests,
     }
   }
   EXPECT_EQ(blocks.num_used(), 0) << "leaked blocks";
+  blocks.check_consistent();
+  if (!cfg.enable_prefix_caching) EXPECT_EQ(blocks.num_cached(), 0);
+  res.prefix_hit_tokens = sched.prefix_hit_tokens();
   EXPECT_EQ(res.outputs.size(), static_cast<size_t>(num_requests)) << "unfinished requests";
   for (const auto& [id, in] : inputs) {
     EXPECT_EQ(res.outputs[id], solo_output(in.first, in.second)) << "request " << id;
@@ -392,6 +409,184 @@ TEST(Scheduler, RemoveFreesBlocksOfRunningAndWaiting) {
   EXPECT_FALSE(sched.has_work());
 }
 
+// Runs the scheduler until `id` has generated `gen` tokens (token 7 each), or nothing is left.
+void run_until_generated(Scheduler& sched, uint64_t id, int gen) {
+  for (int steps = 0; steps < 1000; ++steps) {
+    Sequence* s = sched.find(id);
+    if (!s || s->num_generated() >= gen) return;
+    SchedulerOutput out = sched.schedule();
+    ASSERT_FALSE(out.empty());
+    sched.commit(out);
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.logits != LogitsWanted::kNone) c.seq->tokens.push_back(7);
+    }
+  }
+  FAIL() << "sequence " << id << " did not progress";
+}
+
+std::unique_ptr<Sequence> seq_with_tokens(uint64_t id, std::vector<int32_t> tokens, int gen) {
+  auto s = make_seq(id, static_cast<int>(tokens.size()), gen);
+  s->tokens = std::move(tokens);
+  return s;
+}
+
+std::vector<int32_t> prefix_tokens(int n, int32_t base) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(base + i);
+  return t;
+}
+
+TEST(SchedulerPrefixCache, SecondRequestAdoptsAllButTheBlockOfItsLastToken) {
+  for (int len : {40, 47, 48, 49}) {
+    SCOPED_TRACE(::testing::Message() << "prompt of " << len << " tokens");
+    BlockAllocator blocks(16);
+    Scheduler sched({8, 512, 16}, &blocks);
+    sched.add(seq_with_tokens(1, prefix_tokens(len, 3), 1));
+    run_until_generated(sched, 1, 1);
+    sched.remove(1);
+    EXPECT_EQ(blocks.num_cached(), len / 16);
+    sched.add(seq_with_tokens(2, prefix_tokens(len, 3), 1));
+    SchedulerOutput out = sched.schedule();
+    ASSERT_EQ(out.chunks.size(), 1u);
+    const int adopted = (len - 1) / 16 * 16;  // the last token is always computed
+    EXPECT_EQ(out.chunks[0].seq->num_computed, adopted);
+    EXPECT_EQ(out.chunks[0].num_tokens, len - adopted);
+    EXPECT_EQ(out.chunks[0].seq->num_cached_prompt_tokens, adopted);
+    EXPECT_EQ(sched.prefix_hit_tokens(), uint64_t(adopted));
+    EXPECT_EQ(sched.prefix_queried_tokens(), uint64_t(2 * len));
+    blocks.check_consistent();
+  }
+}
+
+TEST(SchedulerPrefixCache, DifferentSaltOrTokenNeverHits) {
+  BlockAllocator blocks(16);
+  Scheduler sched({8, 512, 16}, &blocks);
+  auto a = seq_with_tokens(1, prefix_tokens(40, 3), 1);
+  a->cache_root = root_hash("tenant a");
+  sched.add(std::move(a));
+  run_until_generated(sched, 1, 1);
+  sched.remove(1);
+  auto b = seq_with_tokens(2, prefix_tokens(40, 3), 1);
+  b->cache_root = root_hash("tenant b");
+  sched.add(std::move(b));
+  auto c = prefix_tokens(40, 3);
+  c[0] = 999;  // the first block differs: nothing after it can match either
+  sched.add(seq_with_tokens(3, c, 1));
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 2u);
+  for (const auto& ch : out.chunks) EXPECT_EQ(ch.seq->num_computed, 0) << ch.seq->id;
+  EXPECT_EQ(sched.prefix_hit_tokens(), 0u);
+}
+
+TEST(SchedulerPrefixCache, PromptLogprobsComputeTheWholePrompt) {
+  BlockAllocator blocks(16);
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(40, 3), 1));
+  run_until_generated(sched, 1, 1);
+  sched.remove(1);
+  auto s = seq_with_tokens(2, prefix_tokens(40, 3), 1);
+  s->need_prompt_logprobs = true;
+  sched.add(std::move(s));
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].seq->num_computed, 0);
+  EXPECT_EQ(out.chunks[0].num_tokens, 40);
+  EXPECT_EQ(out.chunks[0].logits, LogitsWanted::kAll);
+  EXPECT_EQ(sched.prefix_queried_tokens(), 40u) << "the logprobs request made no query";
+}
+
+TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes) {
+  // 6 blocks. A 48-token prompt leaves its 3 full blocks cached. R runs (1 block, needs 1 more
+  // for its next token). Free 2 + cached 3 = 5 available, less R's next block: 4.
+  auto setup = [](BlockAllocator& blocks, Scheduler& sched) {
+    sched.add(seq_with_tokens(1, prefix_tokens(48, 3), 1));
+    run_until_generated(sched, 1, 1);
+    sched.remove(1);
+    sched.add(seq_with_tokens(2, prefix_tokens(16, 600), 40));
+    run_until_generated(sched, 2, 1);
+    ASSERT_EQ(blocks.num_cached(), 3);
+    ASSERT_EQ(blocks.num_free(), 2);
+  };
+  {
+    // 68 tokens: adopts the 3 cached blocks (taking them from the available ones) and needs 2
+    // new ones: 5 > 4, so it waits (admitting it would take the block R needs next).
+    BlockAllocator blocks(6);
+    Scheduler sched({8, 512, 16}, &blocks);
+    setup(blocks, sched);
+    auto t = prefix_tokens(48, 3);
+    for (int i = 0; i < 20; ++i) t.push_back(900 + i);
+    sched.add(seq_with_tokens(3, t, 1));
+    SchedulerOutput out = sched.schedule();
+    EXPECT_EQ(sched.num_waiting(), 1);
+    EXPECT_EQ(blocks.num_cached(), 3) << "nothing adopted by a request left waiting";
+  }
+  {
+    // 52 tokens: 3 adopted + 1 new = 4 <= 4: admitted, computing only its last 4 tokens.
+    BlockAllocator blocks(6);
+    Scheduler sched({8, 512, 16}, &blocks);
+    setup(blocks, sched);
+    auto t = prefix_tokens(48, 3);
+    for (int i = 0; i < 4; ++i) t.push_back(900 + i);
+    sched.add(seq_with_tokens(3, t, 1));
+    SchedulerOutput out = sched.schedule();
+    EXPECT_EQ(sched.num_waiting(), 0);
+    ASSERT_EQ(out.chunks.size(), 2u);
+    EXPECT_EQ(out.chunks[1].num_tokens, 4);
+    EXPECT_EQ(blocks.num_cached(), 0);
+    blocks.check_consistent();
+  }
+  {
+    // An unrelated 40-token prompt (3 blocks) with no free block left but 3 cached: the cached
+    // ones count as free capacity; it is admitted and evicts the least recently used.
+    BlockAllocator blocks(5);
+    Scheduler sched({8, 512, 16}, &blocks);
+    sched.add(seq_with_tokens(1, prefix_tokens(48, 3), 1));
+    run_until_generated(sched, 1, 1);
+    sched.remove(1);
+    sched.add(seq_with_tokens(2, prefix_tokens(8, 600), 8));  // one block, enough for 16 tokens
+    run_until_generated(sched, 2, 1);
+    sched.add(seq_with_tokens(3, prefix_tokens(40, 700), 1));
+    ASSERT_EQ(blocks.num_free(), 1);
+    SchedulerOutput out = sched.schedule();
+    EXPECT_EQ(sched.num_waiting(), 0);
+    EXPECT_EQ(blocks.num_evictions(), 2u);
+    blocks.check_consistent();
+  }
+}
+
+TEST(SchedulerPrefixCache, APrefixIsEvictedTailFirst) {
+  BlockAllocator blocks(8);
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(50, 3), 1));
+  run_until_generated(sched, 1, 1);
+  const std::vector<BlockId> table = sched.find(1)->block_table;
+  sched.remove(1);
+  // Released last block first: the LRU order is the prefix backwards (the partial 4th is free).
+  EXPECT_EQ(blocks.cache().lru_order(), (std::vector<BlockId>{table[2], table[1], table[0]}));
+}
+
+TEST(SchedulerPrefixCache, GeneratedTokensBlocksAreCachedToo) {
+  // A conversation's next turn resends the reply: the blocks decoding filled are reusable.
+  BlockAllocator blocks(8);
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(40, 3), 20));
+  run_until_generated(sched, 1, 10);  // 50 tokens, 49 computed: 3 full blocks published
+  Sequence* s = sched.find(1);
+  ASSERT_EQ(s->num_computed, 49);
+  const std::vector<int32_t> tokens = s->tokens;
+  const std::vector<BlockId> table = s->block_table;
+  sched.remove(1);
+  EXPECT_EQ(blocks.num_cached(), 3);
+  sched.add(seq_with_tokens(2, tokens, 10));
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].seq->num_computed, 48);
+  EXPECT_EQ(out.chunks[0].num_tokens, 2);
+  EXPECT_EQ(std::vector<BlockId>(out.chunks[0].seq->block_table.begin(),
+                                 out.chunks[0].seq->block_table.begin() + 3),
+            std::vector<BlockId>(table.begin(), table.begin() + 3));
+}
+
 TEST(SchedulerSim, AmpleCacheNoPreemption) {
   SimResult r = simulate({16, 64, 16}, 400, 60, 1, 120, 40);
   EXPECT_EQ(r.preemptions, 0u);
@@ -402,11 +597,27 @@ TEST(SchedulerSim, TinyCachePreemptsAndStillMatchesSolo) {
   EXPECT_GT(r.preemptions, 0u);
 }
 
+TEST(SchedulerSim, SharedPrefixesHitTheCacheAndStillMatchSolo) {
+  for (bool caching : {true, false}) {
+    SchedulerConfig cfg{16, 64, 16, caching};
+    SimResult ample = simulate(cfg, 400, 60, 3, 120, 40, /*shared_prefix=*/70);
+    SimResult tiny = simulate(cfg, 14, 60, 4, 100, 60, /*shared_prefix=*/50);
+    EXPECT_GT(tiny.preemptions, 0u);
+    if (caching) {
+      EXPECT_GT(ample.prefix_hit_tokens, 60u * 16) << "most of 60 requests should adopt 4 blocks";
+      EXPECT_GT(tiny.prefix_hit_tokens, 0u);
+    } else {
+      EXPECT_EQ(ample.prefix_hit_tokens + tiny.prefix_hit_tokens, 0u);
+    }
+  }
+}
+
 TEST(SchedulerSim, RandomConfigs) {
   std::mt19937 rng(99);
   uint64_t total_preemptions = 0;
   for (int trial = 0; trial < 200; ++trial) {
     SchedulerConfig cfg;
+    cfg.enable_prefix_caching = trial % 3 != 0;
     cfg.block_size = 1 + rng() % 32;
     cfg.max_num_seqs = 1 + rng() % 12;
     cfg.max_num_batched_tokens = 1 + rng() % 100;
@@ -414,7 +625,7 @@ TEST(SchedulerSim, RandomConfigs) {
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " bs " << cfg.block_size << " seqs "
                                       << cfg.max_num_seqs << " budget "
                                       << cfg.max_num_batched_tokens << " blocks " << num_blocks);
-    SimResult r = simulate(cfg, num_blocks, 40, 1000 + trial, 80, 40);
+    SimResult r = simulate(cfg, num_blocks, 40, 1000 + trial, 80, 40, trial % 2 ? 40 : 0);
     total_preemptions += r.preemptions;
     if (HasFailure()) break;
   }

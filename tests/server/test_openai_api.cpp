@@ -310,6 +310,22 @@ TEST_F(OpenAiApi, LogprobsShape) {
   EXPECT_EQ(j["text_offset"], json::parse("[0,1]"));
 }
 
+TEST_F(OpenAiApi, CacheSaltAndTenants) {
+  EXPECT_EQ(ok(R"({"prompt":"a"})").cache_salt, "");
+  EXPECT_EQ(ok(R"({"prompt":"a","cache_salt":"team-7"})").cache_salt, "team-7");
+  EXPECT_EQ(err(R"({"prompt":"a","cache_salt":7})").param, "cache_salt");
+  EXPECT_EQ(err("{\"prompt\":\"a\",\"cache_salt\":\"" + std::string(kMaxCacheSaltBytes + 1, 'x') +
+                "\"}").param,
+            "cache_salt");
+  // (key, salt) pairs that concatenate alike still give different engine salts.
+  EXPECT_NE(tenant_cache_salt("ab", "c"), tenant_cache_salt("a", "bc"));
+  EXPECT_NE(tenant_cache_salt("", "1:x"), tenant_cache_salt("x", ""));
+  EXPECT_EQ(tenant_cache_salt("k", "s"), tenant_cache_salt("k", "s"));
+  json u = usage_json({10, 2, 8});
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 8);
+  EXPECT_EQ(u["total_tokens"], 12);
+}
+
 TEST_F(OpenAiApi, ResponseShapes) {
   json choices = json::array({choice_json(0, "hi", nullptr, "length")});
   json r = completion_json("cmpl-1", 5, "stories", choices, usage_json({3, 2}));

@@ -1,6 +1,8 @@
 // What an operator sees: the start-up summary, one log line per finished request, the TTFT and
 // time-per-output-token histograms in /metrics after real requests, the SSE content type, and a
-// clean exit 0 on SIGINT (SIGTERM is covered by the other server tests).
+// clean exit 0 on SIGINT (SIGTERM is covered by the other server tests). The prefix cache as an
+// operator and a client see it: usage.prompt_tokens_details.cached_tokens, cache_salt, the log
+// line, the flashserve_prefix_cache_* metrics, --no-prefix-caching.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -74,6 +76,72 @@ TEST(ServerObservability, LogsMetricsAndSigint) {
   EXPECT_TRUE(std::regex_search(log, std::regex("status=200 stream=1 prompt_tokens=\\d+ "
                                                 "completion_tokens=10 ")))
       << log;
+}
+
+// The same 60-odd-token prompt three times, then under another salt, then that salt again.
+TEST(ServerObservability, PrefixCacheUsageSaltsLogAndMetrics) {
+  for (bool caching : {true, false}) {
+    SCOPED_TRACE(caching ? "prefix caching on" : "--no-prefix-caching");
+    ServerProcess server(caching ? std::vector<std::string>{}
+                                 : std::vector<std::string>{"--no-prefix-caching"});
+    ASSERT_TRUE(server.started()) << server.log();
+    const int port = server.port();
+    std::string prompt;
+    for (int i = 0; i < 12; ++i) prompt += "The little dog ran to the park. ";
+    auto cached = [&](const json& extra, json* usage = nullptr) {
+      json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
+      if (extra.is_object()) body.update(extra);
+      int status = 0;
+      json r = complete(port, body, &status);
+      EXPECT_EQ(status, 200) << r.dump();
+      if (usage) *usage = r["usage"];
+      return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    };
+    json usage;
+    EXPECT_EQ(cached(json::object(), &usage), 0);
+    const int prompt_tokens = usage["prompt_tokens"];
+    ASSERT_GT(prompt_tokens, 48) << "the test needs several full 16-token blocks";
+    const int expect = caching ? (prompt_tokens - 1) / 16 * 16 : 0;
+    EXPECT_EQ(cached(json::object()), expect);
+    EXPECT_EQ(cached({{"cache_salt", "tenant-b"}}), 0) << "another salt never hits";
+    EXPECT_EQ(cached({{"cache_salt", "tenant-b"}}), expect) << "its own salt does";
+    EXPECT_EQ(cached({{"cache_salt", "tenant-b"}, {"echo", true}, {"logprobs", 1}}), 0)
+        << "prompt logprobs are computed from a full prefill";
+    int status = 0;
+    json bad = complete(port, {{"prompt", "x"}, {"cache_salt", 5}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_EQ(bad["error"]["param"], "cache_salt");
+    // Streamed usage has the field too.
+    http::Response s = http::request(
+        port, "POST", "/v1/completions",
+        json{{"prompt", prompt}, {"max_tokens", 2}, {"stream", true},
+             {"stream_options", {{"include_usage", true}}}}.dump());
+    EXPECT_NE(s.body.find("\"cached_tokens\":" + std::to_string(expect)), std::string::npos)
+        << s.body;
+
+    const std::string m = http::request(port, "GET", "/metrics", "").body;
+    const double used = metric_line(m, "flashserve_kv_blocks_used");
+    const double free = metric_line(m, "flashserve_kv_blocks_free");
+    const double kept = metric_line(m, "flashserve_prefix_cache_blocks");
+    EXPECT_EQ(used, 0);
+    EXPECT_EQ(used + free + kept, metric_line(m, "flashserve_kv_blocks_total")) << m;
+    EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_hits_tokens_total"), 3 * expect);
+    EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_evictions_total"), 0);
+    if (caching) {
+      EXPECT_GT(kept, 0);
+      // Queried: every request except the prompt-logprobs one.
+      EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_queries_tokens_total"), 5 * prompt_tokens);
+    } else {
+      EXPECT_EQ(kept, 0);
+      EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_queries_tokens_total"), 0);
+    }
+    EXPECT_EQ(server.stop(SIGTERM), 0);
+    EXPECT_TRUE(std::regex_search(server.log(), std::regex("total_ms=[0-9.]+ cached_tokens=" +
+                                                           std::to_string(expect))))
+        << server.log();
+    EXPECT_NE(server.log().find(caching ? "prefix caching on" : "prefix caching off"),
+              std::string::npos);
+  }
 }
 
 }  // namespace

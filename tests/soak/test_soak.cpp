@@ -77,7 +77,10 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
       {R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0})", ""},
       {R"({"prompt":"The dog","max_tokens":48,"temperature":1.0,"top_p":0.9,"seed":1234})", ""},
       {R"({"prompt":[1,403,407,261],"max_tokens":100,"temperature":0.8,"seed":7,"ignore_eos":true,
-          "presence_penalty":0.5})", ""}};
+          "presence_penalty":0.5})", ""},
+      // Long enough (5+ KV blocks) to be served from the prefix cache under load, where its
+      // blocks may also be evicted and recomputed: the text must not change.
+      {R"({"prompt":"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her big red ball and her small brown dog. One day, she saw","max_tokens":40,"temperature":0})", ""}};
   for (auto& p : probes) ASSERT_TRUE(soak::completion_text(port, p.body, &p.expected)) << p.body;
 
   soak::Tally t;
@@ -146,6 +149,10 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
 
   // Nothing left behind.
   EXPECT_EQ(m["flashserve_kv_blocks_used"], 0);
+  // Block accounting with the prefix cache (on by default): used + free + cached = total.
+  EXPECT_EQ(m["flashserve_kv_blocks_used"] + m["flashserve_kv_blocks_free"] +
+                m["flashserve_prefix_cache_blocks"],
+            m["flashserve_kv_blocks_total"]);
   EXPECT_EQ(m["flashserve_requests_running"], 0);
   EXPECT_EQ(m["flashserve_requests_waiting"], 0);
   // /metrics agrees with the clients. 404 is exact (bad requests are never hung up on); 400 also
@@ -183,6 +190,9 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
       {"generation_tokens", m["flashserve_generation_tokens_total"]},
       {"client_disconnects", m["flashserve_client_disconnects_total"]},
       {"kv_blocks_used_end", m["flashserve_kv_blocks_used"]}, {"rss_start_kib", rss_start},
+      {"prefix_cache_hits_tokens", m["flashserve_prefix_cache_hits_tokens_total"]},
+      {"prefix_cache_queries_tokens", m["flashserve_prefix_cache_queries_tokens_total"]},
+      {"prefix_cache_evictions", m["flashserve_prefix_cache_evictions_total"]},
       {"rss_warm_kib", rss_warm}, {"rss_end_kib", rss_end}, {"rss_max_kib", rss_max},
       {"rss_growth_after_warmup_kib", rss_end - rss_warm},
       {"rss_points", "idle after half of the requests (warm), idle after all (end)"},
