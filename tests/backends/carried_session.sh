@@ -45,7 +45,7 @@ if [ "${1:-}" = build ]; then
   # On the GPU machine instead of `pack` here: 16 cores build the CUDA code in a few minutes,
   # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc, CLI11 and Nettle
   # (nettle-dev + libnettle8: the prefix cache's SHA-256) are not
-  # installed there (nor the headers of OpenSSL, zlib and brotli that Debian's httplib.h
+  # installed there (nor Nettle, nor the headers of OpenSSL, zlib and brotli that Debian's httplib.h
   # includes), so their Debian packages travel in .carry/debs (apt-get download here) and
   # are unpacked into /opt/fsdev, with their pkg-config files pointed there.
   # SRC (default .), BUILD (default build/release), ARCHS (default 90a) and TARGETS (default:
@@ -59,6 +59,7 @@ if [ "${1:-}" = build ]; then
   export PKG_CONFIG_PATH=$dev/usr/lib/x86_64-linux-gnu/pkgconfig:$dev/usr/share/pkgconfig
   cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli,nettle}*.so* .carry/lib/
   ldconfig -p | grep -q 'libpcre2-8.so.0 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libpcre2-8.so* .carry/lib/
+  ldconfig -p | grep -q 'libnettle.so.8 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libnettle.so* .carry/lib/
   targets=${TARGETS:-$(for b in "${bins[@]}"; do basename "$b"; done)}
   cmake -S "${SRC:-.}" -B "${BUILD:-build/release}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH=$dev/usr -DFS_MODELS_DIR=/work/shared/models \
