@@ -31,7 +31,7 @@ done_stage() { took[$1]=$((SECONDS - start)); echo "== $1 took ${took[$1]} s"; }
 
 if stage release; then
   build="$FS_ROOT/build/release"
-  fs_build "$build" -DCMAKE_BUILD_TYPE=Release
+  fs_build "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO
   ctest --test-dir "$build" --output-on-failure -j"$jobs"
   done_stage release
 fi
