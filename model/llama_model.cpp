@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "model/decode_graphs.h"
+#include "weights/load_progress.h"
 
 namespace flashserve {
 
@@ -52,6 +53,7 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
                c.num_q_heads % c.num_kv_heads == 0 && c.vocab_size > 0,
            "bad model config in ", model.path());
   auto w = [&](const std::string& name) { return backend_.load_weight(model.tensor(name)); };
+  LoadProgress progress("weights of " + model.path(), c.num_layers);  // silent under a second
   embed_ = w("model.embed_tokens.weight");
   final_norm_ = w("model.norm.weight");
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
@@ -66,7 +68,12 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
                             load_stacked(model, {p + "mlp.gate_proj.weight",
                                                  p + "mlp.up_proj.weight"}),
                             w(p + "mlp.down_proj.weight")});
+    const Layer& l = layers_.back();
+    progress.step(int64_t(l.input_norm.tensor.bytes() + l.wqkv.tensor.bytes() + l.wo.tensor.bytes() +
+                          l.post_norm.tensor.bytes() + l.w_gate_up.tensor.bytes() +
+                          l.w_down.tensor.bytes()));
   }
+  progress.finish();
   std::vector<float> inv = rope_inv_freq(c);
   inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
   backend_.copy_from_host(inv_freq_.tensor, inv.data());
