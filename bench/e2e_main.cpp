@@ -92,10 +92,7 @@ std::vector<Case> parse_cases(const std::string& text) {
 // Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 0; i < argc; ++i) {
-    if (i) a.command += ' ';
-    a.command += argv[i];
-  }
+  a.command = cli::command_line(argc, argv);
   std::string cases = "decode:1x128x256";
   bool no_ceilings = false;
   CLI::App app{"End-to-end generation benchmarks through the Engine; JSON lines on stdout.", "bench_e2e"};

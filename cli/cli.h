@@ -35,6 +35,16 @@ inline int parse(CLI::App& app, int argc, char** argv) {
   }
 }
 
+// The command as typed (argv joined by spaces), for the records benchmarks print.
+inline std::string command_line(int argc, char** argv) {
+  std::string command;
+  for (int i = 0; i < argc; ++i) {
+    if (i) command += ' ';
+    command += argv[i];
+  }
+  return command;
+}
+
 // A usage error found after parsing (e.g. two flags that contradict each other): the same
 // message shape and exit status as a parse error.
 inline int usage_error(const CLI::App& app, const std::string& what) {
