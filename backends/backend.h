@@ -14,29 +14,52 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
 #include "weights/model.h"
 
 namespace flashserve {
 
-// Where this step's tokens sit, as device tensors (all int32) plus the host-side sizes that a
-// kernel launch needs. Built once per step, shared by every layer.
-struct AttentionBatch {
+// One step as the ops take it: model/step.h's StepPlan arrays uploaded to the device (all
+// int32) plus the host-side sizes that a kernel launch needs. Built once per step (LlamaModel::
+// upload_step), shared by every layer; each backend derives its kernels' arguments from it.
+struct StepArgs {
   int num_seqs = 0;
   int num_tokens = 0;
   int max_q_len = 0;  // longest chunk of the step (1 for a pure decode step)
   int max_kv_len = 0;
   int block_size = 0;
   int max_blocks_per_seq = 0;
+  Tensor tokens;        // [num_tokens] the new tokens
   Tensor positions;     // [num_tokens] position of each new token in its sequence
   Tensor slot_mapping;  // [num_tokens] block * block_size + offset where its K/V go
   Tensor cu_q_lens;     // [num_seqs + 1] prefix sums of q_len
   Tensor kv_lens;       // [num_seqs] cached tokens including this step's
   Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
+  Tensor logit_rows;    // [num_logit_rows] token rows whose logits are wanted
   // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
   const int32_t* host_kv_lens = nullptr;  // [num_seqs]
 };
+
+// The attention kernels' arguments (kernels/paged_attention.h) for one layer of a step: its
+// device arrays from StepArgs, the head counts and the softmax scale. Every backend derives them
+// here, so the kernels see the step exactly as the plan laid it out.
+inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_heads,
+                                               int num_kv_heads, int head_dim,
+                                               float scale = 0.f) {
+  return PagedAttentionArgs{.num_seqs = b.num_seqs,
+                            .cu_q_lens = b.cu_q_lens.as<int32_t>(),
+                            .kv_lens = b.kv_lens.as<int32_t>(),
+                            .block_table = b.block_table.as<int32_t>(),
+                            .max_blocks_per_seq = b.max_blocks_per_seq,
+                            .block_size = b.block_size,
+                            .num_q_heads = num_q_heads,
+                            .num_kv_heads = num_kv_heads,
+                            .head_dim = head_dim,
+                            .scale = scale,
+                            .causal = true};
+}
 
 class Backend {
  public:
@@ -80,6 +103,16 @@ class Backend {
                     Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
                     const Tensor& positions,      // [num_tokens] int32
                     const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
+  // x[r, :] += bias, in place, for every row r (the q/k/v projections' biases of Qwen2).
+  virtual void add_bias(Tensor x,                 // [n, width]
+                        const Tensor& bias) = 0;  // [width]
+  // Per-head RMSNorm of q and k in place, before RoPE (Qwen3): heads [0, num_q_heads) of each
+  // token are normed with q_weight, the next num_kv_heads with k_weight, the v heads after them
+  // are left alone. Each head: h / sqrt(mean(h^2) + eps) * weight.
+  virtual void qk_norm(Tensor qkv,  // [num_tokens, num_q_heads + 2 num_kv_heads, head_dim]
+                       const Tensor& q_weight,   // [head_dim]
+                       const Tensor& k_weight,   // [head_dim]
+                       int num_q_heads, int num_kv_heads, float eps) = 0;
   // out = silu(gate) * up (out may alias gate or up)
   virtual void swiglu(Tensor out,             // [n, intermediate_size]
                       const Tensor& gate,     // [n, intermediate_size]
@@ -134,7 +167,7 @@ class Backend {
       const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
       const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
-      const AttentionBatch& batch, float scale) = 0;
+      const StepArgs& batch, float scale) = 0;
 
   // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
   // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see
@@ -142,7 +175,7 @@ class Backend {
   // backend decides from host data beyond the tensor shapes (the split-K decode plan, say); the
   // call also sizes the backend's own workspaces for the step, so that nothing is allocated
   // while recording. Returns false when this backend cannot replay the step.
-  virtual bool graph_launch_key(const AttentionBatch& batch, int num_q_heads, int num_kv_heads,
+  virtual bool graph_launch_key(const StepArgs& batch, int num_q_heads, int num_kv_heads,
                                 int head_dim, uint64_t* key) {
     return false;
   }

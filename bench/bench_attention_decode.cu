@@ -99,29 +99,10 @@ __global__ void hold_stream(long long cycles) {
 // interval can include the host's launch latency when the GPU is faster than the host.
 std::vector<double> time_runs(const std::function<void()>& fn, cudaStream_t stream, int warmup, int iters) {
   if (!g_hold || g_flush) return bench::time_runs(fn, stream, warmup, iters, g_flush);
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<cudaEvent_t> start(iters), stop(iters);
-  for (int i = 0; i < iters; ++i) {
-    CUDA_CHECK(cudaEventCreate(&start[i]));
-    CUDA_CHECK(cudaEventCreate(&stop[i]));
-  }
-  hold_stream<<<1, 1, 0, stream>>>(5000000);  // 2.5 ms at 2 GHz: >> iters x the host's enqueue time
-  CUDA_CHECK_LAUNCH();
-  for (int i = 0; i < iters; ++i) {
-    CUDA_CHECK(cudaEventRecord(start[i], stream));
-    fn();
-    CUDA_CHECK(cudaEventRecord(stop[i], stream));
-  }
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> us(iters);
-  for (int i = 0; i < iters; ++i) {
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
-    us[i] = double(ms) * 1e3;
-    CUDA_CHECK(cudaEventDestroy(start[i]));
-    CUDA_CHECK(cudaEventDestroy(stop[i]));
-  }
-  return us;
+  return bench::time_runs(fn, stream, warmup, iters, /*flush_l2=*/false, [&] {
+    hold_stream<<<1, 1, 0, stream>>>(5000000);  // 2.5 ms at 2 GHz: >> iters x the host's enqueue
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 void measure_copy(cudaStream_t stream) {

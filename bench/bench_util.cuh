@@ -69,10 +69,13 @@ class L2Flusher {
 };
 
 // Times `fn` (which enqueues work on `stream`) `iters` times after `warmup` runs, each timed
-// run bracketed by its own pair of CUDA events and preceded by an untimed L2 flush.
-// Returns per-run times in microseconds.
+// run bracketed by its own pair of CUDA events and preceded by an untimed L2 flush (flush_l2).
+// `before_timed`, when given, enqueues something once ahead of the timed runs (e.g. a spin
+// kernel that holds them back so that they run back to back). Returns per-run times in
+// microseconds.
 inline std::vector<double> time_runs(const std::function<void()>& fn, cudaStream_t stream,
-                                     int warmup = 10, int iters = 50, bool flush_l2 = true) {
+                                     int warmup = 10, int iters = 50, bool flush_l2 = true,
+                                     const std::function<void()>& before_timed = {}) {
   static L2Flusher* flusher = new L2Flusher();  // one per process, lives until exit
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<cudaEvent_t> start(iters), stop(iters);
@@ -80,6 +83,7 @@ inline std::vector<double> time_runs(const std::function<void()>& fn, cudaStream
     CUDA_CHECK(cudaEventCreate(&start[i]));
     CUDA_CHECK(cudaEventCreate(&stop[i]));
   }
+  if (before_timed) before_timed();
   for (int i = 0; i < iters; ++i) {
     if (flush_l2) flusher->flush(stream);
     CUDA_CHECK(cudaEventRecord(start[i], stream));

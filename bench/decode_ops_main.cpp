@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
+#include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
 
@@ -98,7 +99,7 @@ int main(int argc, char** argv) {
     };
     Buffer pos_b = upload(positions, {m}), slot_b = upload(slots, {m}), cu_b = upload(cu, {m + 1});
     Buffer kvl_b = upload(kv_lens, {m}), table_b = upload(table, {m, blocks_per_seq});
-    AttentionBatch ab;
+    StepArgs ab;
     ab.num_seqs = ab.num_tokens = m;
     ab.max_q_len = 1;
     ab.max_kv_len = kv_len;
@@ -149,12 +150,7 @@ int main(int argc, char** argv) {
       const double sec = bench::time_in_graph(*be, [&](int) { op.run(); }, reps);
       layer_us += sec * 1e6;
       layer_bytes += op.bytes;
-      json j;
-      j["bench"] = "decode_op";
-      j["gpu"] = hw.gpu;
-      j["command"] = command;
-      j["shape"] = s.name;
-      j["m"] = m;
+      json j = bench::record_head("decode_op", hw.gpu, command, s.name, m);
       j["kv_len"] = kv_len;
       j["op"] = op.name;
       j["us"] = sec * 1e6;
@@ -163,12 +159,7 @@ int main(int argc, char** argv) {
       j["frac_of_copy_bw"] = op.bytes / sec / hw.copy_bytes_per_s;
       std::printf("%s\n", j.dump().c_str());
     }
-    json j;
-    j["bench"] = "decode_layer";
-    j["gpu"] = hw.gpu;
-    j["command"] = command;
-    j["shape"] = s.name;
-    j["m"] = m;
+    json j = bench::record_head("decode_layer", hw.gpu, command, s.name, m);
     j["kv_len"] = kv_len;
     j["layer_us"] = layer_us;
     j["layers_ms"] = layer_us * s.layers / 1e3;

@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
+#include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
 
@@ -125,13 +126,8 @@ int main(int argc, char** argv) {
           step_s[0] += times * sec[0];
           step_s[1] += times * sec[1];
           step_bytes += times * bytes;
-          json j;
-          j["bench"] = "linear";
-          j["gpu"] = hw.gpu;
-          j["command"] = command;
-          j["shape"] = s.name;
+          json j = bench::record_head("linear", hw.gpu, command, s.name, m);
           j["proj"] = p.name;
-          j["m"] = m;
           j["n"] = p.n;
           j["k"] = p.k;
           j["us"] = sec[0] * 1e6;
@@ -143,12 +139,7 @@ int main(int argc, char** argv) {
           j["frac_of_copy_bw"] = bytes / sec[0] / hw.copy_bytes_per_s;
           std::printf("%s\n", j.dump().c_str());
         }
-        json j;
-        j["bench"] = "linear_weights_per_step";
-        j["gpu"] = hw.gpu;
-        j["command"] = command;
-        j["shape"] = s.name;
-        j["m"] = m;
+        json j = bench::record_head("linear_weights_per_step", hw.gpu, command, s.name, m);
         j["ms"] = step_s[0] * 1e3;
         j["cublaslt_ms"] = step_s[1] * 1e3;
         j["speedup_vs_cublaslt"] = step_s[1] / step_s[0];

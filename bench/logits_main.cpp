@@ -133,12 +133,12 @@ int run(const Args& a) {
   const auto t0 = Clock::now();
   int prefill_steps = 0;
   for (bool pending = true; pending;) {
-    StepBatch batch;
+    StepPlan batch;
     std::vector<int> ids;
     for (int s = 0; s < n; ++s) {
       const int left = int(prompts[s].size()) - cached[s];
       if (left <= 0) continue;
-      SeqChunk ch;
+      StepChunk ch;
       ch.num_tokens = a.prefill_chunk > 0 ? std::min(left, a.prefill_chunk) : left;
       ch.tokens = prompts[s].data() + cached[s];
       ch.num_cached = cached[s];
@@ -178,9 +178,9 @@ int run(const Args& a) {
   for (int s = 0; s < n && a.steps > 0; ++s) take(s, last_logits.data() + size_t(s) * vocab);
   const auto t1 = Clock::now();
   for (int step = 1; step < a.steps; ++step) {
-    StepBatch batch;
+    StepPlan batch;
     for (int s = 0; s < n; ++s) {
-      SeqChunk ch;
+      StepChunk ch;
       ch.tokens = &next[s];
       ch.num_tokens = 1;
       ch.num_cached = cached[s];
@@ -223,10 +223,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashserve-logits: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-logits", [&] { return run(args); });
 }

@@ -106,11 +106,12 @@ int main(int argc, char** argv) {
           const double host_us = median_us(host_reps, [&] {
             dev->copy_to_host(host.data(), t.tensor);
             for (int r = 0; r < batch; ++r) {
-              SampleInput in{host.data() + size_t(r) * vocab, vocab, reqs[size_t(r)].prompt,
-                             reqs[size_t(r)].generated, reqs[size_t(r)].step};
               SamplingParams p = params[size_t(r)];
               p.logprobs = -1;
-              ids_host[size_t(r)] = sample_token(in, p).token;
+              SampleRequest q = reqs[size_t(r)];
+              q.params = &p;
+              ids_host[size_t(r)] = sample_token({host.data() + size_t(r) * vocab, size_t(vocab)}, q)
+                                        .token;
             }
           });
           json j;

@@ -46,10 +46,11 @@ class ChatTemplate {
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-  // The model's template as transformers finds it: tokenizer_config.json "chat_template" (a
-  // string, or a list of {"name","template"}: the one named "default"), else
-  // chat_template.jinja beside it; bos_token/eos_token from tokenizer_config.json (a string or
-  // {"content": ...}), else the fallbacks. nullopt when the folder has no template.
+  // The model's template as transformers finds it: chat_template.jinja in the folder (it wins,
+  // as in transformers), else tokenizer_config.json "chat_template" (a string, or a list of
+  // {"name","template"}: the one named "default"); bos_token/eos_token from
+  // tokenizer_config.json (a string or {"content": ...}), else the fallbacks. nullopt when the
+  // folder has no template.
   static std::optional<ChatTemplate> from_model_dir(const std::string& dir,
                                                     const std::string& fallback_bos,
                                                     const std::string& fallback_eos);

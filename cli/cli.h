@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <functional>
 #include <string>
 
 namespace flashserve::cli {
@@ -32,6 +34,18 @@ inline int parse(CLI::App& app, int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\nrun '%s --help' for the usage\n", app.get_name().c_str(),
                  e.what(), app.get_name().c_str());
     return kUsageError;
+  }
+}
+
+// main's body after parsing: returns body(), or prints "<program>: error: <what>" and returns 1
+// when it throws (a failure after the flags were accepted).
+inline int run_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 1;
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "engine/request_stream.h"
+#include "engine/stop_rules.h"
 #include "sampling/sampler.h"
 #include "scheduling/scheduler.h"
 
@@ -48,7 +49,7 @@ class EngineImpl : public Engine {
  private:
   void loop();
   void admit(PendingRequest p);
-  void process_outputs(const SchedulerOutput& out, const StepBatch& batch,
+  void process_outputs(const SchedulerOutput& out, const StepPlan& plan,
                        const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void finish_all(FinishReason reason, const std::string& error);
@@ -69,6 +70,7 @@ class EngineImpl : public Engine {
   BlockAllocator blocks_;
   Scheduler scheduler_;
   std::unordered_map<uint64_t, ActiveRequest> active_;
+  StepPlan plan_;  // this step's; reused so that its arrays keep their capacity
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
   uint64_t steps_ = 0;
@@ -102,8 +104,8 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
   if (n > max_len_ || (n == max_len_ && r.max_tokens > 0)) {
     return str_cat("prompt of ", n, " tokens leaves no room in the context of ", max_len_);
   }
-  const int64_t total = std::min<int64_t>(int64_t(n) + r.max_tokens, max_len_);
-  if (blocks_for_tokens(static_cast<int>(total), runner_->block_size()) > runner_->num_kv_blocks()) {
+  const int total = n + generation_budget(n, r.max_tokens, max_len_);
+  if (blocks_for_tokens(total, runner_->block_size()) > runner_->num_kv_blocks()) {
     return str_cat("prompt + max_tokens = ", total, " tokens can never fit the KV cache of ",
                    int64_t(runner_->num_kv_blocks()) * runner_->block_size(), " tokens");
   }
@@ -160,14 +162,13 @@ void EngineImpl::admit(PendingRequest p) {
   seq->id = p.id;
   seq->num_prompt_tokens = static_cast<int>(r.prompt.size());
   seq->tokens = std::move(r.prompt);
-  // The context caps generation too: prompt + generated never exceeds max_len_.
-  seq->max_tokens = std::min(r.max_tokens, max_len_ - seq->num_prompt_tokens);
+  seq->max_tokens = generation_budget(seq->num_prompt_tokens, r.max_tokens, max_len_);
   seq->need_prompt_logprobs = r.prompt_logprobs;
   ActiveRequest& a = active_[p.id];
   a.stream = std::move(p.stream);
   a.sampling = std::move(r.sampling);
   a.ignore_eos = r.ignore_eos;
-  if (seq->max_tokens == 0 && !seq->need_prompt_logprobs) {  // nothing to compute
+  if (needs_no_step(seq->max_tokens, seq->need_prompt_logprobs)) {
     finish(p.id, FinishReason::kLength);
     return;
   }
@@ -217,20 +218,19 @@ void EngineImpl::flush_events() {
   events_.clear();
 }
 
-// A request's token can be drawn where the logits are (ModelRunner / Backend::sample_rows)
-// unless it wants logprobs (computed here from the whole row) or its parameters are invalid
-// (then the host sampler fails that request alone, with its message).
-bool can_sample_on_device(const SamplingParams& p, int vocab_size) {
-  if (p.logprobs >= 0) return false;
-  try {
-    validate_sampling(p, vocab_size);
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
+// What the sampler needs of a sequence besides its parameters: its history and the index of the
+// token being drawn (the same after a recompute, so a preempted request draws the same tokens).
+SampleRequest sample_request(const Sequence& seq, const SamplingParams& params) {
+  SampleRequest r;
+  r.params = &params;
+  r.prompt = std::span<const int32_t>(seq.tokens.data(), size_t(seq.num_prompt_tokens));
+  r.generated = std::span<const int32_t>(seq.tokens.data() + seq.num_prompt_tokens,
+                                         size_t(seq.num_generated()));
+  r.step = static_cast<uint64_t>(seq.num_generated());
+  return r;
 }
 
-void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& batch,
+void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& plan,
                                  const std::vector<float>& logits,
                                  const std::vector<int32_t>& sampled_ids) {
   const size_t vocab = static_cast<size_t>(vocab_size_);
@@ -241,7 +241,7 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
     const ScheduledChunk& c = out.chunks[i];
     Sequence* seq = c.seq;
     ActiveRequest& a = active_.at(seq->id);
-    const bool sampled = batch.chunks[i].sample.has_value();
+    const bool sampled = plan.chunks[i].sample_path != SamplePath::kHost;
     const int32_t sampled_id = sampled ? sampled_ids.at(sampled_row++) : -1;
     const int num_rows = sampled ? 0
                          : c.logits == LogitsWanted::kAll ? c.num_tokens
@@ -274,17 +274,10 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
     }
     if ((num_rows == 0 && !sampled) || seq->num_computed < seq->num_tokens())
       continue;  // mid-prompt chunk
-    if (seq->num_generated() >= seq->max_tokens) {  // max_tokens = 0 with prompt logprobs
+    if (budget_spent(seq->num_generated(), seq->max_tokens)) {  // 0 tokens, prompt logprobs
       done.emplace_back(seq->id, FinishReason::kLength);
       continue;
     }
-    SampleInput in;
-    in.logits = sampled ? nullptr : rows + (num_rows - 1) * vocab;  // sampled: no row came back
-    in.vocab_size = vocab_size_;
-    in.prompt = std::span<const int32_t>(seq->tokens.data(), seq->num_prompt_tokens);
-    in.generated = std::span<const int32_t>(seq->tokens.data() + seq->num_prompt_tokens,
-                                            seq->num_generated());
-    in.step = static_cast<uint64_t>(seq->num_generated());  // the same after a recompute
     SampledToken tok;
     try {
       if (sampled) {
@@ -292,7 +285,8 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
         tok.token = sampled_id;
         tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
       } else {
-        tok = sample_token(in, a.sampling);
+        const float* row = rows + (num_rows - 1) * vocab;  // the last position's
+        tok = sample_token({row, vocab}, sample_request(*seq, a.sampling));
       }
       FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
                " outside vocab of ", vocab_size_);
@@ -303,16 +297,13 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepBatch& ba
     seq->tokens.push_back(tok.token);
     ++generation_tokens_;
     const auto& eos = runner_->config().eos_token_ids;
-    const bool is_eos = std::find(eos.begin(), eos.end(), tok.token) != eos.end();
+    const FinishReason why =
+        finish_after_token(tok.token, seq->num_generated(), seq->max_tokens, eos, a.ignore_eos);
     StreamEvent e;
     e.kind = StreamEvent::Kind::kToken;
     e.token = std::move(tok);
     events_.emplace_back(a.stream, std::move(e));
-    if (is_eos && !a.ignore_eos) {
-      done.emplace_back(seq->id, FinishReason::kStop);
-    } else if (seq->num_generated() >= seq->max_tokens) {
-      done.emplace_back(seq->id, FinishReason::kLength);
-    }
+    if (why != FinishReason::kNone) done.emplace_back(seq->id, why);
   }
   FS_CHECK(row * vocab == logits.size(), "the model returned ", logits.size() / vocab,
            " logits rows, the batch asked for ", row);
@@ -371,20 +362,15 @@ void EngineImpl::loop() {
         const auto t0 = Clock::now();
         SchedulerOutput out = scheduler_.schedule();
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
-        StepBatch batch = out.to_step_batch();
-        for (size_t i = 0; i < batch.chunks.size(); ++i) {
+        StepPlan& plan = plan_;
+        out.to_step_plan(&plan);
+        for (size_t i = 0; i < plan.chunks.size(); ++i) {  // where each next token is drawn
+          StepChunk& ch = plan.chunks[i];
           const Sequence& seq = *out.chunks[i].seq;
           const SamplingParams& p = active_.at(seq.id).sampling;
-          if (!options_.sample_on_device || batch.chunks[i].logits != LogitsWanted::kLast ||
-              !can_sample_on_device(p, vocab_size_))
-            continue;
-          SampleRequest r;  // as process_outputs() would fill a SampleInput
-          r.params = &p;
-          r.prompt = std::span<const int32_t>(seq.tokens.data(), seq.num_prompt_tokens);
-          r.generated = std::span<const int32_t>(seq.tokens.data() + seq.num_prompt_tokens,
-                                                 seq.num_generated());
-          r.step = static_cast<uint64_t>(seq.num_generated());
-          batch.chunks[i].sample = r;
+          ch.sample_path = choose_sample_path(
+              p, vocab_size_, options_.sample_on_device && ch.logits == LogitsWanted::kLast);
+          if (ch.sample_path != SamplePath::kHost) ch.sample = sample_request(seq, p);
         }
         const auto t1 = Clock::now();
         publish_metrics();
@@ -392,10 +378,10 @@ void EngineImpl::loop() {
         const auto t2 = Clock::now();
         logits.clear();
         sampled_ids.clear();
-        runner_->step(batch, &logits, &sampled_ids);
+        runner_->step(plan, &logits, &sampled_ids);
         const auto t3 = Clock::now();
         scheduler_.commit(out);
-        process_outputs(out, batch, logits, sampled_ids);
+        process_outputs(out, plan, logits, sampled_ids);
         const auto t4 = Clock::now();
         auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
         ++steps_;

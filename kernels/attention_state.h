@@ -1,4 +1,4 @@
-// The one place the attention-state merge formula lives (KERNELS.md §1.2), shared by the CPU
+// The one place the attention-state merge formula lives (docs/KERNEL_NOTES.md §1.2), shared by the CPU
 // reference, the prefill kernel's LSE output and the split-K decode merge.
 //
 // A state over a set of keys is (o, lse): o is the softmax-normalised output over those keys and

@@ -1,4 +1,4 @@
-// Split-K decode planning: wave-efficiency heuristic of KERNELS.md §4.3 with a fixed chunk length
+// Split-K decode planning: wave-efficiency heuristic of docs/KERNEL_NOTES.md §3.3 with a fixed chunk length
 // shared by every sequence, so ragged batches are balanced by giving long sequences more splits.
 #include "kernels/decode_plan.h"
 

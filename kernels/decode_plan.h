@@ -1,4 +1,4 @@
-// Host-side plan for split-K decode attention (KERNELS.md §4.3): how many splits each sequence's
+// Host-side plan for split-K decode attention (docs/KERNEL_NOTES.md §3.3): how many splits each sequence's
 // KV range is cut into and how long a split (chunk) is. Plain C++, no device memory; computed once
 // per decode step from the host copy of kv_lens and reused by every layer.
 #pragma once

@@ -1,5 +1,7 @@
-// Llama forward over Backend ops. Per layer (pre-norm residual blocks):
-//   h = rms_norm(x); q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; rope(q, k); write k,v to their slots;
+// Llama-family forward over Backend ops. Per layer (pre-norm residual blocks):
+//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2];
+//   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
+//   rope(q, k); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
 // write are one op; each residual add is fused with the following norm.
@@ -59,19 +61,28 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    layers_.push_back(Layer{w(p + "input_layernorm.weight"),
-                            load_stacked(model, {p + "self_attn.q_proj.weight",
-                                                 p + "self_attn.k_proj.weight",
-                                                 p + "self_attn.v_proj.weight"}),
-                            w(p + "self_attn.o_proj.weight"),
-                            w(p + "post_attention_layernorm.weight"),
-                            load_stacked(model, {p + "mlp.gate_proj.weight",
-                                                 p + "mlp.up_proj.weight"}),
-                            w(p + "mlp.down_proj.weight")});
+    Layer L;
+    L.input_norm = w(p + "input_layernorm.weight");
+    L.wqkv = load_stacked(model, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                  p + "self_attn.v_proj.weight"});
+    if (c.qkv_bias)
+      L.bqkv = load_stacked(model, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                    p + "self_attn.v_proj.bias"});
+    if (c.qk_norm) {
+      L.q_norm = w(p + "self_attn.q_norm.weight");
+      L.k_norm = w(p + "self_attn.k_norm.weight");
+    }
+    L.wo = w(p + "self_attn.o_proj.weight");
+    L.post_norm = w(p + "post_attention_layernorm.weight");
+    L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    L.w_down = w(p + "mlp.down_proj.weight");
+    layers_.push_back(std::move(L));
     const Layer& l = layers_.back();
-    progress.step(int64_t(l.input_norm.tensor.bytes() + l.wqkv.tensor.bytes() + l.wo.tensor.bytes() +
-                          l.post_norm.tensor.bytes() + l.w_gate_up.tensor.bytes() +
-                          l.w_down.tensor.bytes()));
+    int64_t bytes = 0;
+    for (const Buffer* x : {&l.input_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo,
+                            &l.post_norm, &l.w_gate_up, &l.w_down})
+      if (x->storage) bytes += int64_t(x->tensor.bytes());
+    progress.step(bytes);
   }
   progress.finish();
   std::vector<float> inv = rope_inv_freq(c);
@@ -84,8 +95,12 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   for (const std::string& n : names) parts.push_back(model.tensor(n));
   int64_t rows = 0;
   for (const TensorView& t : parts) {
-    FS_CHECK(t.shape.size() == 2 && t.dtype == parts[0].dtype && t.shape[1] == parts[0].shape[1],
-             "cannot stack ", names[0], " with the other projections (shape or dtype differs)");
+    // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
+    const bool same_rows = t.shape.size() == parts[0].shape.size() &&
+                           (t.shape.size() == 1 ||
+                            (t.shape.size() == 2 && t.shape[1] == parts[0].shape[1]));
+    FS_CHECK(same_rows && t.dtype == parts[0].dtype, "cannot stack ", names[0],
+             " with the other projections (shape or dtype differs)");
     rows += t.shape[0];
   }
   // One host copy of the stacked rows; load_weight converts it like any other weight.
@@ -96,7 +111,8 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   }
   TensorView stacked;
   stacked.dtype = parts[0].dtype;
-  stacked.shape = {rows, parts[0].shape[1]};
+  stacked.shape = {rows};
+  if (parts[0].shape.size() == 2) stacked.shape.push_back(parts[0].shape[1]);
   stacked.data = bytes.data();
   return backend_.load_weight(stacked);
 }
@@ -113,10 +129,10 @@ Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64
   return t;
 }
 
-void LlamaModel::forward(const StepLayout& s, KvCache& cache, float* logits, int32_t* argmax) {
+void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax) {
   FS_CHECK(!s.tokens.empty(), "empty step");
   if (graph_max_batch_ > 0 && forward_graph(s, cache, logits, argmax)) return;
-  const StepTensors st = upload_step(s, cache);
+  const StepArgs st = upload_step(s, cache);
   const int64_t rows = int64_t(s.logit_rows.size());
   run_layers(st, cache, rows, argmax != nullptr);
   copy_outputs(rows, rows, logits, argmax);
@@ -132,7 +148,7 @@ void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32
   backend_.synchronize();
 }
 
-LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& cache) {
+StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   // All of the step's int32 metadata goes up in one copy; the tensors are views into it.
   const int64_t n = int64_t(s.tokens.size()), rows = int64_t(s.logit_rows.size());
   const std::vector<int32_t>* parts[] = {&s.tokens,    &s.positions,   &s.slot_mapping,
@@ -150,8 +166,7 @@ LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& ca
     return Tensor(static_cast<int32_t*>(meta.data) + offsets[i], DType::kI32, backend_.device(),
                   shape);
   };
-  StepTensors st;
-  AttentionBatch& b = st.attn;
+  StepArgs b;
   b.num_seqs = s.num_seqs;
   b.num_tokens = int(n);
   b.max_q_len = s.max_q_len;
@@ -159,19 +174,18 @@ LlamaModel::StepTensors LlamaModel::upload_step(const StepLayout& s, KvCache& ca
   b.block_size = cache.config().block_size;
   b.max_blocks_per_seq = s.max_blocks_per_seq;
   b.host_kv_lens = s.kv_lens.data();
-  st.tokens = view(0, {n});
+  b.tokens = view(0, {n});
   b.positions = view(1, {n});
   b.slot_mapping = view(2, {n});
   b.cu_q_lens = view(3, {s.num_seqs + 1});
   b.kv_lens = view(4, {s.num_seqs});
   b.block_table = view(5, {s.num_seqs, s.max_blocks_per_seq});
-  st.logit_rows = view(6, {rows});
-  return st;
+  b.logit_rows = view(6, {rows});
+  return b;
 }
 
-void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows, bool argmax) {
+void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax) {
   const ModelConfig& c = config_;
-  const AttentionBatch& b = st.attn;
   const int64_t n = b.num_tokens;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
   const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads;
@@ -186,12 +200,16 @@ void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows,
   Tensor gate = scratch(ws_.gate, act, {n, inter});
   const float scale = float(1.0 / std::sqrt(double(d)));
 
-  backend_.embedding(x, st.tokens, embed_.tensor);
+  backend_.embedding(x, b.tokens, embed_.tensor);
   backend_.rms_norm(h, x, layers_[0].input_norm.tensor, c.rms_norm_eps);
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
     // h holds rms_norm(x) with this layer's input norm.
     backend_.matmul(qkv, h, L.wqkv.tensor);
+    if (c.qkv_bias) backend_.add_bias(qkv, L.bqkv.tensor);
+    if (c.qk_norm)
+      backend_.qk_norm(qkv.view({n, hq + 2 * hkv, d}), L.q_norm.tensor, L.k_norm.tensor, int(hq),
+                       int(hkv), c.rms_norm_eps);
     backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
@@ -207,14 +225,14 @@ void LlamaModel::run_layers(const StepTensors& st, KvCache& cache, int64_t rows,
   }
   if (rows == 0) return;
   Tensor sel = scratch(ws_.sel, act, {rows, hidden});
-  backend_.gather_rows(sel, x, st.logit_rows);
+  backend_.gather_rows(sel, x, b.logit_rows);
   backend_.rms_norm(sel, sel, final_norm_.tensor, c.rms_norm_eps);
   Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
   backend_.matmul(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
-bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logits,
+bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
                                int32_t* argmax) {
   // Only pure decode steps with a logit row per sequence: the shape a graph can be keyed by.
   const int n = s.num_seqs;
@@ -227,7 +245,7 @@ bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logit
   // Pad to the bucket: extra sequences hold no keys (the attention kernels write zeros for
   // them), write their K/V nowhere (slot -1) and their logit rows are not copied back.
   const int stride = graph_table_stride(s.max_blocks_per_seq);
-  StepLayout& g = graph_layout_;
+  StepPlan& g = graph_plan_;
   g.num_seqs = bucket;
   g.max_q_len = 1;
   g.max_kv_len = s.max_kv_len;
@@ -249,9 +267,9 @@ bool LlamaModel::forward_graph(const StepLayout& s, KvCache& cache, float* logit
     std::copy_n(s.block_table.begin() + size_t(i) * s.max_blocks_per_seq, s.max_blocks_per_seq,
                 g.block_table.begin() + size_t(i) * stride);
 
-  const StepTensors st = upload_step(g, cache);
+  const StepArgs st = upload_step(g, cache);
   uint64_t launch = 0;
-  if (!backend_.graph_launch_key(st.attn, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
+  if (!backend_.graph_launch_key(st, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
                                  &launch))
     return false;  // (the upload is harmless: an eager forward re-uploads)
   const GraphKey key{bucket, stride, launch};

@@ -1,7 +1,8 @@
-// The Llama forward pass (embedding, RMSNorm, RoPE incl. llama3 scaling, grouped-query paged
-// attention, SwiGLU MLP, tied or untied head), written once against Backend ops so every
-// backend shares it. Weights are uploaded once at construction; activations live in a
-// workspace that grows to the largest step seen. Not thread-safe.
+// The Llama-family forward pass (embedding, RMSNorm, q/k/v biases (Qwen2), per-head q/k RMSNorm
+// (Qwen3), RoPE incl. llama3 scaling, grouped-query paged attention, SwiGLU MLP, tied or untied
+// head), written once against Backend ops so every backend shares it. Weights are uploaded once
+// at construction; activations live in a workspace that grows to the largest step seen. Not
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -10,24 +11,10 @@
 #include "backends/backend.h"
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
+#include "model/step.h"
 #include "weights/model.h"
 
 namespace flashserve {
-
-// One step's tokens and their places, as host arrays (ModelRunner builds it from a StepBatch).
-struct StepLayout {
-  int num_seqs = 0;
-  int max_q_len = 0;
-  int max_kv_len = 0;
-  int max_blocks_per_seq = 0;
-  std::vector<int32_t> tokens;        // [num_tokens]
-  std::vector<int32_t> positions;     // [num_tokens]
-  std::vector<int32_t> slot_mapping;  // [num_tokens]
-  std::vector<int32_t> cu_q_lens;     // [num_seqs + 1]
-  std::vector<int32_t> kv_lens;       // [num_seqs]
-  std::vector<int32_t> block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
-  std::vector<int32_t> logit_rows;    // [num_logit_rows] token rows whose logits are wanted
-};
 
 // RoPE inverse frequencies theta^(-2i/head_dim), adjusted by llama3 rope_scaling if set.
 std::vector<float> rope_inv_freq(const ModelConfig& config);  // [head_dim / 2]
@@ -36,9 +23,9 @@ class LlamaModel {
  public:
   LlamaModel(Backend& backend, const LoadedModel& model);
   const ModelConfig& config() const { return config_; }
-  // Runs `step` (its K/V are written into `cache`) and copies the wanted rows' logits and/or
-  // their argmax (Backend::argmax_rows) to the host; either pointer may be null.
-  void forward(const StepLayout& step, KvCache& cache,
+  // Runs a laid-out `step` (its K/V are written into `cache`) and copies the wanted rows'
+  // logits and/or their argmax (Backend::argmax_rows) to the host; either pointer may be null.
+  void forward(const StepPlan& step, KvCache& cache,
                float* logits,    // [num_logit_rows, vocab_size] host memory, or null
                int32_t* argmax);  // [num_logit_rows] host memory, or null
 
@@ -52,29 +39,27 @@ class LlamaModel {
   uint64_t graphs_recorded() const { return graphs_.captures(); }
 
  private:
-  // The step's metadata on the device (one upload), as the ops take it.
-  struct StepTensors {
-    AttentionBatch attn;
-    Tensor tokens;      // [num_tokens] int32
-    Tensor logit_rows;  // [num_logit_rows] int32
-  };
-  StepTensors upload_step(const StepLayout& step, KvCache& cache);
+  // The plan's arrays on the device (one upload): the step's StepArgs.
+  StepArgs upload_step(const StepPlan& step, KvCache& cache);
   // Embedding .. lm_head for the uploaded step; logits land in ws_.logits [rows, vocab] f32,
   // and with `argmax` their argmax in ws_.argmax [rows] int32.
-  void run_layers(const StepTensors& step, KvCache& cache, int64_t rows, bool argmax);
+  void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax);
   // Copies the first `wanted` of `rows` rows of ws_.argmax / ws_.logits where asked, then waits.
   void copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax);
   // The decode-step graph path; false when this step must run eagerly.
-  bool forward_graph(const StepLayout& step, KvCache& cache, float* logits, int32_t* argmax);
+  bool forward_graph(const StepPlan& step, KvCache& cache, float* logits, int32_t* argmax);
 
   struct Layer {
     Buffer input_norm;
     Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
+    Buffer bqkv;  // [(hq + 2 hkv) head_dim]: their biases stacked (qkv_bias only)
+    Buffer q_norm, k_norm;  // [head_dim] each (qk_norm only)
     Buffer wo, post_norm;
     Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
     Buffer w_down;
   };
-  // Loads the weights stacked along dim 0 as one (they must share dtype and row length).
+  // Loads the weights stacked along dim 0 as one (they must share dtype and row length; 1-d
+  // vectors such as biases are concatenated).
   Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
@@ -90,7 +75,7 @@ class LlamaModel {
   uint64_t ws_epoch_ = 0;           // bumped whenever a workspace buffer is reallocated
   std::vector<int32_t> meta_host_;  // staging for the metadata upload
   int graph_max_batch_ = 0;
-  StepLayout graph_layout_;  // the padded decode step
+  StepPlan graph_plan_;  // the padded decode step (arrays only)
   GraphCache graphs_;
   Tensor last_logits_;  // logits()
 };

@@ -2,7 +2,7 @@
 // binding, KV cache) on a Backend; new architectures go here.
 //
 // ModelRunner: owns a backend, the model's weights on it and the paged KV cache, and runs
-// StepBatches through the Llama forward pass (model/llama_model.*). Not thread-safe: the
+// StepPlans through the Llama forward pass (model/llama_model.*). Not thread-safe: the
 // engine thread owns it.
 #pragma once
 
@@ -40,14 +40,16 @@ class ModelRunner {
   virtual int num_kv_blocks() const = 0;
   virtual uint64_t graphs_recorded() const { return 0; }  // decode graphs recorded so far
 
-  // Runs one step. Writes the chunks' K/V into their blocks, then appends to `logits` one row of
-  // vocab_size floats per requested position, chunk by chunk in order (kLast: 1 row, kAll:
-  // num_tokens rows, kNone: none), except for chunks with a `sample`: for each of those, in
-  // order, it appends the drawn token to `sampled_ids` (-1 when the row holds a NaN). Throws
-  // flashserve::Error on invalid input or backend faults.
-  virtual void step(const StepBatch& batch, std::vector<float>* logits,
+  // Runs one step: lays the plan out (filling its arrays), writes the chunks' K/V into their
+  // blocks, then appends to `logits` one row of vocab_size floats per requested position, chunk
+  // by chunk in order (kLast: 1 row, kAll: num_tokens rows, kNone: none), except for chunks
+  // whose token is drawn here (sample_path kArgmax or kDevice): for each of those, in order, it
+  // appends the token to `sampled_ids` (-1 when the row holds a NaN). Throws flashserve::Error
+  // on invalid input or backend faults.
+  virtual void step(StepPlan& plan, std::vector<float>* logits,
                     std::vector<int32_t>* sampled_ids) = 0;
-  void step(const StepBatch& batch, std::vector<float>* logits) { step(batch, logits, nullptr); }
+  void step(StepPlan& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
+  void step(StepPlan&& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
 };
 
 }  // namespace flashserve

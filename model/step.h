@@ -1,10 +1,15 @@
-// One engine step as the model sees it: for each scheduled sequence, a chunk of new tokens
-// (a prefill chunk, or the one token sampled last step) plus where its KV lives.
-// The scheduler (scheduling/scheduler.*) builds these; the ModelRunner executes them.
+// One engine step, described once from the scheduler to the kernels:
+//   StepPlan  (here, host memory)  the scheduler's chunks — for each scheduled sequence its new
+//             tokens, how many are cached, its block table, which logits it wants and how its
+//             token is drawn — plus the flat arrays every layer reads, derived once by lay_out();
+//   StepArgs  (backends/backend.h, device memory)  the same arrays uploaded in one copy, plus
+//             the sizes a launch needs; each backend derives its kernels' arguments from it
+//             (kernels/paged_attention.h's PagedAttentionArgs).
+// The scheduler (scheduling/scheduler.*) fills the chunks; the ModelRunner lays the plan out and
+// runs it.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -13,21 +18,41 @@ namespace flashserve {
 
 enum class LogitsWanted { kNone, kLast, kAll };
 
-struct SeqChunk {
+struct StepChunk {
   const int32_t* tokens = nullptr;  // [num_tokens] the new tokens of this step
   int num_tokens = 0;
   int num_cached = 0;  // tokens already in the KV cache; tokens[0] sits at position num_cached
   const std::vector<int32_t>* block_table = nullptr;  // KV blocks covering positions
                                                        // 0 .. num_cached + num_tokens - 1
   LogitsWanted logits = LogitsWanted::kLast;  // kAll: every position (prompt logprobs, echo)
-  // With kLast: the runner draws this row's next token where the logits are (the GPU) and
-  // returns the token instead of the row, so the logits never leave the device. Greedy
-  // requests without bias or penalties take the argmax the step computes anyway.
-  std::optional<SampleRequest> sample;
+  // With kLast, how the next token is drawn (sampling/sampler.h's choose_sample_path): kHost
+  // returns the logits row; kArgmax and kDevice return the token instead (the argmax the forward
+  // computes anyway, or the backend's sampler drawing `sample`), so the row never leaves the
+  // device.
+  SamplePath sample_path = SamplePath::kHost;
+  SampleRequest sample;  // with kDevice (and kArgmax, unused there)
 };
 
-struct StepBatch {
-  std::vector<SeqChunk> chunks;
+struct StepPlan {
+  std::vector<StepChunk> chunks;
+
+  // Derived from the chunks by lay_out(): one entry per new token, per sequence, per logit row.
+  int num_seqs = 0;
+  int max_q_len = 0;   // longest chunk (1 for a pure decode step)
+  int max_kv_len = 0;
+  int max_blocks_per_seq = 0;
+  std::vector<int32_t> tokens;        // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens] position of each token in its sequence
+  std::vector<int32_t> slot_mapping;  // [num_tokens] block * block_size + offset of its K/V
+  std::vector<int32_t> cu_q_lens;     // [num_seqs + 1] prefix sums of the chunk lengths
+  std::vector<int32_t> kv_lens;       // [num_seqs] cached tokens including this step's
+  std::vector<int32_t> block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
+  std::vector<int32_t> logit_rows;    // [num_logit_rows] token rows whose logits are wanted
+  std::vector<int32_t> row_chunk;     // [num_logit_rows] the chunk each logit row belongs to
+
+  // Checks the chunks against a cache of `num_blocks` blocks of `block_size` tokens and a
+  // vocabulary of `vocab_size` (throws flashserve::Error) and fills the arrays above.
+  void lay_out(int block_size, int num_blocks, int vocab_size);
 };
 
 }  // namespace flashserve

@@ -25,9 +25,17 @@ void validate_sampling(const SamplingParams& p, int vocab_size) {
              vocab_size);
 }
 
-bool argmax_is_enough(const SamplingParams& p) {
-  return p.temperature == 0.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f &&
-         p.repetition_penalty == 1.f && p.logit_bias.empty();
+SamplePath choose_sample_path(const SamplingParams& p, int vocab_size, bool device_allowed) {
+  if (!device_allowed || p.logprobs >= 0) return SamplePath::kHost;
+  try {
+    validate_sampling(p, vocab_size);
+  } catch (const Error&) {
+    return SamplePath::kHost;
+  }
+  const bool plain_greedy = p.temperature == 0.f && p.presence_penalty == 0.f &&
+                            p.frequency_penalty == 0.f && p.repetition_penalty == 1.f &&
+                            p.logit_bias.empty();
+  return plain_greedy ? SamplePath::kArgmax : SamplePath::kDevice;
 }
 
 namespace {
@@ -156,10 +164,11 @@ SampledToken token_logprobs(std::span<const float> logits, int32_t token, int k)
   return out;
 }
 
-SampledToken sample_token(const SampleInput& in, const SamplingParams& p) {
-  FS_CHECK(in.logits != nullptr && in.vocab_size > 0, "sample_token: no logits");
-  validate_sampling(p, in.vocab_size);
-  std::span<const float> raw(in.logits, size_t(in.vocab_size));
+SampledToken sample_token(std::span<const float> raw, const SampleRequest& in) {
+  FS_CHECK(!raw.empty(), "sample_token: no logits");
+  FS_CHECK(in.params != nullptr, "sample_token: no parameters");
+  const SamplingParams& p = *in.params;
+  validate_sampling(p, int(raw.size()));
   for (float l : raw) FS_CHECK(!std::isnan(l), "NaN logit reached the sampler");
   std::vector<float> work(raw.begin(), raw.end());
   apply_penalties(work, in.prompt, in.generated, p);

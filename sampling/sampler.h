@@ -20,31 +20,32 @@
 
 namespace flashserve {
 
-struct SampleInput {
-  const float* logits = nullptr;  // [vocab_size] raw logits of the position
-  int vocab_size = 0;
+// One request's next token to draw: its parameters and token history. The logits row comes
+// separately (host memory for sample_token, device memory for Backend::sample_rows), so the
+// same request can be drawn on either side.
+struct SampleRequest {
+  const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt;     // the request's prompt ids (repetition penalty)
   std::span<const int32_t> generated;  // ids generated so far (all penalties)
   uint64_t step = 0;                   // index of the token being sampled (0 = first)
 };
 
-// Samples one token. Throws flashserve::Error on invalid parameters or a NaN logit.
-SampledToken sample_token(const SampleInput& input, const SamplingParams& params);
+// Samples one token from a row of raw logits. Throws flashserve::Error on invalid parameters or
+// a NaN logit. Logprobs are filled when request.params->logprobs >= 0.
+SampledToken sample_token(std::span<const float> logits,  // [vocab_size] host memory
+                          const SampleRequest& request);
 
-// A row for a backend to sample where its logits live (Backend::sample_rows): SampleInput
-// without the logits. The backend returns only the token, so params->logprobs is ignored.
-struct SampleRequest {
-  const SamplingParams* params = nullptr;
-  std::span<const int32_t> prompt;
-  std::span<const int32_t> generated;
-  uint64_t step = 0;
-};
+// Where a request's token is drawn — the one place this choice is made:
+//   kHost    the logits row comes back to the host and sample_token draws (logprobs wanted,
+//            invalid parameters so that the host sampler fails the request alone with its
+//            message, or the device path not allowed);
+//   kArgmax  greedy without bias or penalties: the argmax the forward computes anyway;
+//   kDevice  the backend's sampler draws where the logits are (Backend::sample_rows).
+enum class SamplePath { kHost, kArgmax, kDevice };
+SamplePath choose_sample_path(const SamplingParams& params, int vocab_size, bool device_allowed);
 
 // Throws flashserve::Error unless `params` are valid for a vocabulary of `vocab_size`.
 void validate_sampling(const SamplingParams& params, int vocab_size);
-
-// True when the token is just the argmax of the raw row: greedy, no bias, no penalties.
-bool argmax_is_enough(const SamplingParams& params);
 
 // Applies logit_bias and the three penalties to `logits` in place (exposed for tests).
 void apply_penalties(std::span<float> logits,  // [vocab_size]

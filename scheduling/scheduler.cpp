@@ -14,19 +14,23 @@ int SchedulerOutput::num_batched_tokens() const {
   return n;
 }
 
-StepBatch SchedulerOutput::to_step_batch() const {
-  StepBatch batch;
-  batch.chunks.reserve(chunks.size());
+void SchedulerOutput::to_step_plan(StepPlan* plan) const {
+  plan->chunks.clear();
   for (const ScheduledChunk& c : chunks) {
-    SeqChunk sc;
+    StepChunk sc;
     sc.tokens = c.seq->tokens.data() + c.seq->num_computed;
     sc.num_tokens = c.num_tokens;
     sc.num_cached = c.seq->num_computed;
     sc.block_table = &c.seq->block_table;
     sc.logits = c.logits;
-    batch.chunks.push_back(sc);
+    plan->chunks.push_back(sc);
   }
-  return batch;
+}
+
+StepPlan SchedulerOutput::to_step_plan() const {
+  StepPlan plan;
+  to_step_plan(&plan);
+  return plan;
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockAllocator* blocks)

@@ -40,7 +40,10 @@ struct SchedulerOutput {
   bool empty() const { return chunks.empty(); }
   int num_batched_tokens() const;
   // The model's view; points into the sequences, valid until they change (commit/finish/abort).
-  StepBatch to_step_batch() const;
+  // The first form refills `plan`'s chunks and keeps its arrays' capacity (the engine's, reused
+  // step after step).
+  void to_step_plan(StepPlan* plan) const;
+  StepPlan to_step_plan() const;
 };
 
 class Scheduler {

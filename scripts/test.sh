@@ -9,7 +9,7 @@
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-extra=(clang libclang-rt-dev tmux libedit-dev)
+extra=(clang libclang-rt-dev tmux libedit-dev nginx curl)
 command -v node >/dev/null || extra+=(nodejs npm)
 fs_install_packages "${extra[@]}"
 
@@ -62,7 +62,8 @@ if stage tsan; then
   # The server tests whose assertions need throughput (test_server_load, and two fault tests
   # that wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
   tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
-              test_server_errors test_server_disconnect test_fault_http test_fault_load)
+              test_server_errors test_server_disconnect test_fault_http test_fault_load
+              test_fault_hostile)
   fs_build "$tsan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF -- flashserve flashserve-generate \
     "${tsan_tests[@]}"
@@ -76,7 +77,7 @@ fi
 if stage fuzz; then
   fuzz="$FS_ROOT/build/fuzz"
   fuzzers=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_openai_request fuzz_stop_matcher
-           fuzz_detokenizer)
+           fuzz_detokenizer fuzz_chat_template fuzz_hf_tokenizer)
   CC=clang CXX=clang++ fs_build "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_BUILD_BENCH=OFF -DFLASHSERVE_FUZZ=ON \
     -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-30}" \

@@ -137,20 +137,30 @@ std::string Completion::handle(Choice& c, const StreamEvent& ev) {
   // them before any token), else whatever comes first.
   if (c.echo_pending) {
     c.echo_pending = false;
-    out += req_.echo_texts[c.prompt_idx];
-    c.decoded_bytes = out.size();
     if (ev.kind == StreamEvent::Kind::kPromptLogprobs && req_.logprobs >= 0) {
+      // The echo is spelled token by token: each prompt token is the text it adds (BOS adds
+      // "", the first piece has no leading space), so the tokens join to the echoed text and
+      // text_offset indexes it. Only a byte piece that ends inside a character keeps its
+      // "bytes:\xNN" spelling, as generated tokens do. For a text prompt this is the text as
+      // given whenever the tokenizer reads it back unchanged (it does for plain text).
       const auto& prompt = req_.prompts[c.prompt_idx];
       IncrementalDetokenizer d(*ctx_.tokenizer);
-      size_t offset = 0;
+      std::string echo;
       for (size_t i = 0; i < prompt.size(); ++i) {
         SampledToken t = i < ev.prompt_logprobs.size() ? ev.prompt_logprobs[i] : SampledToken{};
         t.token = prompt[i];
         if (i == 0) t.logprob = std::nanf("");  // nothing precedes the first prompt token
-        c.logprobs.add(*ctx_.tokenizer, t, offset, /*has_top=*/true);
-        offset += d.push(prompt[i]).size();
+        c.logprobs.add(*ctx_.tokenizer, t, echo.size(), /*has_top=*/true);
+        const std::string piece = d.push(prompt[i]);
+        auto& spelled = c.logprobs.tokens.back();
+        if (!piece.empty() || spelled.get<std::string>().rfind("bytes:", 0) != 0) spelled = piece;
+        echo += piece;
       }
+      out += echo + d.flush();
+    } else {
+      out += req_.echo_texts[c.prompt_idx];
     }
+    c.decoded_bytes = out.size();
   }
   if (ev.kind == StreamEvent::Kind::kToken) {
     const auto now = Clock::now();

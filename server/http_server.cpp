@@ -1,25 +1,30 @@
-// HttpServer over cpp-httplib (the only file that includes httplib.h). Handler threads parse and
-// validate a request (openai_api), run it through a Completion against the Engine, and watch the
-// client's socket while they wait so that a disconnect cancels the engine request at once.
+// HttpServer: ConnectionFront (server/connection_front.h) reads each request whole under
+// deadlines and hands it to a worker thread, which runs it through cpp-httplib's parser, router
+// and response writer (the only file that includes httplib.h). Handlers validate a request
+// (openai_api), run it through a Completion against the Engine, and watch the client's socket
+// while they wait so that a disconnect cancels the engine request at once.
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <httplib.h>
 
 #include "server/completion.h"
+#include "server/connection_front.h"
 #include "server/constant_time.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,54 +34,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// httplib (0.11) does not tell a handler its socket, and has no "is the client still there"
-// query. The connection's 4-tuple is unique while the handler runs (httplib closes the socket
-// only after the handler returns), so we find our fd by matching the peer address and the local
-// port among this process's sockets. Done once per completion request.
-int find_socket_fd(const httplib::Request& req) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return -1;
-  int found = -1;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    long fd = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || fd < 0) continue;
-    // Sockets only, told by the link name rather than fstat(fd): the scan must not touch fds that
-    // other threads own and may be closing (ThreadSanitizer flagged fstat vs closedir). The
-    // getpeername below only runs on sockets; one closed and reused meanwhile cannot carry our
-    // 4-tuple, which stays unique while our connection is open.
-    char link[64] = {0};
-    const std::string entry = std::string("/proc/self/fd/") + e->d_name;
-    if (readlink(entry.c_str(), link, sizeof link - 1) <= 0 || std::strncmp(link, "socket:", 7) != 0) {
-      continue;
-    }
-    sockaddr_storage peer{}, local{};
-    socklen_t plen = sizeof peer, llen = sizeof local;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
-    char ip[INET6_ADDRSTRLEN] = {0};
-    int pport = -1, lport = -1;
-    if (peer.ss_family == AF_INET) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&peer);
-      inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-      pport = ntohs(a->sin_port);
-      lport = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-    } else if (peer.ss_family == AF_INET6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
-      inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
-      pport = ntohs(a->sin6_port);
-      lport = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
-    } else {
-      continue;
-    }
-    if (pport == req.remote_port && lport == req.local_port && req.remote_addr == ip) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  closedir(dir);
-  return found;
-}
+// The socket of the request this thread serves (ConnectionFront hands one complete request at a
+// time to a worker thread, and the handler, its content provider included, runs on that thread).
+thread_local int t_client_fd = -1;
+
+// Kept as a function of the request so that handlers read as before; the request is served on
+// this thread, so its socket is the thread's.
+int find_socket_fd(const httplib::Request&) { return t_client_fd; }
 
 // True when the peer has closed (or reset) the connection. Never blocks.
 bool socket_closed(int fd) {
@@ -101,20 +65,119 @@ class SocketConnection : public ClientConnection {
   httplib::DataSink* sink_;
 };
 
+// One complete request (from ConnectionFront) as an httplib::Stream: reads come from the
+// buffered request, writes go to the socket (non-blocking, bounded wait). It also notes whether
+// the response head said "Connection: close" (a handler's choice, e.g. after a 401), so that
+// the connection is not kept for another request.
+class BufferedRequestStream : public httplib::Stream {
+ public:
+  BufferedRequestStream(int fd, const std::string& request, int write_timeout_ms)
+      : fd_(fd), in_(request), write_timeout_ms_(write_timeout_ms) {}
+
+  bool is_readable() const override { return pos_ < in_.size(); }
+  bool is_writable() const override {
+    pollfd p{fd_, POLLOUT, 0};
+    return poll(&p, 1, write_timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    size = std::min(size, in_.size() - pos_);
+    std::memcpy(ptr, in_.data() + pos_, size);
+    pos_ += size;
+    return static_cast<ssize_t>(size);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!head_done_) {
+      head_.append(ptr, std::min<size_t>(size, 16384));
+      const size_t end = head_.find("\r\n\r\n");
+      if (end != std::string::npos || head_.size() >= 16384) {
+        head_done_ = true;
+        std::string h = head_.substr(0, end) + "\r\n";
+        for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        closes_ = h.find("\r\nconnection: close\r\n") != std::string::npos;
+      }
+    }
+    return write_all(fd_, ptr, size, write_timeout_ms_) ? static_cast<ssize_t>(size) : -1;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(getsockname, ip, port);
+  }
+  // httplib (built without CPPHTTPLIB_USE_POLL) answers 500 for a socket >= FD_SETSIZE, where
+  // its select() could not wait on it; it needs the value for nothing else here (reads and
+  // writes go through this class), so a high descriptor is not passed on.
+  socket_t socket() const override { return fd_ < FD_SETSIZE ? fd_ : 0; }
+
+  bool response_closes() const { return closes_; }
+
+ private:
+  using NameFn = int (*)(int, sockaddr*, socklen_t*);
+  void address(NameFn fn, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    char host[NI_MAXHOST] = {0}, serv[NI_MAXSERV] = {0};
+    if (fn(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+      return;
+    }
+    ip = host;
+    port = std::atoi(serv);
+  }
+
+  int fd_;
+  const std::string& in_;
+  size_t pos_ = 0;
+  int write_timeout_ms_;
+  std::string head_;
+  bool head_done_ = false;
+  bool closes_ = false;
+};
+
+// httplib::Server for its parser, router and response writer only: ConnectionFront owns the
+// sockets and calls serve() with one complete request at a time (process_request is protected).
+class RoutedServer : public httplib::Server {
+ public:
+  // httplib ends a chunked (SSE) response early when it thinks it is shutting down, which it
+  // reads from its own listening socket (svr_sock_), unused here: a placeholder value means
+  // "running", INVALID_SOCKET (after stop) ends the streams still open.
+  RoutedServer() { svr_sock_ = std::numeric_limits<socket_t>::max(); }
+  void stop_streams() { svr_sock_ = INVALID_SOCKET; }
+  bool serve(httplib::Stream& stream, bool close_after, bool& client_asked_close) {
+    return process_request(stream, close_after, client_asked_close, {});
+  }
+};
+
 }  // namespace
 
-constexpr int kListenBacklog = 4096;  // pending connections the kernel may queue
-
 struct HttpServer::Impl {
+  using Handler = void (Impl::*)(const httplib::Request&, httplib::Response&);
+  struct Route {
+    const char* method;  // "GET" or "POST"
+    const char* path;
+    Handler handler;
+  };
+  // Every route, once: registered with httplib, and the source of 405 + Allow for a known path
+  // asked with another method. A new endpoint is one line here.
+  static const std::vector<Route>& routes() {
+    static const std::vector<Route> table = {
+        {"POST", "/v1/completions", &Impl::handle_completion},
+        {"GET", "/v1/models", &Impl::handle_models},
+        {"GET", "/health", &Impl::handle_health},
+        {"GET", "/metrics", &Impl::handle_metrics},
+    };
+    return table;
+  }
+
   Engine& engine;
   const Tokenizer& tokenizer;
   ServedModel model;
   HttpServerOptions options;
   ServerMetrics metrics;
-  httplib::Server svr;
+  RoutedServer svr;
+  std::unique_ptr<ConnectionFront> front;
   std::atomic<bool> draining{false};
-  int port = -1;
-  socket_t listen_sock = -1;  // the listening socket, once bound
   std::mutex log_mu;
 
   Impl(Engine& e, const Tokenizer& t, ServedModel m, HttpServerOptions o)
@@ -198,38 +261,98 @@ struct HttpServer::Impl {
         });
   }
 
+  void handle_models(const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json(models_json(model)), "application/json");
+  }
+  void handle_health(const httplib::Request&, httplib::Response& res) {
+    bool ok = !draining.load() && !engine.failed();
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? "{\"status\":\"ok\"}" : "{\"status\":\"unavailable\"}", "application/json");
+  }
+  void handle_metrics(const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(engine.metrics()), "text/plain; version=0.0.4");
+  }
+
+  // The whole Authorization value must be "Bearer <key>": the key is compared over its full
+  // length in constant time (ConnectionFront has already refused control characters, NUL
+  // included). The scheme is matched as OpenAI's clients send it; a second Authorization
+  // header is refused rather than guessed at.
+  bool authorized(const httplib::Request& req) const {
+    if (req.get_header_value_count("Authorization") != 1) return false;
+    const std::string h = req.get_header_value("Authorization");
+    constexpr std::string_view kScheme = "Bearer ";
+    return h.compare(0, kScheme.size(), kScheme) == 0 &&
+           constant_time_equal(std::string_view(h).substr(kScheme.size()), options.api_key);
+  }
+
+  // "GET, HEAD" style list of the methods a known path takes; "" for an unknown path.
+  static std::string allowed_methods(const std::string& path) {
+    std::string allow;
+    for (const Route& r : routes()) {
+      if (path != r.path) continue;
+      if (!allow.empty()) allow += ", ";
+      allow += r.method;
+      if (std::string_view(r.method) == "GET") allow += ", HEAD";
+    }
+    return allow;
+  }
+
+  // The error envelope for what ConnectionFront answers itself (the request never reaches a
+  // handler); counted like any other response.
+  std::string front_error_body(int status, const std::string& message) {
+    ApiError e;
+    e.status = status;
+    e.message = message;
+    switch (status) {
+      case 408: e.code = "request_timeout"; break;
+      case 411: e.code = "length_required"; break;
+      case 413: e.code = "payload_too_large"; break;
+      case 431: e.code = "headers_too_large"; break;
+      case 503: e.type = "server_error"; e.code = "server_overloaded"; break;
+      default: break;
+    }
+    metrics.count_request(status);
+    return dump_json(error_json(e));
+  }
+
+  bool serve(int fd, const std::string& request, bool last) {
+    BufferedRequestStream stream(fd, request, options.limits.write_timeout_ms);
+    t_client_fd = fd;
+    bool client_asked_close = false;
+    const bool ok = svr.serve(stream, last, client_asked_close);
+    t_client_fd = -1;
+    return ok && !client_asked_close && !stream.response_closes();
+  }
+
   void setup() {
-    int threads = options.threads;
-    if (threads <= 0) threads = 64;
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     svr.set_payload_max_length(options.max_body_bytes);
-    // httplib's default also sets SO_REUSEPORT, which lets a second server (or any process of the
-    // same user) bind our port and silently take part of the traffic. SO_REUSEADDR alone still
-    // allows a quick restart over TIME_WAIT connections. (tests/fault: BadFlagsAndTakenPort)
-    svr.set_socket_options([this](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      listen_sock = sock;  // the last one offered is the one that bound (see bind())
-    });
-    svr.set_keep_alive_max_count(1000);
+    // Only what the Keep-Alive response header says; ConnectionFront enforces both.
+    svr.set_keep_alive_timeout((options.limits.idle_timeout_ms + 999) / 1000);
+    svr.set_keep_alive_max_count(size_t(options.limits.max_requests_per_connection));
 
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options.api_key.empty() || req.path == "/health") {
-        return httplib::Server::HandlerResponse::Unhandled;
+      if (!options.api_key.empty() && req.path != "/health" && !authorized(req)) {
+        ApiError e;
+        e.status = 401;
+        e.code = "invalid_api_key";
+        e.message = req.has_header("Authorization")
+                        ? "Incorrect API key provided"
+                        : "Missing API key: send 'Authorization: Bearer <key>'";
+        send_error(res, e);
+        return httplib::Server::HandlerResponse::Handled;
       }
-      const std::string h = req.get_header_value("Authorization");
-      const std::string kBearer = "Bearer ";
-      bool ok = h.compare(0, kBearer.size(), kBearer) == 0 &&
-                constant_time_equal(h.substr(kBearer.size()), options.api_key);
-      if (ok) return httplib::Server::HandlerResponse::Unhandled;
-      ApiError e;
-      e.status = 401;
-      e.code = "invalid_api_key";
-      e.message = h.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
-                            : "Incorrect API key provided";
-      send_error(res, e);
-      res.set_header("Connection", "close");  // the unread body must not be parsed as a request
-      return httplib::Server::HandlerResponse::Handled;
+      const std::string allow = allowed_methods(req.path);
+      if (!allow.empty() && (", " + allow + ",").find(", " + req.method + ",") == std::string::npos) {
+        ApiError e;
+        e.status = 405;
+        e.code = "method_not_allowed";
+        e.message = "Method " + req.method + " is not allowed on " + req.path + " (allowed: " +
+                    allow + ")";
+        send_error(res, e);
+        res.set_header("Allow", allow);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
     });
 
     // Fills the envelope for errors httplib produces itself (404 route, 413 body, 400 syntax).
@@ -276,21 +399,26 @@ struct HttpServer::Impl {
       metrics.count_request(res.status);
     });
 
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle_completion(req, res);
-    });
-    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(dump_json(models_json(model)), "application/json");
-    });
-    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      bool ok = !draining.load() && !engine.failed();
-      res.status = ok ? 200 : 503;
-      res.set_content(ok ? "{\"status\":\"ok\"}" : "{\"status\":\"unavailable\"}",
-                      "application/json");
-    });
-    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.render(engine.metrics()), "text/plain; version=0.0.4");
-    });
+    for (const Route& r : routes()) {
+      auto handler = [this, h = r.handler](const httplib::Request& req, httplib::Response& res) {
+        (this->*h)(req, res);
+      };
+      if (std::string_view(r.method) == "POST") {
+        svr.Post(r.path, handler);
+      } else {
+        svr.Get(r.path, handler);
+      }
+    }
+
+    ConnectionFrontOptions fo;
+    fo.host = options.host;
+    fo.port = options.port;
+    fo.workers = options.threads > 0 ? options.threads : 64;
+    fo.limits = options.limits;
+    fo.limits.request.max_body_bytes = options.max_body_bytes;
+    front = std::make_unique<ConnectionFront>(
+        fo, [this](int fd, const std::string& request, bool last) { return serve(fd, request, last); },
+        [this](int status, const std::string& message) { return front_error_body(status, message); });
   }
 };
 
@@ -302,30 +430,13 @@ HttpServer::HttpServer(Engine& engine, const Tokenizer& tokenizer, ServedModel m
 
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::bind() {
-  if (impl_->options.port == 0) {
-    impl_->port = impl_->svr.bind_to_any_port(impl_->options.host);
-  } else if (impl_->svr.bind_to_port(impl_->options.host, impl_->options.port)) {
-    impl_->port = impl_->options.port;
-  }
-  if (impl_->port <= 0) {
-    std::fprintf(stderr, "[flashserve] cannot listen on %s:%d\n", impl_->options.host.c_str(),
-                 impl_->options.port);
-    return false;
-  }
-  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed inside Debian's
-  // compiled library): a burst of more simultaneous connects overflows the queue and those
-  // clients wait for SYN retries (1 s, 3 s, 7 s: seen as a TTFT p99 of 9 s at 256 concurrent
-  // clients on the GPU). Listening again on the bound socket raises it (capped by somaxconn).
-  if (impl_->listen_sock >= 0) ::listen(impl_->listen_sock, kListenBacklog);
-  return true;
-}
-
-int HttpServer::port() const { return impl_->port; }
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+bool HttpServer::bind() { return impl_->front->bind(); }
+int HttpServer::port() const { return impl_->front->port(); }
+void HttpServer::run() { impl_->front->run(); }
 void HttpServer::stop() {
   impl_->draining = true;
-  impl_->svr.stop();
+  impl_->svr.stop_streams();
+  impl_->front->stop();
 }
 void HttpServer::set_draining() { impl_->draining = true; }
 

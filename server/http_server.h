@@ -1,5 +1,6 @@
 // HttpServer: the HTTP front end (routes, API key, body limit, error envelopes, SSE, client
-// disconnect detection) over cpp-httplib. The pimpl keeps httplib.h out of every other file.
+// disconnect detection): ConnectionFront owns the sockets and reads whole requests; cpp-httplib
+// parses, routes and writes the responses. The pimpl keeps httplib.h out of every other file.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/connection_front.h"
 #include "server/openai_api.h"
 
 namespace flashserve {
@@ -18,8 +20,10 @@ struct HttpServerOptions {
   int port = 8000;               // 0: any free port (see HttpServer::port())
   std::string api_key;           // "" = no authentication
   size_t max_body_bytes = 4u << 20;
-  int threads = 0;               // handler threads; 0 = max_num_seqs + max_queue + 8
+  int threads = 0;               // handler threads; 0 = 64
   bool log_requests = true;
+  ConnectionLimits limits;       // deadlines and connection caps (request.max_body_bytes: ignored,
+                                 // max_body_bytes above is the one used)
 };
 
 class HttpServer {

@@ -3,6 +3,7 @@
 // Exit codes: 0 clean shutdown (and --help), 1 start-up failure or engine fault, 2 usage error.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -46,6 +47,7 @@ struct Flags {
   int threads = 0, block_size = 16, http_threads = 0;
   int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
+  ConnectionLimits limits;
 };
 
 const char* kHelp = R"(usage: flashserve [--model DIR] [options]
@@ -53,7 +55,8 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
 
   --model PATH               model directory (HF safetensors or llama2.c .bin) or .bin file
                              (default: ../shared/models/stories260K when it exists)
-  --tokenizer PATH           SentencePiece .model (default: the one beside the weights)
+  --tokenizer PATH           tokenizer.json or SentencePiece .model (default: tokenizer.json,
+                             else tokenizer.model, beside the weights)
   --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
   --host ADDR                listen address (default 127.0.0.1)
   --port N                   listen port, 0..65535 (default 8000; 0 = any free port, printed)
@@ -69,7 +72,17 @@ An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /
   --max-queue N              waiting requests, >= 1 (default 256); beyond it requests get 503 +
                              Retry-After; a request with more choices (prompts x n) gets 400
   --max-body-bytes N         request body limit; larger bodies get 413 (default 4194304)
-  --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8)
+  --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8); when
+                             all are busy a new request gets 503 + Retry-After
+  --request-head-timeout-ms N   a request head must arrive whole within N ms of its first byte
+                             (default 3000); else 408 and the connection is closed
+  --request-body-timeout-ms N   and its body within N ms of the head (default 30000)
+  --keep-alive-timeout-ms N  a connection with no request under way closes after N ms (default 5000)
+  --max-connections N        open connections in all (default 4096, at most the open-file limit
+                             less 64); beyond: 503 and close
+  --max-connections-per-client N  open connections from one address (default 256; 0 = no cap);
+                             beyond: 503 and close. Behind a reverse proxy every connection
+                             comes from the proxy's address: raise it or use 0
   --cuda-graph-max-batch N   cuda: decode steps of up to N sequences replay CUDA graphs
                              (default 256; 0 = off)
   --enforce-eager            cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)
@@ -131,6 +144,21 @@ Flags parse_flags(int argc, char** argv) {
       {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 1)); }},
       {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1, kInt64Max); }},
       {"--http-threads", [&](const std::string& v) { f.http_threads = int(to_int("--http-threads", v, 1)); }},
+      {"--request-head-timeout-ms", [&](const std::string& v) {
+         f.limits.head_timeout_ms = int(to_int("--request-head-timeout-ms", v, 1));
+       }},
+      {"--request-body-timeout-ms", [&](const std::string& v) {
+         f.limits.body_timeout_ms = int(to_int("--request-body-timeout-ms", v, 1));
+       }},
+      {"--keep-alive-timeout-ms", [&](const std::string& v) {
+         f.limits.idle_timeout_ms = int(to_int("--keep-alive-timeout-ms", v, 1));
+       }},
+      {"--max-connections", [&](const std::string& v) {
+         f.limits.max_connections = int(to_int("--max-connections", v, 1));
+       }},
+      {"--max-connections-per-client", [&](const std::string& v) {
+         f.limits.max_connections_per_client = int(to_int("--max-connections-per-client", v, 0));
+       }},
       {"--cuda-graph-max-batch", [&](const std::string& v) {
          f.cuda_graph_max_batch = int(to_int("--cuda-graph-max-batch", v, 0));
        }},
@@ -203,8 +231,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   try {
     std::unique_ptr<LoadedModel> model = load_model(flags.model);
-    std::string tok_path = flags.tokenizer.empty() ? model->tokenizer_path() : flags.tokenizer;
-    if (tok_path.empty()) FS_THROW("no tokenizer found beside ", flags.model, "; pass --tokenizer");
+    // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
+    const std::string tok_path =
+        flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
     tokenizer = Tokenizer::load(tok_path);
     ModelRunnerOptions ro;
     ro.backend = flags.backend;
@@ -253,6 +282,22 @@ int main(int argc, char** argv) {
   ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
   ho.threads = flags.http_threads;
   ho.log_requests = flags.log_requests;
+  ho.limits = flags.limits;
+  // Every connection is a descriptor: take the hard open-file limit (the soft one is often
+  // 1024) and keep the connection cap 64 below it for the model files, logs and the listener.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    const int usable = int(std::min<rlim_t>(nofile.rlim_cur, 1 << 20)) - 64;
+    if (ho.limits.max_connections > usable) {
+      std::fprintf(stderr, "flashserve: --max-connections %d lowered to %d (open-file limit %llu)\n",
+                   ho.limits.max_connections, std::max(usable, 1),
+                   static_cast<unsigned long long>(nofile.rlim_cur));
+      ho.limits.max_connections = std::max(usable, 1);
+    }
+  }
   HttpServer server(*engine, *tokenizer, served, ho);
   if (!server.bind()) {
     engine->shutdown();

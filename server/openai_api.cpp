@@ -1,6 +1,6 @@
-// POST /v1/completions request parsing and validation (API.md). Every field is checked for type
-// and range here; nothing below the API edge sees unvalidated input. Internally a failed check
-// throws an ApiError, which parse_completion_request returns.
+// POST /v1/completions request parsing and validation (docs/API_CONTRACT.md). Every field is
+// checked for type and range here; nothing below the API edge sees unvalidated input.
+// Internally a failed check throws an ApiError, which parse_completion_request returns.
 #include "server/openai_api.h"
 
 #include <algorithm>

@@ -65,7 +65,7 @@ constexpr int kMaxChoices = 128;   // prompts x n per request
 constexpr size_t kPromptBytesFactor = 4;
 
 // Parses and validates a POST /v1/completions body. Text prompts are encoded with `tokenizer`
-// (BOS first). Every field of API.md is handled; any other field is a 400.
+// (BOS first). Every field of docs/API_CONTRACT.md is handled; any other field is a 400.
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer);

@@ -4,7 +4,10 @@
 // sequence only in the first piece (its leading "▁" is dropped) and in byte runs cut at the
 // window start; an anchor absorbs both, so every piece after it decodes as in the full sequence.
 // Text is held back while the window's decode ends in U+FFFD (an incomplete byte sequence that
-// later byte pieces may still complete).
+// later byte pieces may still complete), and, for tokenizers whose byte runs decode as a whole,
+// while the window ends in a byte piece. Byte-level vocabularies (GPT-2 style) spread one
+// character over several tokens; a token holding part of a character decodes to U+FFFD alone,
+// so it is never an anchor.
 #include <algorithm>
 
 #include "core/error.h"
@@ -21,10 +24,17 @@ bool ends_with_replacement(const std::string& s) {
          std::string_view(s).substr(s.size() - kReplacement.size()) == kReplacement;
 }
 
+bool is_byte_piece(const std::string& piece) {
+  return piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>';
+}
+
+// An anchor decodes on its own to text that starts a character: not a byte piece, not empty
+// (control pieces decode to ""), and no U+FFFD (a byte-level token holding part of a
+// character, which decodes differently next to its neighbours).
 bool is_anchor(const Tokenizer& tokenizer, int32_t id) {
-  const std::string piece = tokenizer.piece(id);
-  const bool is_byte = piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>';
-  return !is_byte && !tokenizer.decode({id}).empty();  // control pieces decode to ""
+  if (is_byte_piece(tokenizer.piece(id))) return false;
+  const std::string text = tokenizer.decode({id});
+  return !text.empty() && text.find(kReplacement) == std::string::npos;
 }
 
 std::string decode_range(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, size_t end) {
@@ -63,6 +73,14 @@ std::string IncrementalDetokenizer::push(int32_t id) {
   if (id < 0 || id >= tokenizer_.vocab_size())
     FS_THROW("token id ", id, " is outside the vocabulary [0, ", tokenizer_.vocab_size(), ")");
   window_.push_back(id);
+  // A byte run that may yet turn invalid as a whole (see Tokenizer::byte_runs_decode_as_whole)
+  // is held until a piece of another kind ends it (pieces that decode to nothing, such as
+  // control ids, do not end it).
+  if (tokenizer_.byte_runs_decode_as_whole())
+    for (size_t i = window_.size(); i-- > read_offset_;) {
+      if (is_byte_piece(tokenizer_.piece(window_[i]))) return "";
+      if (!tokenizer_.decode({window_[i]}).empty()) break;
+    }
   std::string text = tokenizer_.decode(window_);
   if (ends_with_replacement(text)) return "";  // maybe an incomplete sequence: wait
   std::string delta = text_after(prefix_text_, text);

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/loaders.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve {
@@ -81,7 +81,7 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_path) {
+std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& model_path) {
   return std::make_unique<SentencePieceTokenizer>(model_path);
 }
 

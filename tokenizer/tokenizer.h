@@ -1,6 +1,6 @@
-// SentencePiece tokenizer and the incremental detokenizer used for streaming.
-// This header does not include SentencePiece; tokenizer/sentencepiece_tokenizer.cpp is the only
-// file that does.
+// Tokenizers (SentencePiece .model files and Hugging Face tokenizer.json files) and the
+// incremental detokenizer used for streaming. This header includes neither library:
+// tokenizer/sentencepiece_tokenizer.cpp and tokenizer/hf_*.cpp do (docs/TOKENIZER.md).
 #pragma once
 
 #include <cstdint>
@@ -22,14 +22,29 @@ struct SpecialToken {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Loads a SentencePiece .model file; throws flashserve::Error naming the file on failure.
-  static std::unique_ptr<Tokenizer> load(const std::string& model_path);
+  // Loads a tokenizer.json (Hugging Face; a tokenizer_config.json beside it is read too), a
+  // SentencePiece .model, or the one find_tokenizer_file picks in a folder; throws
+  // flashserve::Error naming the file on failure (and the component a tokenizer.json uses that
+  // is not supported).
+  static std::unique_ptr<Tokenizer> load(const std::string& path);
 
-  // Encodes UTF-8 text; with add_bos the BOS id comes first. Invalid UTF-8 throws
-  // flashserve::Error (callers at the API edge turn that into a 400).
+  // Encodes UTF-8 text; with add_bos the BOS id comes first (tokenizer.json: the special tokens
+  // its post-processor adds, as transformers' tokenizer(text); without, none). Invalid UTF-8 throws
+  // flashserve::Error (callers at the API edge turn that into a 400). Text that spells a special
+  // token ("<|im_end|>", "</s>") stays text: only a chat template's own special tokens become
+  // their ids (tokenizer/special_split.h), never characters a user typed. tokenizer.json's
+  // non-special added tokens are matched in the text, as SentencePiece's user-defined pieces are.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
-  // Decodes ids as SentencePiece does for a whole sequence (leading-space rule, byte fallback);
-  // BOS/EOS/control ids decode to nothing.
+  // As encode, but text spelling a special token becomes its id, as transformers'
+  // tokenizer(text) does by default (split_special_tokens=False). For tests and tools that
+  // compare with transformers; the server uses encode(). SentencePiece: the same as encode.
+  virtual std::vector<int32_t> encode_parsing_special_tokens(std::string_view text,
+                                                             bool add_bos) const {
+    return encode(text, add_bos);
+  }
+  // Decodes ids as the library does for a whole sequence (SentencePiece: leading-space rule,
+  // byte fallback; tokenizer.json: its decoder, as decode(ids, skip_special_tokens=True));
+  // BOS/EOS/control ids (tokenizer.json: added tokens marked special) decode to nothing.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual std::string piece(int32_t id) const = 0;  // the raw piece, e.g. "▁Once" or "<0xE2>"
   // Bytes of the longest piece as stored ("▁" counts 3, "<0xNN>" 6): no token stands for more
@@ -39,10 +54,19 @@ class Tokenizer {
   // The special tokens a template may write (SentencePiece: control and unknown pieces, which its
   // encoder never produces from text; tokenizer.json: added tokens marked special), longest text first.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
+  // True when a run of byte pieces ("<0xNN>") decodes as a whole: if any byte of the run is
+  // invalid, every byte becomes U+FFFD (HF's ByteFallback decoder), so a later byte piece can
+  // change the text of earlier ones. SentencePiece decodes each character on its own.
+  virtual bool byte_runs_decode_as_whole() const { return false; }
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
 };
+
+// The tokenizer file for a model at `model_path` (a folder, or a weights file such as a llama2.c
+// .bin): tokenizer.json, else tokenizer.model, else the single tok*.model (llama2.c), in the
+// folder (the file's folder). Throws flashserve::Error listing what it looked for.
+std::string find_tokenizer_file(const std::string& model_path);
 
 // Turns a stream of token ids into text deltas whose concatenation is exactly
 // tokenizer.decode(all ids). Emits only complete UTF-8 code points and never takes back text it

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "engine/stop_rules.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -35,7 +36,7 @@ struct Args {
 void add_flags(CLI::App& app, Args& a) {
   app.add_option("--model", a.model,
                  "HF folder or llama2.c .bin (default: stories260K beside the program)");
-  app.add_option("--tokenizer", a.tokenizer, "SentencePiece .model (default: the one beside the model)");
+  app.add_option("--tokenizer", a.tokenizer, "tokenizer.json or SentencePiece .model (default: beside the model)");
   app.add_option("--prompt", a.prompt, "text after BOS")->capture_default_str();
   app.add_option("--max-tokens", a.max_tokens, "tokens to generate (stops early at EOS or the context end)")
       ->check(CLI::Range(1L, long(1 << 20)))->capture_default_str();
@@ -58,8 +59,7 @@ int run(const Args& a) {
   if (model_path.empty())
     FS_THROW("no default model found (stories260K beside the program): pass --model DIR");
   auto model = load_model(model_path);
-  const std::string tok_path = a.tokenizer.empty() ? model->tokenizer_path() : a.tokenizer;
-  FS_CHECK(!tok_path.empty(), "no tokenizer found beside ", model_path, "; pass --tokenizer");
+  const std::string tok_path = a.tokenizer.empty() ? find_tokenizer_file(model_path) : a.tokenizer;
   auto tok = Tokenizer::load(tok_path);
   const ModelConfig& c = model->config();
   FS_CHECK(tok->vocab_size() <= c.vocab_size, "tokenizer ", tok_path, " has ", tok->vocab_size(),
@@ -69,7 +69,8 @@ int run(const Args& a) {
   const int max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 1 << 30;
   FS_CHECK(int(tokens.size()) < max_len, "prompt of ", tokens.size(),
            " tokens does not fit the context of ", max_len);
-  const int total = int(std::min<long>(long(tokens.size()) + a.max_tokens, max_len));
+  const int budget = generation_budget(int(tokens.size()), int(a.max_tokens), max_len);
+  const int total = int(tokens.size()) + budget;
   ModelRunnerOptions o;
   o.threads = int(a.threads);
   o.backend = a.backend;
@@ -94,9 +95,12 @@ int run(const Args& a) {
   auto t_first = t0;
   std::vector<float> logits;
   int num_cached = 0;
+  // The model's EOS ids and the tokenizer's own.
+  std::vector<int32_t> eos(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  eos.push_back(tok->eos_id());
   while (int(tokens.size()) < total) {
-    StepBatch batch;
-    SeqChunk ch;
+    StepPlan batch;
+    StepChunk ch;
     ch.tokens = tokens.data() + num_cached;
     ch.num_tokens = int(tokens.size()) - num_cached;
     ch.num_cached = num_cached;
@@ -105,18 +109,15 @@ int run(const Args& a) {
     logits.clear();
     runner->step(batch, &logits);
     num_cached = int(tokens.size());
-    SampleInput in;
-    in.logits = logits.data();
-    in.vocab_size = c.vocab_size;
-    in.prompt = std::span<const int32_t>(tokens.data(), prompt_len);
-    in.generated = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
-    in.step = tokens.size() - prompt_len;
-    const int32_t next = sample_token(in, sp).token;
+    SampleRequest req;
+    req.params = &sp;
+    req.prompt = std::span<const int32_t>(tokens).first(prompt_len);
+    req.generated = std::span<const int32_t>(tokens).subspan(prompt_len);
+    req.step = tokens.size() - prompt_len;
+    const int32_t next = sample_token(logits, req).token;
     if (tokens.size() == prompt_len) t_first = Clock::now();
     tokens.push_back(next);
-    bool eos = next == tok->eos_id();
-    for (int e : c.eos_token_ids) eos = eos || next == e;
-    if (eos) break;
+    if (is_eos(next, eos)) break;
     std::fputs(detok.push(next).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -142,13 +143,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Generates text from one prompt with one sequence (the simplest path through the model).",
                "flashserve-generate"};
   add_flags(app, args);
-  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   args.has_seed = app.count("--seed") > 0;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "flashserve-generate: error: %s\n", e.what());
-    return 1;
-  }
+  return cli::run_main("flashserve-generate", [&] { return run(args); });
 }

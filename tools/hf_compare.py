@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""flashserve against Hugging Face transformers on random-weight Llama models (GPU machine).
+"""flashserve against Hugging Face transformers on random-weight Llama-family models (GPU machine).
 
-For each shape: build a seeded random-weight LlamaForCausalLM in bf16 (tools/hf_models.py),
+For each shape: build a seeded random-weight model in bf16 (tools/hf_models.py: LlamaForCausalLM,
+MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM, by the shape's architecture),
 save_pretrained it (safetensors) with the Llama 2 tokenizer.model beside it, run flashserve's
 `flashserve-logits` on the saved folder, and compare with transformers run in bf16 and in fp32
 (the same bf16 weights upcast: the closest thing to exact):
@@ -11,10 +12,12 @@ save_pretrained it (safetensors) with the Llama 2 tokenizer.model beside it, run
     explains a flip); and teacher-forced agreement (transformers' argmax along flashserve's own
     tokens), which counts flips without their knock-on effect.
 The yardstick for "bf16 tolerance" is transformers' own bf16 run against its fp32 run.
-Prints a table; writes one JSON line per (shape, reference) to --out.
+Prints a table; writes one JSON line per (shape, reference) to --out, with the shape in "model"
+and its transformers class in "architecture".
 
   hf_compare.py --fs-logits build/bench/flashserve-logits --tokenizer TOKENIZER.model \
       --workdir /tmp/fs_models --out results.jsonl [--shapes tinyllama-1.1b,llama2-7b,llama3.2-1b]
+      (other architectures: --shapes llama3.2-1b,qwen2.5-0.5b,qwen3-0.6b,mistral-7b)
       [--config-dir DIR (DIR/<shape>/config.json from flashserve-random-model --config-only)]
 """
 import argparse
@@ -248,7 +251,8 @@ def compare_shape(a, shape, prompts, out_f, logdir):
     del model
     torch.cuda.empty_cache()
 
-    common = dict(bench="hf_compare", model=shape, gpu=hf_models.gpu_name(),
+    common = dict(bench="hf_compare", model=shape,
+                  architecture=hf_models.architecture(shape, cfg_json), gpu=hf_models.gpu_name(),
                   num_prompts=len(prompts), prompt_lens=[len(p) for p in prompts],
                   steps=a.steps, seed=a.seed, saved_files=saved)
     import transformers
@@ -319,7 +323,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp/fs_models", help="models and scratch files")
     ap.add_argument("--logdir", default=None, help="logs and saved configs (default workdir)")
     ap.add_argument("--out", required=True, help="JSON lines, appended")
-    ap.add_argument("--shapes", default="tinyllama-1.1b,llama3.2-1b,llama2-7b")
+    ap.add_argument("--shapes", default="tinyllama-1.1b,llama3.2-1b,llama2-7b",
+                    help="comma-separated names of tools/hf_models.py SHAPES")
     ap.add_argument("--config-dir", default=None)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--steps", type=int, default=64)
@@ -328,6 +333,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fs-timeout", type=int, default=300)
     a = ap.parse_args()
+    unknown = [s for s in a.shapes.split(",") if s not in hf_models.SHAPES]
+    if unknown:
+        ap.error(f"unknown shapes {unknown} (known: {', '.join(hf_models.SHAPES)})")
     a.logdir = a.logdir or a.workdir
     os.makedirs(a.workdir, exist_ok=True)
     os.makedirs(a.logdir, exist_ok=True)
@@ -343,7 +351,10 @@ def main():
             except Exception as e:  # one shape failing must not stop the others
                 import traceback
                 traceback.print_exc()
-                rec = dict(bench="hf_compare", model=shape, candidate="flashserve",
+                rec = dict(bench="hf_compare", model=shape,
+                           architecture=hf_models.SHAPES[shape].get("architecture",
+                                                                     "LlamaForCausalLM"),
+                           candidate="flashserve",
                            reference="-", error=f"{type(e).__name__}: {e}")
                 out_f.write(json.dumps(rec) + "\n")
                 out_f.flush()

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Independent float64 numpy Llama forward, the oracle for the C++ CPU backend's tests.
+"""Independent float64 numpy Llama-family forward, the oracle for the C++ CPU backend's tests.
 
 Reads a llama2.c checkpoint (.bin, rotating interleaved RoPE pairs (2i, 2i+1) as llama2.c does,
 no row permutation) or an HF folder (config.json + model.safetensors or shards with
-model.safetensors.index.json; the safetensors header is parsed here, rotate-half RoPE).
+model.safetensors.index.json; the safetensors header is parsed here, rotate-half RoPE) of
+LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v projections with biases) or
+Qwen3ForCausalLM (RMSNorm over each q and k head before RoPE), the differences as transformers'
+modeling_qwen2.py / modeling_qwen3.py write them; the lm_head is the embedding table exactly
+when config.json says tie_word_embeddings.
 No KV cache: every step recomputes the whole sequence, the simplest thing that is right.
 
   llama_reference.py --model PATH --prompt-ids 1,403,407 --generate 64   # greedy ids, one line
@@ -45,7 +49,8 @@ def load_llama2c(path):
     pos += seq_len * hd  # two legacy RoPE tables of seq_len * head_dim / 2 floats each
     w["head"] = w["embed"] if shared else take(vocab, dim)
     cfg = {"dim": dim, "layers": layers, "heads": heads, "kv_heads": kv_heads, "head_dim": hd,
-           "eps": 1e-5, "theta": 10000.0, "scaling": None, "interleaved": True}
+           "eps": 1e-5, "theta": 10000.0, "scaling": None, "interleaved": True,
+           "qkv_bias": False, "qk_norm": False}
     layer_w = [{k: w[k][i] for k in ("ln1", "wq", "wk", "wv", "wo", "ln2", "w1", "w2", "w3")}
                for i in range(layers)]
     return cfg, w["embed"], layer_w, w["norm"], w["head"]
@@ -83,11 +88,18 @@ def load_hf(folder):
     else:
         read_safetensors(os.path.join(folder, "model.safetensors"), t)
     heads = c["num_attention_heads"]
+    arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
+    families = {"LlamaForCausalLM": (False, False), "MistralForCausalLM": (False, False),
+                "Qwen2ForCausalLM": (True, False), "Qwen3ForCausalLM": (False, True)}
+    if arch not in families:
+        raise SystemExit(f"{folder}: architecture {arch} is not one this reference knows")
+    qkv_bias, qk_norm = families[arch]
     cfg = {"dim": c["hidden_size"], "layers": c["num_hidden_layers"], "heads": heads,
            "kv_heads": c.get("num_key_value_heads", heads),
            "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
            "eps": c.get("rms_norm_eps", 1e-6), "theta": c.get("rope_theta", 10000.0),
-           "scaling": c.get("rope_scaling"), "interleaved": False}
+           "scaling": c.get("rope_scaling"), "interleaved": False,
+           "qkv_bias": qkv_bias, "qk_norm": qk_norm}
     layer_w = []
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
@@ -95,9 +107,15 @@ def load_hf(folder):
                  "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
                  "ln2": "post_attention_layernorm", "w1": "mlp.gate_proj",
                  "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
-        layer_w.append({k: t[p + n + ".weight"] for k, n in names.items()})
+        lw = {k: t[p + n + ".weight"] for k, n in names.items()}
+        if qkv_bias:
+            lw.update(bq=t[p + "self_attn.q_proj.bias"], bk=t[p + "self_attn.k_proj.bias"],
+                      bv=t[p + "self_attn.v_proj.bias"])
+        if qk_norm:
+            lw.update(qn=t[p + "self_attn.q_norm.weight"], kn=t[p + "self_attn.k_norm.weight"])
+        layer_w.append(lw)
     embed = t["model.embed_tokens.weight"]
-    head = t.get("lm_head.weight", embed)
+    head = embed if c.get("tie_word_embeddings", False) else t["lm_head.weight"]
     return cfg, embed, layer_w, t["model.norm.weight"], head
 
 
@@ -148,9 +166,13 @@ def forward(model, ids):
     mask = np.triu(np.full((T, T), -np.inf), 1)
     for L in layers:
         h = rmsnorm(x, L["ln1"], cfg["eps"])
-        q = rope((h @ L["wq"].T).reshape(T, H, hd), cfg)
-        k = rope((h @ L["wk"].T).reshape(T, KV, hd), cfg)
-        v = (h @ L["wv"].T).reshape(T, KV, hd)
+        q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
+        if cfg["qkv_bias"]:
+            q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
+        q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
+        if cfg["qk_norm"]:  # over the last axis: each head of each token on its own
+            q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
+        q, k = rope(q, cfg), rope(k, cfg)
         k = np.repeat(k, H // KV, axis=1)
         v = np.repeat(v, H // KV, axis=1)
         s = np.einsum("thd,uhd->htu", q, k) / math.sqrt(hd) + mask

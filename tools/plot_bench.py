@@ -105,6 +105,13 @@ def gpu_name(rows):
     return ", ".join(names) or "unknown GPU"
 
 
+def save(fig, out):
+    plt = pyplot()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def title(what, device, date, how, path):
     device = "\n".join(textwrap.wrap(device, 110))
     return f"{what}\n{device}\n{how} {date}: {relpath(path)}"
@@ -193,9 +200,7 @@ def plot_prefill(path, rows, date, how, out):
                        [x[0] if isinstance(x, tuple) else x for x in d.values()]) * 1.15)
     ax.set_title(title("Prefill attention (paged KV, block 16) vs PyTorch SDPA; label = speedup vs flash",
                        gpu_name(rows), date, how, path), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save(fig, out)
 
 
 def prefill_table(path, rows, date, how):
@@ -256,9 +261,7 @@ def plot_decode(path, rows, date, how, out):
     axes[0][-1].legend(fontsize=7, loc="lower right")
     fig.suptitle(title("Decode attention (split-K, paged KV) vs PyTorch SDPA best backend",
                        gpu_name(rows), date, how, path), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save(fig, out)
 
 
 def decode_table(path, rows, date, how):
@@ -415,9 +418,7 @@ def plot_server(path, rows, date, how, out):
              f"+ {r0.get('max_tokens')} tokens"
     fig.suptitle(title("flashserve server throughput and latency (bench_server, loopback)",
                        device, date, how, path), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    save(fig, out)
 
 
 def server_table(path, rows, date, how):

@@ -1,5 +1,7 @@
-// config.json parsing: required sizes, optional fields with the HF LlamaConfig defaults, llama3
-// rope_scaling (or transformers 5's rope_parameters), and eos_token_id given as an int or a list.
+// config.json parsing: the architecture (one of the Llama family's, table kFamilies), required
+// sizes, optional fields with the HF config classes' defaults, llama3 rope_scaling (or
+// transformers 5's rope_parameters), eos_token_id given as an int or a list, and clear errors
+// for the settings the forward pass does not implement (check_unsupported).
 #include "weights/hf_config.h"
 
 #include <nlohmann/json.hpp>
@@ -34,16 +36,80 @@ float get_float(const json& j, const char* key, const std::string& path, float f
   return j[key].get<float>();
 }
 
-void check_architecture(const json& j, const std::string& path) {
+// The supported Hugging Face architectures: all Llama-shaped decoders (pre-norm, RoPE, GQA,
+// SwiGLU); each row says how one differs. A new member of the family is a new row here plus,
+// if it needs a new op, the forward pass in model/llama_model.cpp.
+struct Family {
+  const char* architecture;  // config.json "architectures" entry (the transformers class)
+  const char* model_type;    // config.json "model_type", used when "architectures" is absent
+  bool qkv_bias;             // q/k/v projections always carry a bias
+  bool qk_norm;              // per-head RMSNorm of q and k before RoPE
+  int default_head_dim;      // when config.json has no head_dim: 0 = hidden / heads
+};
+constexpr Family kFamilies[] = {
+    {"LlamaForCausalLM", "llama", false, false, 0},
+    {"MistralForCausalLM", "mistral", false, false, 0},
+    {"Qwen2ForCausalLM", "qwen2", true, false, 0},
+    {"Qwen3ForCausalLM", "qwen3", false, true, 128},
+};
+
+const Family& find_family(const json& j, const std::string& path) {
   if (j.contains("architectures") && !j["architectures"].is_null()) {
     const json& a = j["architectures"];
     if (a.is_array())
       for (const auto& name : a)
-        if (name.is_string() && name.get<std::string>() == "LlamaForCausalLM") return;
-    FS_THROW(path, ": unknown architecture ", a.dump(), " (only LlamaForCausalLM is supported)");
+        for (const Family& f : kFamilies)
+          if (name.is_string() && name.get<std::string>() == f.architecture) return f;
+    FS_THROW(path, ": unsupported architecture ", a.dump(), " (supported: ",
+             supported_architectures(), ")");
   }
-  if (j.contains("model_type") && j["model_type"] == "llama") return;
-  FS_THROW(path, ": unknown architecture: no \"architectures\" and model_type is not \"llama\"");
+  if (j.contains("model_type") && j["model_type"].is_string())
+    for (const Family& f : kFamilies)
+      if (j["model_type"].get<std::string>() == f.model_type) return f;
+  FS_THROW(path, ": unknown architecture: no \"architectures\" and model_type ",
+           j.contains("model_type") ? j["model_type"].dump() : "(missing)",
+           " is none of the supported ones (", supported_architectures(), ")");
+}
+
+bool get_bool(const json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return false;
+  if (!j[key].is_boolean()) FS_THROW(path, ": \"", key, "\" must be true or false");
+  return j[key].get<bool>();
+}
+
+// Settings of these architectures that would change the forward pass in ways flashserve does
+// not implement: each is a start-up error naming the setting, never silently wrong logits.
+void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
+                       const std::string& path) {
+  const std::string arch = f.architecture;
+  for (const char* key : {"hidden_act", "hidden_activation"})
+    if (j.contains(key) && !j[key].is_null() && j[key] != "silu")
+      FS_THROW(path, ": ", key, " ", j[key].dump(), " is not supported (only \"silu\")");
+  // Qwen2's q/k/v biases are part of the architecture; elsewhere attention_bias adds biases to
+  // q/k/v and o, which are not implemented.
+  if (!f.qkv_bias && get_bool(j, "attention_bias", path))
+    FS_THROW(path, ": attention_bias true (biases on the attention projections) is not supported "
+                   "for ", arch);
+  if (get_bool(j, "mlp_bias", path))
+    FS_THROW(path, ": mlp_bias true (biases on the MLP projections) is not supported");
+  if (j.contains("quantization_config") && !j["quantization_config"].is_null())
+    FS_THROW(path, ": quantized weights (quantization_config) are not supported; use a bf16, "
+                   "f16 or f32 checkpoint");
+  // Sliding-window attention is not implemented; a window that covers the whole served context
+  // (max_position_embeddings) is exactly full attention. Mistral applies its window whenever it
+  // is set; Qwen2/Qwen3 only with use_sliding_window (or "sliding_attention" layer_types).
+  bool windowed = arch == "MistralForCausalLM" || get_bool(j, "use_sliding_window", path);
+  if (j.contains("layer_types") && j["layer_types"].is_array())
+    for (const auto& t : j["layer_types"])
+      windowed |= t.is_string() && t.get<std::string>() == "sliding_attention";
+  if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
+    const int none = 0;
+    const int window = get_int(j, "sliding_window", path, &none);
+    if (window < c.max_position_embeddings)
+      FS_THROW(path, ": sliding_window ", window, " is smaller than max_position_embeddings ",
+               c.max_position_embeddings, ": sliding-window attention is not supported (only "
+               "full attention, i.e. a null window or one covering the whole context)");
+  }
 }
 
 // `key` names the object holding the scaling: "rope_scaling" (transformers < 5) or
@@ -60,7 +126,8 @@ RopeScaling read_rope_scaling(const json& j, const std::string& path, const char
       break;
     }
   if (type == "default" || type.empty()) return r;
-  if (type != "llama3") FS_THROW(path, ": unsupported rope_scaling type \"", type, "\"");
+  if (type != "llama3")
+    FS_THROW(path, ": unsupported ", key, " type \"", type, "\" (supported: default, llama3)");
   const std::string where = path + " " + key;
   r.type = "llama3";
   r.factor = get_float(s, "factor", where, r.factor);
@@ -89,15 +156,20 @@ ModelConfig read_hf_config(const std::string& path) {
     FS_THROW(path, ": not valid JSON: ", e.what());
   }
   if (!j.is_object()) FS_THROW(path, ": not a JSON object");
-  check_architecture(j, path);
+  const Family& family = find_family(j, path);
 
   ModelConfig c;
+  c.architecture = family.architecture;
+  c.qkv_bias = family.qkv_bias;
+  c.qk_norm = family.qk_norm;
   c.hidden_size = get_int(j, "hidden_size", path, nullptr);
   c.intermediate_size = get_int(j, "intermediate_size", path, nullptr);
   c.num_layers = get_int(j, "num_hidden_layers", path, nullptr);
   c.num_q_heads = get_int(j, "num_attention_heads", path, nullptr);
   c.num_kv_heads = get_int(j, "num_key_value_heads", path, &c.num_q_heads);
-  const int derived_head_dim = c.num_q_heads > 0 ? c.hidden_size / c.num_q_heads : 0;
+  const int derived_head_dim = family.default_head_dim ? family.default_head_dim
+                               : c.num_q_heads > 0     ? c.hidden_size / c.num_q_heads
+                                                       : 0;
   c.head_dim = get_int(j, "head_dim", path, &derived_head_dim);
   c.vocab_size = get_int(j, "vocab_size", path, nullptr);
   const int default_max_pos = 2048, default_bos = 1;
@@ -131,15 +203,41 @@ ModelConfig read_hf_config(const std::string& path) {
     c.eos_token_ids = {get_int(j, "eos_token_id", path, &default_eos)};
   }
   validate_config(c, path);
-  if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim"))
+  check_unsupported(j, family, c, path);
+  if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
     FS_THROW(path, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
              c.num_q_heads, " and no head_dim is given");
   return c;
 }
 
+std::string supported_architectures() {
+  std::string out;
+  for (const Family& f : kFamilies) out += std::string(out.empty() ? "" : ", ") + f.architecture;
+  return out;
+}
+
+void set_architecture(ModelConfig& c, const std::string& architecture) {
+  for (const Family& f : kFamilies)
+    if (architecture == f.architecture) {
+      c.architecture = f.architecture;
+      c.qkv_bias = f.qkv_bias;
+      c.qk_norm = f.qk_norm;
+      return;
+    }
+  FS_THROW("unsupported architecture '", architecture, "' (supported: ",
+           supported_architectures(), ")");
+}
+
 std::string hf_config_json(const ModelConfig& c) {
-  json j = {{"architectures", {"LlamaForCausalLM"}},
-            {"model_type", "llama"},
+  const Family* family = nullptr;
+  for (const Family& f : kFamilies)
+    if (c.architecture == f.architecture) family = &f;
+  FS_CHECK(family && family->qkv_bias == c.qkv_bias && family->qk_norm == c.qk_norm,
+           "no supported architecture '", c.architecture, "' with qkv_bias ", c.qkv_bias,
+           " and qk_norm ", c.qk_norm);
+  json j = {{"architectures", {c.architecture}},
+            {"model_type", family->model_type},
+            {"hidden_act", "silu"},
             {"hidden_size", c.hidden_size},
             {"intermediate_size", c.intermediate_size},
             {"num_hidden_layers", c.num_layers},
@@ -163,6 +261,7 @@ std::string hf_config_json(const ModelConfig& c) {
                           c.rope_scaling.original_max_position_embeddings}};
   else
     j["rope_scaling"] = nullptr;
+  if (c.architecture != "LlamaForCausalLM") j["sliding_window"] = nullptr;  // full attention
   return j.dump(2) + "\n";
 }
 

@@ -1,4 +1,5 @@
-// Hugging Face config.json <-> ModelConfig for Llama models (LlamaForCausalLM / model_type llama).
+// Hugging Face config.json <-> ModelConfig for the Llama family: LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (or their model_type).
 #pragma once
 
 #include <string>
@@ -8,10 +9,19 @@
 namespace flashserve {
 
 // Reads and validates config.json; throws flashserve::Error "<path>: <problem>" for bad JSON,
-// missing or mistyped fields, an unknown architecture or an unsupported rope_scaling type.
+// missing or mistyped fields, an unsupported architecture (the message lists the supported ones)
+// or a setting the forward pass does not implement (rope_scaling other than llama3, a sliding
+// window smaller than the context, attention/MLP biases where the architecture has none, ...).
 ModelConfig read_hf_config(const std::string& path);
 
-// The config.json text for `config` (architectures LlamaForCausalLM); read_hf_config reads it back.
+// "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
+std::string supported_architectures();
+
+// Sets c.architecture and its family flags (qkv_bias, qk_norm) as config.json would; throws for
+// an unsupported name. For configs built in code (tests, flashserve-random-model presets).
+void set_architecture(ModelConfig& c, const std::string& architecture);
+
+// The config.json text for `config` (its architecture); read_hf_config reads it back.
 std::string hf_config_json(const ModelConfig& config);
 
 }  // namespace flashserve

@@ -1,4 +1,5 @@
-// Required Llama tensor names and shapes (see weights/model.h for the list) and config checks.
+// Required tensor names and shapes of the Llama family (see weights/model.h for the list; the
+// family flags add q/k/v biases or q/k norms) and config checks.
 #include "weights/llama_tensors.h"
 
 #include "core/error.h"
@@ -16,6 +17,15 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
     out.push_back({p + "self_attn.q_proj.weight", {q, h}});
     out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
     out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (c.qkv_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", {q}});
+      out.push_back({p + "self_attn.k_proj.bias", {kv}});
+      out.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
     out.push_back({p + "mlp.gate_proj.weight", {inter, h}});

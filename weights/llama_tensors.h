@@ -13,7 +13,8 @@ namespace flashserve {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// Every required tensor in a fixed order (embedding, layers 0..L-1, norm, lm_head unless tied).
+// Every required tensor in a fixed order (embedding, layers 0..L-1 with the family's extra
+// tensors, norm, lm_head unless tied).
 TensorShapes llama_tensor_shapes(const ModelConfig& config);
 
 // Throws flashserve::Error "<source>: <problem>" for non-positive sizes, num_q_heads not a

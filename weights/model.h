@@ -13,6 +13,9 @@
 //   model.layers.{i}.mlp.down_proj.weight         [hidden_size, intermediate_size]
 //   model.norm.weight                             [hidden_size]
 //   lm_head.weight                                [vocab_size, hidden_size]  (absent when tied)
+// and, by family (ModelConfig's flags, set from the architecture in weights/hf_config.cpp):
+//   model.layers.{i}.self_attn.{q,k,v}_proj.bias  [rows of that projection]  (qkv_bias: Qwen2)
+//   model.layers.{i}.self_attn.{q,k}_norm.weight  [head_dim]                  (qk_norm: Qwen3)
 // RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
 // llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
 // q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
@@ -37,7 +40,12 @@ struct RopeScaling {  // rope_scaling of type "llama3" (Llama 3.1/3.2); type "no
   int original_max_position_embeddings = 8192;
 };
 
+// The Llama family's members differ only in what these flags say (docs/ARCHITECTURE.md, "Model
+// families"); the architecture name is kept for messages and for writing config.json back.
 struct ModelConfig {
+  std::string architecture = "LlamaForCausalLM";  // config.json "architectures" (HF class name)
+  bool qkv_bias = false;  // q/k/v projections add a bias (Qwen2)
+  bool qk_norm = false;   // per-head RMSNorm of q and k (weight [head_dim]) before RoPE (Qwen3)
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_layers = 0;

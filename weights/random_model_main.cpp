@@ -2,7 +2,8 @@
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
 //                           [--scale 0.02] [--tokenizer FILE] [--config-only 1]
-// Presets: tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k (see preset()).
+// Presets: tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k, and of the other
+// architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,10 @@
 #include "weights/random_model.h"
 
 namespace {
+
+constexpr const char* kPresets =
+    "tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
+    "mistral-7b";
 
 flashserve::ModelConfig preset(const std::string& name) {
   flashserve::ModelConfig c;
@@ -39,9 +44,24 @@ flashserve::ModelConfig preset(const std::string& name) {
     c.rope_scaling.high_freq_factor = 4.f;
     c.rope_scaling.original_max_position_embeddings = 8192;
     c.tie_word_embeddings = true;
+  } else if (name == "qwen2.5-0.5b") {
+    // Qwen2.5-0.5B's shape (q/k/v biases, tied head). Like llama3.2-1b: vocab 32000 (not 151936)
+    // so that the Llama 2 tokenizer covers every id, 8192 positions (not 32768).
+    set(896, 4864, 24, 14, 2, 64, 32000, 8192);
+    set_architecture(c, "Qwen2ForCausalLM");
+    c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f, c.tie_word_embeddings = true;
+  } else if (name == "qwen3-0.6b") {
+    // Qwen3-0.6B's shape: head_dim 128 with hidden 1024 over 16 heads, q/k norms, tied head.
+    set(1024, 3072, 28, 16, 8, 128, 32000, 8192);
+    set_architecture(c, "Qwen3ForCausalLM");
+    c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f, c.tie_word_embeddings = true;
+  } else if (name == "mistral-7b") {
+    // Mistral-7B-v0.3's shape (no sliding window), vocab 32000 (not 32768).
+    set(4096, 14336, 32, 32, 8, 128, 32000, 8192);
+    set_architecture(c, "MistralForCausalLM");
+    c.rope_theta = 1e6f;
   } else {
-    FS_THROW("unknown preset '", name,
-             "' (tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k)");
+    FS_THROW("unknown preset '", name, "' (", kPresets, ")");
   }
   return c;
 }
@@ -57,8 +77,17 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes a random-weight Llama folder (config.json + safetensors) of a real model's shape.",
                "flashserve-random-model"};
   app.add_option("--out", out, "output folder")->required();
-  app.add_option("--preset", preset_name, "model shape")
-      ->check(CLI::IsMember({"tiny", "tinyllama-1.1b", "llama2-7b", "llama3.2-1b", "llama3.2-1b-v128k"}))
+  app.add_option("--preset", preset_name, std::string("model shape: ") + kPresets)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              preset(v);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "NAME"))
       ->capture_default_str();
   app.add_option("--dtype", dtype, "weight dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();

@@ -125,6 +125,17 @@ void check_same(const Tensor& a, const Tensor& b, const char* what) {
   FS_CHECK(a.numel() == b.numel(), what, ": ", a.numel(), " vs ", b.numel(), " elements");
 }
 
+// out[i] = f(a[i], b[i]) over three f32 tensors of the same size (out may alias a or b).
+template <class F>
+void elementwise(Tensor out, const Tensor& a, const Tensor& b, const char* what, F f) {
+  check_same(out, a, what);
+  check_same(out, b, what);
+  const float* ap = a.as<float>();
+  const float* bp = b.as<float>();
+  float* o = out.as<float>();
+  for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(ap[i], bp[i]);
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads)
@@ -254,22 +265,41 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void add_bias(Tensor x, const Tensor& bias) override {
+    const int64_t width = bias.numel(), n = width ? x.numel() / width : 0;
+    FS_CHECK(width > 0 && n * width == x.numel(), "add_bias: x has ", x.numel(),
+             " elements, bias ", width);
+    const float* b = bias.as<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      float* xr = x.as<float>() + r * width;
+      for (int64_t c = 0; c < width; ++c) xr[c] += b[c];
+    }
+  }
+
+  void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
+               int num_kv_heads, float eps) override {
+    FS_CHECK(qkv.ndim == 3 && qkv.dim(1) == num_q_heads + 2 * num_kv_heads &&
+                 q_weight.numel() == qkv.dim(2) && k_weight.numel() == qkv.dim(2),
+             "qk_norm: shapes");
+    const int64_t heads = qkv.dim(1), d = qkv.dim(2);
+    for (int64_t t = 0; t < qkv.dim(0); ++t)
+      for (int64_t h = 0; h < num_q_heads + num_kv_heads; ++h) {
+        float* v = qkv.as<float>() + (t * heads + h) * d;
+        const float* w = (h < num_q_heads ? q_weight : k_weight).as<float>();
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; ++i) ss += double(v[i]) * v[i];
+        const float inv = float(1.0 / std::sqrt(ss / double(d) + double(eps)));
+        for (int64_t i = 0; i < d; ++i) v[i] = v[i] * inv * w[i];
+      }
+  }
+
   void swiglu(Tensor out, const Tensor& gate, const Tensor& up) override {
-    check_same(out, gate, "swiglu");
-    check_same(up, gate, "swiglu");
-    const float* g = gate.as<float>();
-    const float* u = up.as<float>();
-    float* o = out.as<float>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    elementwise(out, gate, up, "swiglu",
+                [](float g, float u) { return g / (1.f + std::exp(-g)) * u; });
   }
 
   void add(Tensor out, const Tensor& a, const Tensor& b) override {
-    check_same(out, a, "add");
-    check_same(out, b, "add");
-    const float* ap = a.as<float>();
-    const float* bp = b.as<float>();
-    float* o = out.as<float>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = ap[i] + bp[i];
+    elementwise(out, a, b, "add", [](float x, float y) { return x + y; });
   }
 
   void argmax_rows(Tensor ids, const Tensor& logits) override {
@@ -306,13 +336,9 @@ class CpuBackend final : public Backend {
       }
       SamplingParams p = *requests[i].params;
       p.logprobs = -1;  // only the token goes back
-      SampleInput in;
-      in.logits = row;
-      in.vocab_size = int(vocab);
-      in.prompt = requests[i].prompt;
-      in.generated = requests[i].generated;
-      in.step = requests[i].step;
-      ids[i] = sample_token(in, p).token;
+      SampleRequest q = requests[i];
+      q.params = &p;
+      ids[i] = sample_token({row, size_t(vocab)}, q).token;
     }
   }
 
@@ -382,14 +408,11 @@ class CpuBackend final : public Backend {
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const AttentionBatch& b, float scale) override {
-    PagedAttentionArgs args;
-    args.max_blocks_per_seq = b.max_blocks_per_seq;
-    args.block_size = b.block_size;
-    args.num_kv_heads = int(k_cache.dim(2));
-    args.head_dim = int(k_cache.dim(3));
-    args.num_q_heads = int(q.numel() / (int64_t(b.num_tokens) * args.head_dim));
-    args.scale = scale;
+                       const StepArgs& b, float scale) override {
+    const int head_dim = int(k_cache.dim(3));
+    const int num_q_heads = int(q.numel() / (int64_t(b.num_tokens) * head_dim));
+    const PagedAttentionArgs args =
+        paged_attention_args(b, num_q_heads, int(k_cache.dim(2)), head_dim, scale);
     check_same(out, q, "paged_attention");
     // Work pieces of query rows, so one long prefill still uses every thread. Rows [r0, r1) of
     // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): causal

@@ -277,6 +277,27 @@ class CudaBackend final : public Backend {
                         int(k.dim(0)), int(k.dim(1)), int(k.dim(2)), stream_);
   }
 
+  void add_bias(Tensor x, const Tensor& bias) override {
+    expect_bf16(x, "add_bias x");
+    expect_bf16(bias, "add_bias bias");
+    const int64_t width = bias.numel();
+    FS_CHECK(width > 0 && x.numel() % width == 0, "add_bias: x has ", x.numel(),
+             " elements, bias ", width);
+    cuda::add_bias_bf16(x.data, bias.data, int(x.numel() / width), int(width), stream_);
+  }
+
+  void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
+               int num_kv_heads, float eps) override {
+    expect_bf16(qkv, "qk_norm qkv");
+    expect_bf16(q_weight, "qk_norm q_weight");
+    expect_bf16(k_weight, "qk_norm k_weight");
+    FS_CHECK(qkv.ndim == 3 && qkv.dim(1) == num_q_heads + 2 * num_kv_heads &&
+                 q_weight.numel() == qkv.dim(2) && k_weight.numel() == qkv.dim(2),
+             "qk_norm: shapes");
+    cuda::qk_norm_bf16(qkv.data, q_weight.data, k_weight.data, int(qkv.dim(0)), num_q_heads,
+                       num_kv_heads, int(qkv.dim(2)), eps, stream_);
+  }
+
   void add_rms_norm(Tensor out, Tensor x, const Tensor& delta, const Tensor& w,
                     float eps) override {
     expect_bf16(out, "add_rms_norm out");
@@ -316,11 +337,11 @@ class CudaBackend final : public Backend {
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const AttentionBatch& b, float scale) override {
+                       const StepArgs& b, float scale) override {
     expect_bf16(q, "attention q");
     FS_CHECK(q.ndim == 3 && k_cache.ndim == 4, "paged_attention: shapes");
-    PagedAttentionArgs a = attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)));
-    a.scale = scale;
+    const PagedAttentionArgs a =
+        paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scale);
     switch (attention_path(b, a)) {
       case AttentionPath::kGeneric:
         cuda::paged_attention_generic_bf16(a, b.num_tokens, q.data, k_cache.data, v_cache.data,
@@ -343,9 +364,9 @@ class CudaBackend final : public Backend {
   // ---- CUDA graphs -------------------------------------------------------------------------
   // The key packs the attention path with what it decided from host data: the generic kernel's
   // shared-memory length, or the split-K plan (splits, chunk length, kv heads per block).
-  bool graph_launch_key(const AttentionBatch& b, int num_q_heads, int num_kv_heads, int head_dim,
+  bool graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
                         uint64_t* key) override {
-    const PagedAttentionArgs a = attention_args(b, num_q_heads, num_kv_heads, head_dim);
+    const PagedAttentionArgs a = paged_attention_args(b, num_q_heads, num_kv_heads, head_dim);
     const AttentionPath path = attention_path(b, a);
     uint64_t k = uint64_t(path);
     if (path == AttentionPath::kGeneric) {
@@ -393,26 +414,10 @@ class CudaBackend final : public Backend {
  private:
   enum class AttentionPath { kGeneric = 1, kDecode = 2, kPrefill = 3 };
 
-  static PagedAttentionArgs attention_args(const AttentionBatch& b, int num_q_heads,
-                                           int num_kv_heads, int head_dim) {
-    PagedAttentionArgs a;
-    a.num_seqs = b.num_seqs;
-    a.cu_q_lens = b.cu_q_lens.as<int32_t>();
-    a.kv_lens = b.kv_lens.as<int32_t>();
-    a.block_table = b.block_table.as<int32_t>();
-    a.max_blocks_per_seq = b.max_blocks_per_seq;
-    a.block_size = b.block_size;
-    a.num_q_heads = num_q_heads;
-    a.num_kv_heads = num_kv_heads;
-    a.head_dim = head_dim;
-    a.causal = true;
-    return a;
-  }
-
   // head_dim 64/128 use the tuned kernels: split-K decode when every chunk is one token (GQA
   // groups up to 16, power-of-two blocks of 8..256), the FA2 prefill kernel otherwise (it handles
   // q_len 1 too, just less parallel). Other head dims: the generic kernel.
-  static AttentionPath attention_path(const AttentionBatch& b, const PagedAttentionArgs& a) {
+  static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a) {
     if (!fast_attention_head_dim(a.head_dim)) return AttentionPath::kGeneric;
     const int group = a.num_q_heads / a.num_kv_heads, bsz = a.block_size;
     const bool decode_ok = group <= 16 && bsz >= 8 && bsz <= 256 && (bsz & (bsz - 1)) == 0;

@@ -97,6 +97,35 @@ __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t nume
   out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
 }
 
+// x[r, c] += bias[c], one thread per element.
+__global__ void add_bias_kernel(bf16* x, const bf16* bias, int64_t numel, int width) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= numel) return;
+  x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(bias[i % width]));
+}
+
+// Per-head RMSNorm of the q and k heads of qkv rows [q heads | k heads | v heads], in place:
+// one warp per (token, normed head); the whole warp leaves together past the last one.
+__global__ void qk_norm_kernel(bf16* qkv, const bf16* q_w, const bf16* k_w, int n, int hq, int hkv,
+                               int d, float eps) {
+  const int normed = hq + hkv;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= int64_t(n) * normed) return;
+  const int t = int(warp / normed), h = int(warp % normed);
+  bf16* v = qkv + (int64_t(t) * (hq + 2 * hkv) + h) * d;
+  const bf16* w = h < hq ? q_w : k_w;
+  float ss = 0.f;
+  for (int i = lane; i < d; i += 32) {
+    const float x = __bfloat162float(v[i]);
+    ss += x * x;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = rsqrtf(ss / float(d) + eps);
+  for (int i = lane; i < d; i += 32)
+    v[i] = __float2bfloat16(__bfloat162float(v[i]) * inv * __bfloat162float(w[i]));
+}
+
 __global__ void gather_rows_kernel(char* out, const char* x, const int32_t* row_ids, int rows,
                                    int row_bytes) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -371,6 +400,25 @@ void add_bf16(void* out, const void* a, const void* b, int64_t numel, cudaStream
   if (numel == 0) return;
   add_kernel<<<blocks_for(numel, kThreads), kThreads, 0, stream>>>(
       static_cast<bf16*>(out), static_cast<const bf16*>(a), static_cast<const bf16*>(b), numel);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_bias_bf16(void* x, const void* bias, int n, int width, cudaStream_t stream) {
+  const int64_t total = int64_t(n) * width;
+  if (total == 0) return;
+  add_bias_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+      static_cast<bf16*>(x), static_cast<const bf16*>(bias), total, width);
+  CUDA_CHECK_LAUNCH();
+}
+
+void qk_norm_bf16(void* qkv, const void* q_w, const void* k_w, int n, int hq, int hkv, int d,
+                  float eps, cudaStream_t stream) {
+  const int64_t warps = int64_t(n) * (hq + hkv);
+  if (warps == 0) return;
+  constexpr int kWarpsPerBlock = 4;
+  qk_norm_kernel<<<int((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+                   stream>>>(static_cast<bf16*>(qkv), static_cast<const bf16*>(q_w),
+                             static_cast<const bf16*>(k_w), n, hq, hkv, d, eps);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -32,6 +32,15 @@ void swiglu_bf16(void* out, const void* gate, const void* up, int64_t numel,
                  cudaStream_t stream);
 // out = a + b; out may alias either.
 void add_bf16(void* out, const void* a, const void* b, int64_t numel, cudaStream_t stream);
+// x[r, :] += bias for every row r, in place.
+void add_bias_bf16(void* x,           // [n, width] bf16
+                   const void* bias,  // [width] bf16
+                   int n, int width, cudaStream_t stream);
+// Per-head RMSNorm in place of the first hq + hkv heads of each token (q with q_w, k with k_w);
+// the v heads after them are untouched.
+void qk_norm_bf16(void* qkv,                     // [n, hq + 2 hkv, d] bf16
+                  const void* q_w, const void* k_w,  // [d] bf16 each
+                  int n, int hq, int hkv, int d, float eps, cudaStream_t stream);
 // out[r] = x[row_ids[r]] (rows of `row_bytes` bytes).
 void gather_rows(void* out, const void* x, const int32_t* row_ids, int rows, int row_bytes,
                  cudaStream_t stream);

@@ -1,4 +1,4 @@
-// Split-K decode merge kernel (KERNELS.md §4.2): combines each (sequence, q head) row's split
+// Split-K decode merge kernel (docs/KERNEL_NOTES.md §3.2): combines each (sequence, q head) row's split
 // states with the formula of kernels/attention_state.h. The loads of many splits are in flight at
 // once: a row is served by `groups` x head_dim/4 threads, thread (group, c) owns float4 column c of
 // splits group, group + groups, ... and issues kMergeUnroll of those loads before using any; the

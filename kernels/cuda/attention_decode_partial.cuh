@@ -1,4 +1,4 @@
-// The split-K decode partial kernel (KERNELS.md §4.1): one thread block per (sequence, kv head,
+// The split-K decode partial kernel (docs/KERNEL_NOTES.md §3.1): one thread block per (sequence, kv head,
 // split) computes the G = num_q_heads / num_kv_heads query heads sharing that kv head, packed as
 // rows of one m16 mma tile, so each K/V byte is read once. K/V tiles of 64 keys are gathered
 // through the block table with 16-byte cp.async into a 3-4 stage ring (swizzled rows, zero-fill
@@ -67,7 +67,7 @@ struct DecodeTraits {
 };
 
 // Byte offset of 16-B chunk `chunk` of tile row `row`: chunk XOR (row mod 8) spreads the 8 rows
-// of an ldmatrix phase over all banks for 128- and 256-byte rows (KERNELS.md §2.4).
+// of an ldmatrix phase over all banks for 128- and 256-byte rows (docs/KERNEL_NOTES.md §2.2).
 __device__ __forceinline__ uint32_t swizzle(int row, int chunk, int row_bytes) {
   return uint32_t(row * row_bytes + ((chunk ^ (row & 7)) << 4));
 }

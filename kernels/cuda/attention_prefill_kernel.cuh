@@ -1,7 +1,7 @@
 // The sm80-class prefill attention kernel (FlashAttention-2 recurrence, mma.sync m16n8k16,
 // ldmatrix from XOR-swizzled shared memory, cp.async ring of K/V tiles gathered through the
 // block table) and its typed launcher. Included by the per-(head_dim, dtype) .cu files only.
-// Numerics and schedule: docs/prefill_attention.md; KERNELS.md §1-2.
+// Numerics and schedule: docs/prefill_attention.md; docs/KERNEL_NOTES.md §1-2.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
     }
   };
 
-  // ---- per-lane ldmatrix offsets (see KERNELS.md §2.3 for the fragment maps) --------------
+  // ---- per-lane ldmatrix offsets (docs/KERNEL_NOTES.md §2.1 has the fragment maps) --------------
   // A operand (Q) and the transposed B operand (V) use rows lane%16 and chunk lane/16; K uses
   // rows lane%8 + 8*(lane/16) and chunk (lane/8)%2. Chunk c of k-step ks is 2*ks + c, and since
   // row % 8 == lane % 8 the swizzled offset of step ks is (offset of step 0) ^ (ks << 5).

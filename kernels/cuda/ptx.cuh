@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX instructions the attention kernels are built from (sm_80+):
 // cp.async (global -> shared without registers), ldmatrix (shared -> mma fragments) and
-// mma.sync m16n8k16 with fp32 accumulation. Fragment layouts: KERNELS.md §2.3.
+// mma.sync m16n8k16 with fp32 accumulation. Fragment layouts: docs/KERNEL_NOTES.md §2.1.
 #pragma once
 
 #include <cuda_bf16.h>

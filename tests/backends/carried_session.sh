@@ -14,7 +14,8 @@
 # with sampled requests, GPU sampler vs host sampler), sanitize_e2e (only flashserve under
 # memcheck), ops (bench_decode_ops), e2e_7b_compile, same_run (flashserve + transformers eager and
 # compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
-# sampling_test (test_cuda_sampling alone), soak_long, profile (see each below).
+# sampling_test (test_cuda_sampling alone), soak_long, profile, families (the other
+# architectures of the Llama family against transformers; see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -267,7 +268,7 @@ for l in open('$OUT/serve.jsonl'):
   e2e)
     E2E_SKIP_BUILD=1 E2E_BUILD=$B OUT=$OUT bash bench/gpu_e2e.sh || rc=1
     ;;
-  soak_wide)  # hundreds of concurrent streaming clients (API.md #10): 256 clients, 256 running
+  soak_wide)  # hundreds of concurrent streaming clients (docs/API_CONTRACT.md #10): 256 clients, 256 running
               # sequences, a KV cache small enough that they preempt each other
     FS_SOAK_REQUESTS=${FS_SOAK_WIDE_REQUESTS:-10000} FS_SOAK_CONCURRENCY=256 FS_SOAK_PROBES_EXACT=0 \
       FS_SOAK_RSS_MARGIN_MIB=64 FS_SOAK_REPORT="$OUT/soak_wide.jsonl" \
@@ -300,6 +301,32 @@ for l in open('$OUT/serve.jsonl'):
       bash tests/soak/run_on_gpu.sh "$OUT/sanitize_e2e" || rc=1
     cat "$OUT/sanitize_e2e/summary.txt"
     head -c 600 "$OUT/sanitize_e2e/e2e_4.json"; echo
+    ;;
+  families)  # Llama 3.2 (llama3 RoPE, tied head), Qwen2.5 (q/k/v biases), Qwen3 (q/k norms,
+              # head_dim 128) and Mistral shapes against transformers (tools/hf_compare.py), after
+              # the GPU tests of their ops. FS_FAMILIES picks the shapes (tools/hf_models.py);
+              # mistral-7b takes ~5 min alone, so it is not in the default list (run it with
+              # FS_FAMILIES=mistral-7b FS_FAMILIES_TESTS=0: the tests need not run twice).
+    if [ "${FS_FAMILIES_TESTS:-1}" = 1 ]; then
+      timeout 120 "$B/tests/backends/test_cuda_ops" --gtest_filter='Ops.BiasAddAndQkNorm' \
+        > "$OUT/families_test_cuda_ops.log" 2>&1 || rc=1
+      timeout 300 "$B/tests/backends/test_cuda_backend" \
+        --gtest_filter='Shapes/CudaRandomModel.*:CudaGraphs.*' > "$OUT/families_test_cuda_backend.log" 2>&1 || rc=1
+      grep -hE "^(add_bias|qk_norm)|^(mistral|qwen)|graphs vs eager|^\[  (PASSED|FAILED)|Failure" \
+        "$OUT/families_test_cuda_ops.log" "$OUT/families_test_cuda_backend.log" | sort | uniq -c | head -30
+    fi
+    CFG=/tmp/fs_models/fs_configs
+    for s in ${FS_FAMILIES:-llama3.2-1b qwen2.5-0.5b qwen3-0.6b}; do
+      "$B/weights/flashserve-random-model" --out "$CFG/$s" --preset $s --config-only 1 > /dev/null 2>&1 || rc=1
+      lim=170 chunk=256
+      [ $s = mistral-7b ] && lim=420 chunk=0
+      PYTHONUNBUFFERED=1 timeout $lim python3 tools/hf_compare.py --fs-logits "$B/bench/flashserve-logits" \
+        --tokenizer $M/llama2-tokenizer/tokenizer.model --workdir /tmp/fs_models --logdir "$OUT" \
+        --out "$OUT/hf_compare_families.jsonl" --shapes $s --config-dir $CFG --steps 64 \
+        --prefill-chunk $chunk > "$OUT/compare_$s.log" 2>&1 || rc=1
+      grep -E "^(model|-----|$s)|first divergence|Error" "$OUT/compare_$s.log" | head -16
+      rm -rf /tmp/fs_models/$s /tmp/fs_models/${s}_legacy_rope  # disk for the next shape
+    done
     ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac

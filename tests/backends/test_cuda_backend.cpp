@@ -2,8 +2,8 @@
 //  - stories260K (head_dim 8: generic attention kernel): greedy tokens over 200 steps, prompt
 //    prefilled whole, in chunks of 3, and token by token, and a ragged batch of 4 sequences;
 //  - small random HF models (head_dim 64 / 128: FA2 prefill + split-K decode, GQA, tied and
-//    untied, f32 and bf16 files): logits of a mixed ragged prefill step and of decode steps,
-//    NMSE and max abs error printed and bounded.
+//    untied, f32 and bf16 files; Mistral, Qwen2 (q/k/v biases) and Qwen3 (q/k norms)): logits of
+//    a mixed ragged prefill step and of decode steps, NMSE and max abs error printed and bounded.
 // Tolerance: the GPU rounds weights and every activation to bf16 (8 significant bits, relative
 // rounding 2^-9 ≈ 0.2%), the CPU keeps fp32. Independent roundings of ~0.2% through two layers
 // give logits with a relative RMS error of a few 1e-3, so NMSE (squared) ~1e-5; we allow 1e-3
@@ -16,6 +16,7 @@
 
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
+#include "weights/hf_config.h"
 
 namespace flashserve::test {
 namespace {
@@ -50,7 +51,7 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
   std::vector<std::vector<int32_t>> out(prompts.size());
   std::vector<float> logits;
   while (int(out[0].size()) < steps) {
-    StepBatch b;
+    StepPlan b;
     for (auto& s : seqs) {
       const int pending = int(s.tokens.size()) - s.num_cached;
       const int n = chunk > 0 ? std::min(chunk, pending) : pending;
@@ -61,7 +62,7 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
         return p;
       }();
       if (device_argmax)  // the backend's argmax_rows instead of the row
-        b.chunks.back().sample = SampleRequest{&kGreedy, {}, {}, 0};
+        b.chunks.back().sample_path = choose_sample_path(kGreedy, vocab, true);
     }
     logits.clear();
     std::vector<int32_t> ids;
@@ -143,6 +144,7 @@ struct RandomCase {
   int hidden, q_heads, kv_heads, head_dim;
   bool tied;
   DType file_dtype;
+  const char* arch = "LlamaForCausalLM";
 };
 
 class CudaRandomModel : public ::testing::TestWithParam<RandomCase> {};
@@ -150,6 +152,7 @@ class CudaRandomModel : public ::testing::TestWithParam<RandomCase> {};
 TEST_P(CudaRandomModel, LogitsCloseToCpu) {
   const RandomCase rc = GetParam();
   ModelConfig c = small_config(rc.hidden, rc.q_heads, rc.kv_heads, rc.head_dim, rc.tied);
+  set_architecture(c, rc.arch);
   c.vocab_size = 512;
   c.max_position_embeddings = 1024;
   const std::string dir = fresh_dir(rc.name);
@@ -166,12 +169,12 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
     std::vector<TestSeq> seqs(lens.size());
     for (size_t i = 0; i < lens.size(); ++i)
       seqs[i].tokens = random_tokens(lens[i] + 6, c.vocab_size, uint32_t(100 + i));
-    StepBatch b;
+    StepPlan b;
     for (size_t i = 0; i < lens.size(); ++i)
       b.chunks.push_back(seqs[i].chunk(lens[i], bs, pool, LogitsWanted::kAll));
     r->step(b, &all[k]);
     for (int step = 0; step < 6; ++step) {
-      StepBatch d;
+      StepPlan d;
       for (auto& s : seqs) d.chunks.push_back(s.chunk(1, bs, pool, LogitsWanted::kLast));
       r->step(d, &all[k]);
     }
@@ -190,7 +193,13 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomCase{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
                       RandomCase{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
                       RandomCase{"d32_generic_untied_bf16", 128, 4, 2, 32, false,
-                                 DType::kBF16}),
+                                 DType::kBF16},
+                      RandomCase{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
+                                 DType::kBF16, "MistralForCausalLM"},
+                      RandomCase{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                                 "Qwen2ForCausalLM"},
+                      RandomCase{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
+                                 DType::kBF16, "Qwen3ForCausalLM"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Decode steps replayed from CUDA graphs (padded to batch buckets, keyed by the split-K plan)
@@ -199,11 +208,15 @@ INSTANTIATE_TEST_SUITE_P(
 // kernels; only padding (GEMM row count, the plan's view of the batch) can move the rounding,
 // so the logits must agree far more closely than bf16 vs fp32 (NMSE 1e-4 vs 1e-3 above).
 TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
-  for (int d : {64, 32}) {  // split-K decode kernel; generic kernel
+  // split-K decode kernel; generic kernel; the family's extra ops (bias add, q/k norm) recorded
+  for (auto [d, arch] : {std::pair{64, "LlamaForCausalLM"}, {32, "LlamaForCausalLM"},
+                         {64, "Qwen2ForCausalLM"}, {128, "Qwen3ForCausalLM"}}) {
+    SCOPED_TRACE(arch);
     ModelConfig c = small_config(256, 4, 2, d, false);
+    set_architecture(c, arch);
     c.vocab_size = 512;
     c.max_position_embeddings = 1024;
-    const std::string dir = fresh_dir("graphs_d" + std::to_string(d));
+    const std::string dir = fresh_dir("graphs_d" + std::to_string(d) + "_" + arch);
     write_random_hf_model(dir, c, 7, DType::kBF16, 1, 0.05f);
     auto model = load_model(dir);
     const int bs = 16, steps = 150;
@@ -214,14 +227,14 @@ TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
       auto r = runner(*model, "cuda", bs, k == 0 ? 256 : 0);
       BlockPool pool(r->num_kv_blocks(), 11);
       std::vector<TestSeq> seqs(prompt_lens.size());
-      StepBatch prefill;
+      StepPlan prefill;
       for (size_t i = 0; i < seqs.size(); ++i) {
         seqs[i].tokens = random_tokens(prompt_lens[i] + steps, c.vocab_size, uint32_t(7 + i));
         prefill.chunks.push_back(seqs[i].chunk(prompt_lens[i], bs, pool, LogitsWanted::kLast));
       }
       r->step(prefill, &logits[k]);
       for (int step = 0; step < steps; ++step) {
-        StepBatch b;  // sequence i stops after steps - 20 i steps
+        StepPlan b;  // sequence i stops after steps - 20 i steps
         for (size_t i = 0; i < seqs.size(); ++i) {
           if (step < steps - 20 * int(i))
             b.chunks.push_back(seqs[i].chunk(1, bs, pool, LogitsWanted::kLast));
@@ -235,9 +248,9 @@ TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
       }
     }
     const Err e = compare(logits[0], logits[1]);
-    std::printf("graphs vs eager, head_dim %d: %zu logits, NMSE %.3e, max abs err %.3e, "
+    std::printf("graphs vs eager, %s head_dim %d: %zu logits, NMSE %.3e, max abs err %.3e, "
                 "%llu graphs recorded for %d decode steps\n",
-                d, logits[1].size(), e.nmse, e.max_abs, (unsigned long long)recorded, steps);
+                arch, d, logits[1].size(), e.nmse, e.max_abs, (unsigned long long)recorded, steps);
     EXPECT_LT(e.nmse, 1e-4);
     EXPECT_GT(recorded, 0u);          // the graph path ran
     EXPECT_LT(recorded, uint64_t(steps / 3));  // and replayed far more often than it recorded

@@ -135,6 +135,38 @@ TEST_F(Ops, EmbeddingNormAddSwiglu) {
   }
 }
 
+// The ops of the family's variants: q/k/v bias add (Qwen2) and per-head q/k RMSNorm (Qwen3),
+// over head dims of the real models (64, 128) and odd ones (8 and 96: not a multiple of the
+// warp), leaving the v heads untouched.
+TEST_F(Ops, BiasAddAndQkNorm) {
+  for (auto [n, hq, hkv, d] :
+       {std::tuple{1, 4, 2, 64}, {37, 16, 8, 128}, {5, 14, 2, 64}, {3, 2, 1, 8}, {9, 6, 3, 96}}) {
+    const int heads = hq + 2 * hkv, width = heads * d;
+    Pair x = make(random(int64_t(n) * width, -3, 3), {n, width});
+    Pair b = make(random(width, -2, 2), {width});
+    cpu_->add_bias(x.cpu.tensor, b.cpu.tensor);
+    gpu_->add_bias(x.gpu.tensor, b.gpu.tensor);
+    expect_close(x, kTol, "add_bias");
+
+    const std::vector<float> before = random(int64_t(n) * width, -3, 3);
+    Pair qkv = make(before, {n, heads, d});
+    Pair qw = make(random(d, 0.5f, 1.5f), {d});
+    Pair kw = make(random(d, 0.5f, 1.5f), {d});
+    cpu_->qk_norm(qkv.cpu.tensor, qw.cpu.tensor, kw.cpu.tensor, hq, hkv, 1e-6f);
+    gpu_->qk_norm(qkv.gpu.tensor, qw.gpu.tensor, kw.gpu.tensor, hq, hkv, 1e-6f);
+    expect_close(qkv, kTol, "qk_norm");
+    const std::vector<float> g = gpu_values(qkv), c = cpu_values(qkv);
+    for (int t = 0; t < n; ++t)
+      for (int i = (hq + hkv) * d; i < width; ++i) {  // v heads: bit-identical to the input
+        ASSERT_EQ(g[size_t(t) * width + i], before[size_t(t) * width + i]) << "token " << t;
+        ASSERT_EQ(c[size_t(t) * width + i], before[size_t(t) * width + i]) << "token " << t;
+      }
+    // And the first q head and first k head were changed.
+    EXPECT_NE(c[0], before[0]);
+    EXPECT_NE(c[size_t(hq) * d], before[size_t(hq) * d]);
+  }
+}
+
 TEST_F(Ops, MatmulBf16AndF32Out) {
   // m <= 8 with k % 8 == 0 goes through the skinny-matmul kernel (every m from 1 to 8; k with
   // and without a tail past its unrolled loop; odd n); the rest through cuBLASLt.
@@ -242,12 +274,12 @@ TEST_F(Ops, RopeWriteKvAttention) {
     expect_close(q2, kTol, "rope q");
     expect_close(k2, kTol, "rope k");
 
-    AttentionBatch ab[2];
+    StepArgs ab[2];
     Pair cup = make_raw(DType::kI32, cu.data(), {seqs + 1});
     Pair kvl = make_raw(DType::kI32, kv_lens.data(), {seqs});
     Pair tab = make_raw(DType::kI32, table.data(), {seqs, max_blocks});
     for (int which = 0; which < 2; ++which) {
-      AttentionBatch& b = ab[which];
+      StepArgs& b = ab[which];
       b.num_seqs = seqs;
       b.num_tokens = n;
       b.max_q_len = max_q;

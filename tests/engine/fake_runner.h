@@ -44,7 +44,7 @@ class FakeRunner : public ModelRunner {
     }
   }
 
-  void step(const StepBatch& batch, std::vector<float>* logits,
+  void step(StepPlan& batch, std::vector<float>* logits,
             std::vector<int32_t>* sampled_ids) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -56,7 +56,7 @@ class FakeRunner : public ModelRunner {
     const int n = ++steps_;
     if (n == throw_on_step_) FS_THROW("injected backend fault");
     std::set<BlockId> used;
-    for (const SeqChunk& c : batch.chunks) {
+    for (const StepChunk& c : batch.chunks) {
       const auto& table = *c.block_table;
       FS_CHECK(int64_t(table.size()) * bs_ >= c.num_cached + c.num_tokens, "short block table");
       for (BlockId b : table) {
@@ -72,17 +72,17 @@ class FakeRunner : public ModelRunner {
         for (int p = 0; p <= pos; ++p) prefix.push_back(kv_[slot(table, p)]);
         std::vector<float> row(size_t(config_.vocab_size));
         logits_after(prefix, config_.vocab_size, row.data());
-        if (c.sample) {  // as a device sampler: the host sampler's token, only the token back
+        if (c.sample_path != SamplePath::kHost) {  // as a device sampler: only the token back
           FS_CHECK(sampled_ids != nullptr && c.logits == LogitsWanted::kLast, "bad sampled chunk");
-          if (argmax_is_enough(*c.sample->params)) {  // ties to the lowest id
+          if (c.sample_path == SamplePath::kArgmax) {  // ties to the lowest id
             sampled_ids->push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
             ++greedy_rows_;
           } else {
-            SamplingParams p = *c.sample->params;
+            SamplingParams p = *c.sample.params;
             p.logprobs = -1;
-            SampleInput in{row.data(), config_.vocab_size, c.sample->prompt, c.sample->generated,
-                           c.sample->step};
-            sampled_ids->push_back(sample_token(in, p).token);
+            SampleRequest q = c.sample;
+            q.params = &p;
+            sampled_ids->push_back(sample_token(row, q).token);
             ++drawn_rows_;
           }
         } else {

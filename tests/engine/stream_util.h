@@ -56,4 +56,16 @@ inline GenerationRequest make_request(std::vector<int32_t> prompt, int max_token
   return r;
 }
 
+// After a batch of `num_requests` has finished: the cache is empty again, every request was
+// counted, and preemption happened exactly when the test forced it.
+inline void expect_drained(const EngineMetrics& m, size_t num_requests, bool expect_preemption) {
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.requests_finished_total, num_requests);
+  if (expect_preemption) {
+    EXPECT_GT(m.num_preemptions, 0u);
+  } else {
+    EXPECT_EQ(m.num_preemptions, 0u);
+  }
+}
+
 }  // namespace flashserve

@@ -72,14 +72,7 @@ void run_together(int64_t kv_tokens, bool expect_preemption) {
     EXPECT_EQ(c.tokens, alone[i]) << "request " << i
                                   << (i % 2 ? " (seeded, temperature 1)" : " (greedy)");
   }
-  EngineMetrics m = engine->metrics();
-  EXPECT_EQ(m.kv_blocks_used, 0);
-  EXPECT_EQ(m.requests_finished_total, reqs.size());
-  if (expect_preemption) {
-    EXPECT_GT(m.num_preemptions, 0u);
-  } else {
-    EXPECT_EQ(m.num_preemptions, 0u);
-  }
+  expect_drained(engine->metrics(), reqs.size(), expect_preemption);
   EXPECT_FALSE(engine->failed());
 }
 

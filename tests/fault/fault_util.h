@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -85,6 +87,40 @@ inline int raw_connect(int port, int recv_timeout_ms = 10000, int rcvbuf = 0) {
   return fd;
 }
 
+// raw_connect from a chosen loopback source address (any 127.x.y.z works on Linux), so that a
+// test can play several clients as the per-client connection cap sees them. Non-blocking
+// connect is not needed on loopback.
+inline int raw_connect_from(int port, const char* source_ip, int recv_timeout_ms = 10000) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{recv_timeout_ms / 1000, (recv_timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source_ip, &src.sin_addr);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Raises this process's soft open-file limit to the hard one; returns the new soft limit.
+// (Tests that hold hundreds of sockets; the soft limit is often 1024.)
+inline long raise_fd_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
+  r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &r);
+  getrlimit(RLIMIT_NOFILE, &r);
+  return long(r.rlim_cur);
+}
+
 inline bool raw_send(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
@@ -94,12 +130,13 @@ inline bool raw_send(int fd, std::string_view data) {
   return true;
 }
 
-// Everything the server sends until it closes the connection or `limit` passes.
-inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
+// What the server sends until `done(what arrived)` holds, the server closes, or `limit` passes.
+inline std::string raw_read_until(int fd, std::chrono::milliseconds limit,
+                                  const std::function<bool(const std::string&)>& done) {
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 50};
+  while (std::chrono::steady_clock::now() < deadline && !done(out)) {
+    pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
     char buf[4096];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
@@ -109,26 +146,21 @@ inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
   return out;
 }
 
+// Everything the server sends until it closes the connection or `limit` passes.
+inline std::string raw_read_all(int fd, std::chrono::milliseconds limit) {
+  return raw_read_until(fd, limit, [](const std::string&) { return false; });
+}
+
 // Reads until one whole response (headers and Content-Length body) is in, the server closes, or
 // `limit` passes; returns what arrived.
 inline std::string raw_read_response(int fd, std::chrono::milliseconds limit) {
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
+  return raw_read_until(fd, limit, [](const std::string& out) {
     const size_t head = out.find("\r\n\r\n");
-    if (head != std::string::npos) {
-      const size_t cl = out.find("Content-Length: ");
-      const size_t want = cl < head ? size_t(std::atol(out.c_str() + cl + 16)) : 0;
-      if (out.size() >= head + 4 + want) break;
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, size_t(n));
-  }
-  return out;
+    if (head == std::string::npos) return false;
+    const size_t cl = out.find("Content-Length: ");
+    const size_t want = cl < head ? size_t(std::atol(out.c_str() + cl + 16)) : 0;
+    return out.size() >= head + 4 + want;
+  });
 }
 
 // The status code of the first HTTP response in `raw` (0 when there is none).

@@ -99,8 +99,11 @@ TEST(FaultHttp, MalformedRequestsGetAnErrorOrAClose) {
     chunked += size + part + "\r\n";
   }
   EXPECT_EQ(send_raw(port, chunked + "0\r\n\r\n", 10000ms), 200);
-  // The same request from a client that half-closes after sending: a hang-up, no answer.
-  EXPECT_EQ(send_raw(port, chunked + "0\r\n\r\n", 2000ms, /*half_close=*/true), 0);
+  // The same request from a client that half-closes after sending: taken as a hang-up, so the
+  // answer is dropped unless the (2-token) completion finished before the server noticed; in
+  // either case nothing hangs.
+  const int half_closed = send_raw(port, chunked + "0\r\n\r\n", 2000ms, /*half_close=*/true);
+  EXPECT_TRUE(half_closed == 0 || half_closed == 200) << half_closed;
   EXPECT_EQ(ok_completion(port), 200);
   EXPECT_EQ(metric(port, "flashserve_http_requests_total{status=\"500\"}"), -1) << "no 500s";
   EXPECT_EQ(server.stop(), 0) << server.log();
@@ -181,10 +184,11 @@ TEST(FaultHttp, ByteByByteClientIsServed) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-TEST(FaultHttp, StalledClientsAreTimedOutAndTheirThreadsFreed) {
-  // Two handler threads, both taken by clients that send half a request and stall. The read
-  // timeout (5 s in cpp-httplib) must close them and free the threads for a normal request.
-  ServerProcess server({"--http-threads", "2"});
+TEST(FaultHttp, StalledClientsHoldNoThreadAndAreTimedOut) {
+  // Two handler threads and two clients that send half a request and stall. Requests are read
+  // whole before a thread sees them, so a normal request is served at once; the stalled ones
+  // get 408 when the body deadline passes (2 s here) and are closed.
+  ServerProcess server({"--http-threads", "2", "--request-body-timeout-ms", "2000"});
   ASSERT_TRUE(server.started()) << server.log();
   const int port = server.port();
   std::vector<int> stalled;
@@ -195,17 +199,17 @@ TEST(FaultHttp, StalledClientsAreTimedOutAndTheirThreadsFreed) {
     stalled.push_back(fd);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ok_completion(port), 200);  // waits for a thread: at most one read timeout
+  EXPECT_EQ(ok_completion(port), 200);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(waited, 15.0);
+  EXPECT_LT(waited, 1.0);
   for (int fd : stalled) {
-    // The server has closed them (or answered 400): the read ends instead of timing out.
     const auto t1 = std::chrono::steady_clock::now();
     std::string rest = raw_read_all(fd, 15000ms);
-    EXPECT_LT(std::chrono::steady_clock::now() - t1, 14000ms) << "stalled connection still open";
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, 4000ms) << "stalled connection still open";
+    EXPECT_EQ(raw_status(rest), 408) << rest;
     close(fd);
   }
-  std::printf("normal request served after %.1f s behind 2 stalled clients\n", waited);
+  std::printf("normal request served after %.2f s beside 2 stalled clients\n", waited);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -17,7 +17,7 @@ struct DecodeTolerance {
 };
 
 inline DecodeTolerance decode_tolerance(DType t) {
-  // KERNELS.md §6: bf16 relative Frobenius <= 1e-2 (typically 2-4e-3), floor 1e-2 * max|O_ref|.
+  // docs/KERNEL_NOTES.md §4: bf16 relative Frobenius <= 1e-2 (typically 2-4e-3), floor 1e-2 * max|O_ref|.
   if (t == DType::kBF16) return {1e-2, 2e-2, 2e-3};
   return {2e-3, 4e-3, 2e-3};  // fp16: 8x smaller u; kept at ~1/5 of bf16 to leave slack
 }

@@ -63,14 +63,14 @@ class BlockPool {
   size_t next_ = 0;
 };
 
-// One sequence's tokens and KV blocks; chunk() makes the SeqChunk for its next n tokens.
+// One sequence's tokens and KV blocks; chunk() makes the StepChunk for its next n tokens.
 struct TestSeq {
   std::vector<int32_t> tokens;
   std::vector<int32_t> blocks;
   int num_cached = 0;
-  SeqChunk chunk(int n, int block_size, BlockPool& pool, LogitsWanted want) {
+  StepChunk chunk(int n, int block_size, BlockPool& pool, LogitsWanted want) {
     while (int(blocks.size()) * block_size < num_cached + n) blocks.push_back(pool.take());
-    SeqChunk c;
+    StepChunk c;
     c.tokens = tokens.data() + num_cached;
     c.num_tokens = n;
     c.num_cached = num_cached;

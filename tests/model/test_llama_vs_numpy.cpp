@@ -1,5 +1,7 @@
 // Random-weight HF models written by write_random_hf_model (GQA and MHA, tied and untied heads,
-// head_dim 64 and 128, f32/f16/bf16, single file and sharded, plain and llama3 RoPE) load and
+// head_dim 64 and 128, f32/f16/bf16, single file and sharded, plain and llama3 RoPE; each
+// architecture of the family: Llama, Mistral, Qwen2's q/k/v biases, Qwen3's per-head q/k norms
+// with a head_dim other than hidden / heads) load and
 // give, at every prompt position, the logits of the independent float64 numpy forward in
 // tools/llama_reference.py (run through /usr/bin/python3; skipped when numpy is missing).
 // stories260K (llama2.c layout, interleaved RoPE in the reference) is checked the same way.
@@ -10,6 +12,7 @@
 
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
+#include "weights/hf_config.h"
 
 namespace flashserve::test {
 namespace {
@@ -49,7 +52,7 @@ std::vector<float> runner_logits(const LoadedModel& model, const std::vector<int
   BlockPool pool(runner->num_kv_blocks(), 11);
   TestSeq seq;
   seq.tokens = ids;
-  StepBatch b;
+  StepPlan b;
   b.chunks.push_back(seq.chunk(int(ids.size()), runner->block_size(), pool, LogitsWanted::kAll));
   std::vector<float> logits;
   runner->step(b, &logits);
@@ -63,6 +66,7 @@ struct Case {
   DType dtype;
   int shards;
   bool llama3;
+  const char* arch = "LlamaForCausalLM";
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -73,6 +77,7 @@ TEST_P(RandomHf, LogitsMatchNumpy) {
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy not available";
   const Case& k = GetParam();
   ModelConfig c = small_config(k.hidden, k.q_heads, k.kv_heads, k.head_dim, k.tied);
+  set_architecture(c, k.arch);
   if (k.llama3) {  // bands chosen so positions 0..19 cross all three (wavelengths 6 .. 6e4)
     c.rope_scaling.type = "llama3";
     c.rope_scaling.factor = 8.f;
@@ -98,7 +103,17 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gqa_tied_d64_f32_llama3", 256, 8, 2, 64, true, DType::kF32, 1, true},
         Case{"gqa_untied_d128_bf16_3shards", 256, 4, 2, 128, false, DType::kBF16, 3, false},
         Case{"mha_untied_d64_f16_2shards", 256, 4, 4, 64, false, DType::kF16, 2, false},
-        Case{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16, 1, false}),
+        Case{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16, 1, false},
+        Case{"mistral_gqa_untied_d64_f16", 256, 4, 2, 64, false, DType::kF16, 1, false,
+             "MistralForCausalLM"},
+        Case{"qwen2_gqa_tied_d64_bf16_2shards", 256, 4, 2, 64, true, DType::kBF16, 2, false,
+             "Qwen2ForCausalLM"},
+        Case{"qwen2_mha_untied_d128_f32_llama3", 256, 2, 2, 128, false, DType::kF32, 1, true,
+             "Qwen2ForCausalLM"},
+        Case{"qwen3_gqa_tied_d128_bf16", 256, 4, 2, 128, true, DType::kBF16, 1, false,
+             "Qwen3ForCausalLM"},
+        Case{"qwen3_gqa_untied_d64_f32", 512, 4, 1, 64, false, DType::kF32, 1, false,
+             "Qwen3ForCausalLM"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Stories260K, LogitsMatchNumpy) {

@@ -50,8 +50,8 @@ TEST(ModelRunnerErrors, RejectsBadOptionsAndBatches) {
   std::vector<int32_t> tokens = {1, 2, 3};
   std::vector<int32_t> blocks = {6};
   auto batch_with = [&](auto edit) {
-    StepBatch b;
-    SeqChunk ch;
+    StepPlan b;
+    StepChunk ch;
     ch.tokens = tokens.data();
     ch.num_tokens = 3;
     ch.block_table = &blocks;
@@ -60,19 +60,19 @@ TEST(ModelRunnerErrors, RejectsBadOptionsAndBatches) {
     return b;
   };
   std::vector<float> logits;
-  EXPECT_THROW(r->step(batch_with([](SeqChunk&) {}), nullptr), Error);
+  EXPECT_THROW(r->step(batch_with([](StepChunk&) {}), nullptr), Error);
   std::vector<int32_t> bad_tokens = {1, 300, 3};
-  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.tokens = bad_tokens.data(); }), &logits),
+  EXPECT_THROW(r->step(batch_with([&](StepChunk& ch) { ch.tokens = bad_tokens.data(); }), &logits),
                Error);
   std::vector<int32_t> bad_blocks = {7};
-  EXPECT_THROW(r->step(batch_with([&](SeqChunk& ch) { ch.block_table = &bad_blocks; }), &logits),
+  EXPECT_THROW(r->step(batch_with([&](StepChunk& ch) { ch.block_table = &bad_blocks; }), &logits),
                Error);
-  EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.num_cached = 14; }), &logits), Error);
-  EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.block_table = nullptr; }), &logits), Error);
-  EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.num_tokens = 0; }), &logits), Error);
-  EXPECT_THROW(r->step(batch_with([](SeqChunk& ch) { ch.num_cached = -1; }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([](StepChunk& ch) { ch.num_cached = 14; }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([](StepChunk& ch) { ch.block_table = nullptr; }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([](StepChunk& ch) { ch.num_tokens = 0; }), &logits), Error);
+  EXPECT_THROW(r->step(batch_with([](StepChunk& ch) { ch.num_cached = -1; }), &logits), Error);
   EXPECT_TRUE(logits.empty());
-  r->step(batch_with([](SeqChunk&) {}), &logits);
+  r->step(batch_with([](StepChunk&) {}), &logits);
   EXPECT_EQ(logits.size(), size_t(c.vocab_size));
   fs::remove_all(dir);
 }

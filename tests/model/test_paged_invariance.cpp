@@ -55,7 +55,7 @@ std::vector<float> run_chunks(ModelRunner& runner, const std::vector<int32_t>& t
   seq.tokens = tokens;
   std::vector<float> logits;
   for (int n : chunks) {
-    StepBatch b;
+    StepPlan b;
     b.chunks.push_back(seq.chunk(n, runner.block_size(), pool, LogitsWanted::kAll));
     runner.step(b, &logits);
   }
@@ -100,7 +100,7 @@ TEST_F(PagedInvariance, AloneEqualsInRaggedBatchOfEight) {
   BlockPool pool(r->num_kv_blocks(), 21);
   std::vector<std::vector<float>> batched(lens.size());
   auto run_step = [&](const std::vector<int>& n_per_seq) {
-    StepBatch b;
+    StepPlan b;
     std::vector<size_t> who;
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (n_per_seq[i] == 0) continue;
@@ -133,7 +133,7 @@ TEST_F(PagedInvariance, AloneEqualsInRaggedBatchOfEight) {
     for (int d = 0; d < decodes; ++d) steps.push_back(1);
     for (int n : steps) {
       if (n == 0) continue;
-      StepBatch b;
+      StepPlan b;
       b.chunks.push_back(s.chunk(n, 16, p, LogitsWanted::kLast));
       alone->step(b, &got);
     }
@@ -152,7 +152,7 @@ TEST_F(PagedInvariance, LogitsWantedSelectsRows) {
   TestSeq a, b;
   a.tokens = tokens;
   b.tokens = tokens;
-  StepBatch batch;
+  StepPlan batch;
   batch.chunks.push_back(a.chunk(12, 16, pool, LogitsWanted::kNone));
   batch.chunks.push_back(b.chunk(12, 16, pool, LogitsWanted::kLast));
   std::vector<float> got = {42.f};  // step appends: existing contents stay
@@ -184,14 +184,16 @@ TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
     auto r = runner(16);
     BlockPool pool(r->num_kv_blocks(), 3);
     std::vector<TestSeq> seqs(lens.size());
-    StepBatch b;
+    StepPlan b;
     for (size_t i = 0; i < lens.size(); ++i) {
       seqs[i].tokens = random_tokens(lens[i], vocab, uint32_t(50 + i));
       const LogitsWanted want = i == 2 ? LogitsWanted::kAll
                                 : i == 3 ? LogitsWanted::kNone : LogitsWanted::kLast;
       b.chunks.push_back(seqs[i].chunk(lens[i], 16, pool, want));
-      if (pass == 1 && i == 0) b.chunks.back().sample = SampleRequest{&greedy, {}, {}, 0};
-      if (pass == 1 && i == 4) b.chunks.back().sample = SampleRequest{&drawn, history, history, 3};
+      StepChunk& c = b.chunks.back();
+      if (pass == 1 && i == 0) c.sample = SampleRequest{&greedy, {}, {}, 0};
+      if (pass == 1 && i == 4) c.sample = SampleRequest{&drawn, history, history, 3};
+      if (pass == 1 && (i == 0 || i == 4)) c.sample_path = choose_sample_path(*c.sample.params, vocab, true);
     }
     r->step(b, pass == 0 ? &plain : &mixed, pass == 0 ? nullptr : &ids);
   }
@@ -207,17 +209,16 @@ TEST_F(PagedInvariance, GreedyChunksReturnTheArgmaxOfTheirRow) {
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[0], argmax(row(plain, 0)));
   const std::vector<float> last = row(plain, 11);
-  const SampleInput in{last.data(), vocab, history, history, 3};
-  EXPECT_EQ(ids[1], sample_token(in, drawn).token);
+  EXPECT_EQ(ids[1], sample_token(last, SampleRequest{&drawn, history, history, 3}).token);
   for (int r = 0; r < 10; ++r) EXPECT_EQ(row(mixed, r), row(plain, r + 1)) << r;
   // A greedy chunk without a place for its id, or with kAll, is refused.
   auto r = runner(16);
   BlockPool pool(r->num_kv_blocks(), 4);
   TestSeq seq;
   seq.tokens = {1, 2, 3};
-  StepBatch b;
+  StepPlan b;
   b.chunks.push_back(seq.chunk(3, 16, pool, LogitsWanted::kAll));
-  b.chunks.back().sample = SampleRequest{&greedy, {}, {}, 0};
+  b.chunks.back().sample_path = SamplePath::kArgmax;
   std::vector<float> l;
   EXPECT_THROW(r->step(b, &l, &ids), Error);
   b.chunks.back().logits = LogitsWanted::kLast;

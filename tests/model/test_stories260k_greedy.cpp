@@ -43,7 +43,7 @@ std::vector<int32_t> greedy(const LoadedModel& model, int block_size, int thread
   std::vector<int32_t> out;
   std::vector<float> logits;
   while (int(out.size()) < n) {
-    StepBatch b;
+    StepPlan b;
     const int pending = int(seq.tokens.size()) - seq.num_cached;
     b.chunks.push_back(
         seq.chunk(token_by_token ? 1 : pending, block_size, pool, LogitsWanted::kLast));

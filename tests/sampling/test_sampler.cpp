@@ -24,11 +24,10 @@ std::vector<float> random_logits(int vocab, uint32_t seed, float offset = 3.f) {
 }
 
 int32_t sample(const std::vector<float>& logits, const SamplingParams& p, uint64_t step = 0) {
-  SampleInput in;
-  in.logits = logits.data();
-  in.vocab_size = int(logits.size());
+  SampleRequest in;
+  in.params = &p;
   in.step = step;
-  return sample_token(in, p).token;
+  return sample_token(logits, in).token;
 }
 
 // Logits whose softmax (temperature 1) is exactly `probs`.
@@ -178,12 +177,12 @@ TEST(Sampler, PenaltiesAndBias) {
   apply_penalties(r, prompt, gen, p);
   EXPECT_EQ(r, (std::vector<float>{2.f, -2.f, 3.f, -1.f, 10.5f, -96.f}));
   p.temperature = 0.f;  // the bias decides greedy, but logprobs stay those of the raw logits
-  SampleInput in{l.data(), int(l.size()), prompt, gen, 0};
-  SampledToken t = sample_token(in, p);
+  const SampleRequest in{&p, prompt, gen, 0};
+  SampledToken t = sample_token(l, in);
   EXPECT_EQ(t.token, 4);
   EXPECT_TRUE(std::isnan(t.logprob));  // no logprobs asked for: none computed
   p.logprobs = 0;
-  t = sample_token(in, p);
+  t = sample_token(l, in);
   EXPECT_EQ(t.token, 4);
   std::vector<float> ls(l.size());
   log_softmax(l, ls);
@@ -196,8 +195,8 @@ TEST(Sampler, Logprobs) {
   p.temperature = 0.8f;
   p.seed = 42;
   p.logprobs = 5;
-  SampleInput in{l.data(), int(l.size()), {}, {}, 7};
-  SampledToken t = sample_token(in, p);
+  const SampleRequest in{&p, {}, {}, 7};
+  SampledToken t = sample_token(l, in);
   std::vector<float> ls(l.size());
   log_softmax(l, ls);
   double total = 0;
@@ -212,16 +211,16 @@ TEST(Sampler, Logprobs) {
     EXPECT_FLOAT_EQ(ls[t.top_logprobs[i].first], sorted[i]);
   }
   p.logprobs = 0;
-  EXPECT_TRUE(sample_token(in, p).top_logprobs.empty());
+  EXPECT_TRUE(sample_token(l, in).top_logprobs.empty());
 }
 
 TEST(Sampler, RejectsBadParameters) {
   std::vector<float> l = {0.f, 1.f};
-  SampleInput in{l.data(), 2, {}, {}, 0};
   auto bad = [&](auto set) {
     SamplingParams p;
     set(p);
-    EXPECT_THROW(sample_token(in, p), Error);
+    EXPECT_THROW(sample_token(l, SampleRequest{&p, {}, {}, 0}), Error);
+    EXPECT_EQ(choose_sample_path(p, 2, true), SamplePath::kHost);  // the host sampler fails it
   };
   bad([](SamplingParams& p) { p.temperature = -1.f; });
   bad([](SamplingParams& p) { p.top_p = 0.f; });
@@ -229,9 +228,27 @@ TEST(Sampler, RejectsBadParameters) {
   bad([](SamplingParams& p) { p.repetition_penalty = 0.f; });
   bad([](SamplingParams& p) { p.logit_bias = {{2, 1.f}}; });
   std::vector<float> nan = {0.f, NAN};
-  SampleInput in_nan{nan.data(), 2, {}, {}, 0};
-  EXPECT_THROW(sample_token(in_nan, SamplingParams{}), Error);
+  const SamplingParams plain;
+  EXPECT_THROW(sample_token(nan, SampleRequest{&plain, {}, {}, 0}), Error);
 }
 
 }  // namespace
 }  // namespace flashserve
+
+// The one place that decides where a token is drawn.
+TEST(Sampler, ChoosesWhereToSample) {
+  using namespace flashserve;
+  SamplingParams p;
+  EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kDevice);  // temperature 1
+  EXPECT_EQ(choose_sample_path(p, 10, false), SamplePath::kHost);   // device not allowed
+  p.temperature = 0.f;
+  EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kArgmax);
+  p.repetition_penalty = 1.1f;  // greedy, but over the penalised row
+  EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kDevice);
+  p.repetition_penalty = 1.f;
+  p.logit_bias = {{3, 1.f}};
+  EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kDevice);
+  p.logit_bias.clear();
+  p.logprobs = 0;  // logprobs are computed on the host from the whole row
+  EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kHost);
+}

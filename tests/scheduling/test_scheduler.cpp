@@ -29,15 +29,15 @@ std::vector<int32_t> solo_output(const std::vector<int32_t>& prompt, int max_tok
   return {all.begin() + prompt.size(), all.end()};
 }
 
-// Executes StepBatches against a token-id "KV cache" [num_blocks * block_size].
+// Executes StepPlanes against a token-id "KV cache" [num_blocks * block_size].
 class FakeModel {
  public:
   FakeModel(int num_blocks, int block_size) : bs_(block_size), kv_(num_blocks * block_size, -1) {}
 
   // Returns one next-token per logits row, in batch order.
-  std::vector<int32_t> step(const StepBatch& batch) {
+  std::vector<int32_t> step(const StepPlan& batch) {
     std::vector<int32_t> rows;
-    for (const SeqChunk& c : batch.chunks) {
+    for (const StepChunk& c : batch.chunks) {
       const auto& table = *c.block_table;
       EXPECT_GE(static_cast<int>(table.size()) * bs_, c.num_cached + c.num_tokens);
       for (int i = 0; i < c.num_tokens; ++i) kv_[slot(table, c.num_cached + i)] = c.tokens[i];
@@ -170,7 +170,7 @@ SimResult simulate(const SchedulerConfig& cfg, int num_blocks, int num_requests,
     if (decodes_scheduled < decodes_left) {
       EXPECT_EQ(decodes_scheduled, cfg.max_num_batched_tokens);
     }
-    std::vector<int32_t> rows = model.step(out.to_step_batch());
+    std::vector<int32_t> rows = model.step(out.to_step_plan());
     sched.commit(out);
     size_t r = 0;
     std::vector<uint64_t> done;

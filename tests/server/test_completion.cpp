@@ -39,7 +39,7 @@ class FakeRunner : public ModelRunner {
   std::string backend_name() const override { return "fake"; }
   int block_size() const override { return 16; }
   int num_kv_blocks() const override { return 64; }
-  void step(const StepBatch&, std::vector<float>*, std::vector<int32_t>*) override {}
+  void step(StepPlan&, std::vector<float>*, std::vector<int32_t>*) override {}
 };
 
 // Every submit() gets the same script: tokens then a finish (or nullptr when `full`).
@@ -320,7 +320,9 @@ TEST_F(CompletionTest, LogprobsOffsetsAndEcho) {
   const json& ch = body["choices"][0];
   EXPECT_EQ(ch["text"], "Once upon\xC3\xA9 a");
   EXPECT_EQ(ch["logprobs"]["tokens"],
-            json::parse(R"(["<s>"," Once"," upon","bytes:\\xc3","bytes:\\xa9"," a"])"));
+            json::parse(R"(["","Once"," upon","bytes:\\xc3","bytes:\\xa9"," a"])"));
+  // The echoed prompt's tokens spell its text exactly: BOS adds nothing, the first piece has
+  // no leading space (issue: tokens[0] was "<s>" and the text does not start with it).
   EXPECT_EQ(ch["logprobs"]["text_offset"], json::parse("[0,0,4,9,9,11]"));
   EXPECT_TRUE(ch["logprobs"]["token_logprobs"][0].is_null());
   EXPECT_DOUBLE_EQ(ch["logprobs"]["token_logprobs"][1].get<double>(), -1.5);

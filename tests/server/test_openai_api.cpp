@@ -1,5 +1,5 @@
-// openai_api: request parsing/validation (every API.md field, each bad value -> its status and
-// envelope) and the response/SSE builders. Uses a fake byte-level tokenizer; no engine.
+// openai_api: request parsing/validation (every docs/API_CONTRACT.md field, each bad value -> its
+// status and envelope) and the response/SSE builders. Uses a fake byte-level tokenizer; no engine.
 #include <gtest/gtest.h>
 
 #include <cmath>

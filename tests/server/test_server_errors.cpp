@@ -69,7 +69,7 @@ TEST(ServerErrors, EveryBadRequestGetsItsStatusAndEnvelope) {
       {"key without Bearer", "GET", "/v1/models", "", {std::string("Authorization: ") + kKey},
        401, "invalid_api_key"},
       {"unknown route", "GET", "/v2/nothing", "", {kAuth}, 404, "not_found"},
-      {"wrong method", "GET", "/v1/completions", "", {kAuth}, 404, "not_found"},
+      {"wrong method", "GET", "/v1/completions", "", {kAuth}, 405, "method_not_allowed"},
       {"invalid UTF-8 in JSON", "POST", "/v1/completions", "{\"prompt\":\"\xC3\x28\"}", {kAuth},
        400, ""},
       {"deep nesting", "POST", "/v1/completions", "{\"prompt\":" + std::string(30000, '['),

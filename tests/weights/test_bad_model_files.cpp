@@ -16,19 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 1;
-  c.num_q_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.vocab_size = 12;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = true;
-  return c;
-}
+ModelConfig tiny_config() { return test::small_config({16, 24, 1, 2, 1, 8, 12, 32, true}); }
 
 // A valid F32 header for `c`'s tensors laid out back to back; *data_size gets the total.
 json valid_header(const ModelConfig& c, uint64_t* data_size) {
@@ -99,9 +87,11 @@ TEST_F(BadModelFiles, BadConfigJson) {
   test::write_text(cfg, "{\"hidden_size\": 16,");
   EXPECT_MSG(error(), cfg + ": not valid JSON");
   json j = json::parse(hf_config_json(tiny_config()));
-  j["architectures"] = {"MistralForCausalLM"};
+  j["architectures"] = {"GemmaForCausalLM"};
   test::write_text(cfg, j.dump());
-  EXPECT_MSG(error(), cfg + ": unknown architecture [\"MistralForCausalLM\"]");
+  EXPECT_MSG(error(), cfg + ": unsupported architecture [\"GemmaForCausalLM\"] (supported: "
+                            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                            "Qwen3ForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gpt2";
   test::write_text(cfg, j.dump());

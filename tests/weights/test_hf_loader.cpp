@@ -18,33 +18,14 @@ namespace flashserve {
 namespace {
 
 ModelConfig gqa_tied_config() {  // head_dim 64, 4 q heads over 2 kv heads
-  ModelConfig c;
-  c.hidden_size = 256;
-  c.intermediate_size = 96;
-  c.num_layers = 2;
-  c.num_q_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.vocab_size = 40;
-  c.max_position_embeddings = 128;
-  c.tie_word_embeddings = true;
-  return c;
+  return test::small_config({256, 96, 2, 4, 2, 64, 40, 128, true});
 }
 
 ModelConfig untied_llama3_config() {  // head_dim 128 given explicitly (!= hidden/heads)
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.intermediate_size = 80;
-  c.num_layers = 3;
-  c.num_q_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 128;
-  c.vocab_size = 33;
-  c.max_position_embeddings = 256;
+  ModelConfig c = test::small_config({64, 80, 3, 2, 1, 128, 33, 256, false});
   c.rms_norm_eps = 1e-6f;
   c.rope_theta = 500000.f;
   c.rope_scaling = {"llama3", 8.f, 1.f, 4.f, 64};
-  c.tie_word_embeddings = false;
   c.bos_token_id = 7;
   c.eos_token_ids = {3, 9};
   return c;

@@ -1,4 +1,5 @@
-// Helpers for the weights tests: a fresh temporary folder per test, whole-file reads, and a check
+// Helpers for the weights tests: small model shapes, a fresh temporary folder per test, whole-file
+// reads, and a check
 // that a pointer lies in a memory mapping of a given file (/proc/self/maps), which proves the
 // loader mapped the file instead of reading it into a copy.
 #pragma once
@@ -13,9 +14,25 @@
 #include <string>
 #include <vector>
 
+#include "weights/model.h"
+
 namespace flashserve::test {
 
 namespace fs = std::filesystem;
+
+// A small Llama shape (the other ModelConfig fields keep their defaults).
+struct SmallShape {
+  int hidden, intermediate, layers, q_heads, kv_heads, head_dim, vocab, max_positions;
+  bool tied;
+};
+inline ModelConfig small_config(const SmallShape& s) {
+  ModelConfig c;
+  c.hidden_size = s.hidden, c.intermediate_size = s.intermediate, c.num_layers = s.layers;
+  c.num_q_heads = s.q_heads, c.num_kv_heads = s.kv_heads, c.head_dim = s.head_dim;
+  c.vocab_size = s.vocab, c.max_position_embeddings = s.max_positions;
+  c.tie_word_embeddings = s.tied;
+  return c;
+}
 
 // Folders made by fresh_dir, removed when the test program exits.
 struct TempDirs {
