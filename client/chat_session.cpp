@@ -59,6 +59,7 @@ PreparedPrompt ChatSession::prepare(const std::string& user) {
   const int budget = prompt_budget();
   for (;;) {
     p.prompt = render_prompt(options_.kind, options_.system, history_, user);
+    if (options_.kind == TemplateKind::kServer) p.messages = messages(user);
     p.estimated_tokens = estimate_tokens(p.prompt);
     if (budget <= 0 && options_.max_model_len <= 0) return p;  // unknown context: send as is
     if (p.estimated_tokens <= budget) return p;
@@ -68,6 +69,17 @@ PreparedPrompt ChatSession::prepare(const std::string& user) {
     }
     ++p.dropped_turns;
   }
+}
+
+nlohmann::json ChatSession::messages(const std::string& user) const {
+  nlohmann::json m = nlohmann::json::array();
+  if (!options_.system.empty()) m.push_back({{"role", "system"}, {"content", options_.system}});
+  for (const Turn& t : history_) {
+    m.push_back({{"role", "user"}, {"content", t.user}});
+    m.push_back({{"role", "assistant"}, {"content", t.assistant}});
+  }
+  m.push_back({{"role", "user"}, {"content", user}});
+  return m;
 }
 
 bool ChatSession::drop_oldest() {

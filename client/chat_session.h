@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/chat_template.h"
 
 namespace flashserve::chat {
 
 struct SessionOptions {
-  TemplateKind kind = TemplateKind::kPlain;
+  TemplateKind kind = TemplateKind::kServer;
   std::string system;
   double temperature = 0.8;
   int max_tokens = 256;
@@ -21,7 +23,8 @@ struct SessionOptions {
 
 // What to send for the next reply.
 struct PreparedPrompt {
-  std::string prompt;
+  std::string prompt;        // local templates: the prompt; kServer: its plain form (for the estimate)
+  nlohmann::json messages;   // kServer: the conversation as OpenAI chat messages
   int estimated_tokens = 0;  // of the prompt, by the current bytes-per-token estimate
   int dropped_turns = 0;     // oldest turns removed from the history to fit
   bool fits = true;          // false: even with no history left the estimate exceeds the budget
@@ -51,6 +54,8 @@ class ChatSession {
   // Renders the prompt for `user`, dropping the oldest turns (permanently) until the estimate
   // fits the budget.
   PreparedPrompt prepare(const std::string& user);
+  // The system prompt, the history and `user` as chat messages (what kServer sends).
+  nlohmann::json messages(const std::string& user) const;
   // Drops the oldest turn (after the server said the prompt is too long); false if none is left.
   bool drop_oldest();
   // Records a finished (or interrupted) exchange.

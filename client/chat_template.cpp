@@ -1,10 +1,11 @@
-// Prompt templates: plain ("User:"/"Assistant:" lines), Llama-2 chat ([INST] with <<SYS>>),
+// Prompt formats: the server's own (kServer), and the local fallbacks: plain ("User:"/"Assistant:" lines), Llama-2 chat ([INST] with <<SYS>>),
 // ChatML (<|im_start|>role ... <|im_end|>) and Zephyr (<|user|> ... </s>).
 #include "client/chat_template.h"
 
 namespace flashserve::chat {
 
 std::optional<TemplateKind> parse_template_kind(const std::string& name) {
+  if (name == "server") return TemplateKind::kServer;
   if (name == "plain") return TemplateKind::kPlain;
   if (name == "llama2" || name == "llama-2") return TemplateKind::kLlama2;
   if (name == "chatml") return TemplateKind::kChatml;
@@ -18,6 +19,7 @@ std::string template_name(TemplateKind kind) {
     case TemplateKind::kLlama2: return "llama2";
     case TemplateKind::kChatml: return "chatml";
     case TemplateKind::kZephyr: return "zephyr";
+    case TemplateKind::kServer: return "server";
   }
   return "plain";
 }
@@ -83,6 +85,7 @@ std::string render_prompt(TemplateKind kind, const std::string& system,
     case TemplateKind::kLlama2: return render_llama2(system, turns, user);
     case TemplateKind::kChatml: return render_chatml(system, turns, user);
     case TemplateKind::kZephyr: return render_zephyr(system, turns, user);
+    case TemplateKind::kServer: return render_plain(system, turns, user);  // size estimate only
   }
   return render_plain(system, turns, user);
 }
@@ -93,6 +96,7 @@ std::vector<std::string> stop_strings(TemplateKind kind) {
     case TemplateKind::kLlama2: return {"</s>", "[INST]"};
     case TemplateKind::kChatml: return {"<|im_end|>", "<|im_start|>"};
     case TemplateKind::kZephyr: return {"</s>", "<|user|>"};
+    case TemplateKind::kServer: return {};
   }
   return {};
 }

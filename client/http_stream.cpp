@@ -148,13 +148,16 @@ ModelsResult ApiClient::models() {
     if (m.contains("max_model_len") && m["max_model_len"].is_number_integer()) {
       r.max_model_len = m["max_model_len"];
     }
+    if (m.contains("chat_template") && m["chat_template"].is_boolean()) {
+      r.chat_template = m["chat_template"].get<bool>();
+    }
   }
   return r;
 }
 
 StreamResult ApiClient::stream_completion(json request,
                                           const std::function<void(const std::string&)>& on_text,
-                                          const std::atomic<bool>* cancel) {
+                                          const std::atomic<bool>* cancel, Endpoint endpoint) {
   request["stream"] = true;
   StreamResult r;
   httplib::Client cli(base_.scheme_host_port);
@@ -182,8 +185,13 @@ StreamResult ApiClient::stream_completion(json request,
     if (!j.contains("choices") || !j["choices"].is_array()) return;
     for (const json& c : j["choices"]) {
       if (c.value("index", 0) != 0) continue;
-      if (c.contains("text") && c["text"].is_string()) {
-        const std::string& t = c["text"].get_ref<const std::string&>();
+      // Completions carry "text"; chat chunks carry {"delta": {"content"}}.
+      const json* text = c.contains("text") ? &c["text"] : nullptr;
+      if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")) {
+        text = &c["delta"]["content"];
+      }
+      if (text && text->is_string()) {
+        const std::string& t = text->get_ref<const std::string&>();
         if (!t.empty()) on_text(t);
       }
       if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
@@ -194,7 +202,8 @@ StreamResult ApiClient::stream_completion(json request,
 
   httplib::Request req;
   req.method = "POST";
-  req.path = base_.path_prefix + "/v1/completions";
+  req.path = base_.path_prefix +
+             (endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions");
   req.body = request.dump();
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept", "text/event-stream");

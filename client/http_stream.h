@@ -1,6 +1,6 @@
 // The chat client's HTTP side: an incremental Server-Sent-Events parser (pure, unit-tested), the
-// base-URL parser, and ApiClient, which calls GET /v1/models and streams POST /v1/completions
-// over cpp-httplib, cancellable from another thread (Ctrl-C) by closing the connection.
+// base-URL parser, and ApiClient, which calls GET /v1/models and streams POST
+// /v1/chat/completions (or /v1/completions, for the local templates) over cpp-httplib, cancellable from another thread (Ctrl-C) by closing the connection.
 #pragma once
 
 #include <atomic>
@@ -59,19 +59,23 @@ struct ModelsResult {
   std::string message;
   std::string model_id;
   int max_model_len = 0;
+  std::optional<bool> chat_template;  // /v1/models "chat_template"; absent on other servers
 };
+
+enum class Endpoint { kCompletions, kChat };
 
 class ApiClient {
  public:
   ApiClient(BaseUrl base, std::string api_key);
 
   ModelsResult models();
-  // Streams a completion (`request` gets "stream": true); `on_text` receives each text delta of
-  // choice 0. When *cancel becomes true the connection is closed, which makes the server cancel
-  // the request; returns kCancelled.
+  // Streams a completion (`request` gets "stream": true) from /v1/completions or
+  // /v1/chat/completions; `on_text` receives each text delta of choice 0. When *cancel becomes
+  // true the connection is closed, which makes the server cancel the request; returns kCancelled.
   StreamResult stream_completion(nlohmann::json request,
                                  const std::function<void(const std::string&)>& on_text,
-                                 const std::atomic<bool>* cancel);
+                                 const std::atomic<bool>* cancel,
+                                 Endpoint endpoint = Endpoint::kCompletions);
 
  private:
   BaseUrl base_;

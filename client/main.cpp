@@ -1,6 +1,7 @@
 // flashserve-chat: a terminal chat client for a running flashserve (or any OpenAI-compatible
-// /v1/completions server). Interactive on a terminal; with stdin piped (or --prompt) it sends one
-// message and prints one reply. Exit codes are listed in kFooter and docs/CLIENT.md.
+// server: /v1/chat/completions by default, /v1/completions with a local --template). Interactive
+// on a terminal; with stdin piped (or --prompt) it sends one message and prints one reply. Exit
+// codes are listed in kFooter and docs/CLIENT.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -26,7 +27,8 @@ enum ExitCode { kExitOk = 0, kExitUnreachable = 1, kExitUsage = flashserve::cli:
                 kExitServer = 3, kExitAuth = 4, kExitInterrupted = 130 };
 
 const char* kAbout = R"(Chat with a flashserve server from the terminal. The reply streams as it is generated; the
-conversation is kept and sent each turn through a prompt template, trimmed to the model's context.
+conversation is kept and sent each turn, trimmed to the model's context. By default the server
+renders it with the model's own chat template (POST /v1/chat/completions).
 With stdin not a terminal (a pipe or file) or with --prompt, sends one message and prints one reply.)";
 
 const char* kFooter = R"(
@@ -60,10 +62,13 @@ Flags parse_flags(int argc, char** argv) {
                                          : "\n\nLine editing: off (built without libedit): plain line input."));
   app.add_option("--url", f.url, "server base URL")->capture_default_str();
   app.add_option("--api-key", f.api_key, "API key sent as \"Authorization: Bearer KEY\" (default: env FLASHSERVE_API_KEY)");
-  app.add_option("--template", template_name, "prompt format: plain (default) | llama2 (or llama-2) | chatml | zephyr")
+  app.add_option("--template", template_name,
+                 "server (default): the server's chat template. Fallback for servers without "
+                 "/v1/chat/completions (or without a template): render the prompt here and use "
+                 "/v1/completions: plain | llama2 (or llama-2) | chatml | zephyr")
       ->check(CLI::Validator(
           [](std::string& v) {
-            return parse_template_kind(v) ? std::string() : "must be plain, llama2, chatml or zephyr";
+            return parse_template_kind(v) ? std::string() : "must be server, plain, llama2, chatml or zephyr";
           },
           "NAME"));
   app.add_option("--system", f.session.system, "system prompt");
@@ -114,11 +119,16 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
                    dropped == 1 ? "" : "s");
       dropped = 0;
     }
-    nlohmann::json req = {{"prompt", p.prompt},
-                          {"max_tokens", session.options().max_tokens},
+    const bool server_template = session.options().kind == TemplateKind::kServer;
+    nlohmann::json req = {{"max_tokens", session.options().max_tokens},
                           {"temperature", session.options().temperature},
-                          {"stop", stop_strings(session.options().kind)},
                           {"stream_options", {{"include_usage", true}}}};
+    if (server_template) {
+      req["messages"] = p.messages;
+    } else {
+      req["prompt"] = p.prompt;
+      req["stop"] = stop_strings(session.options().kind);
+    }
     if (!model_id.empty()) req["model"] = model_id;
     bool at_start = true;
     out.reply.clear();
@@ -134,7 +144,8 @@ TurnOutput run_turn(ApiClient& api, ChatSession& session, const std::string& mod
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     };
-    out.result = api.stream_completion(req, on_text, &g_interrupted);
+    out.result = api.stream_completion(req, on_text, &g_interrupted,
+                                       server_template ? Endpoint::kChat : Endpoint::kCompletions);
     if (out.result.outcome == Outcome::kHttpError && out.result.status == 400 &&
         out.result.error_code == "context_length_exceeded" && session.drop_oldest()) {
       p = session.prepare(user);
@@ -158,6 +169,10 @@ int exit_code_for(const StreamResult& r) {
   return kExitServer;
 }
 
+const char* kNoServerTemplate =
+    "(the server cannot render chat prompts for this model: start flashserve with "
+    "--chat-template NAME|FILE, or render them here with --template plain|llama2|chatml|zephyr)";
+
 std::string describe_error(const StreamResult& r, const std::string& url) {
   switch (r.outcome) {
     case Outcome::kUnreachable:
@@ -169,6 +184,10 @@ std::string describe_error(const StreamResult& r, const std::string& url) {
       }
       if (r.error_code == "context_length_exceeded") {
         return "the message does not fit the model's context (" + r.message + ")";
+      }
+      if (r.error_code == "chat_template_missing" || r.status == 404) {
+        return "the server answered " + std::to_string(r.status) + ": " + r.message + "\n" +
+               kNoServerTemplate;
       }
       return "the server answered " + std::to_string(r.status) + ": " + r.message;
     case Outcome::kStreamError:
@@ -208,6 +227,11 @@ int main(int argc, char** argv) {
     flags.session.max_tokens = models.max_model_len / 2;
     std::fprintf(stderr, "flashserve-chat: --max lowered to %d (the model's context is %d tokens)\n",
                  flags.session.max_tokens, models.max_model_len);
+  }
+  if (flags.session.kind == TemplateKind::kServer && models.chat_template == false) {
+    std::fprintf(stderr, "flashserve-chat: model %s has no chat template on the server %s\n",
+                 models.model_id.c_str(), kNoServerTemplate);
+    return kExitServer;
   }
   ChatSession session(flags.session);
   install_sigint();  // from here Ctrl-C stops a reply (before it, it ends the program as usual)

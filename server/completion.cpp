@@ -1,6 +1,7 @@
-// Completion (see completion.h): per choice, engine token events go through the incremental
-// detokenizer (prompt as context, so leading spaces and multi-byte characters come out right)
-// and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
+// Completion (see completion.h): the one pipeline behind /v1/completions and
+// /v1/chat/completions (the request's format only picks the JSON shapes). Per choice, engine
+// token events go through the incremental detokenizer (prompt as context, so leading spaces and
+// multi-byte characters come out right) and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
 // texts are equal by construction.
 #include "server/completion.h"
 
@@ -26,9 +27,11 @@ uint64_t random_u64() {
   return rng();
 }
 
-std::string new_completion_id() {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "cmpl-%016llx%08llx", static_cast<unsigned long long>(random_u64()),
+std::string new_completion_id(ResponseFormat format) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%016llx%08llx",
+                format == ResponseFormat::kChat ? "chatcmpl" : "cmpl",
+                static_cast<unsigned long long>(random_u64()),
                 static_cast<unsigned long long>(random_u64() & 0xffffffffu));
   return buf;
 }
@@ -58,7 +61,7 @@ struct Completion::Choice {
 };
 
 Completion::Completion(const CompletionContext& ctx, CompletionRequest request)
-    : ctx_(ctx), req_(std::move(request)), id_(new_completion_id()),
+    : ctx_(ctx), req_(std::move(request)), id_(new_completion_id(req_.format)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch()).count()),
       start_(Clock::now()) {}
@@ -95,6 +98,7 @@ std::optional<ApiError> Completion::start() {
       c->detok = std::make_unique<IncrementalDetokenizer>(*ctx_.tokenizer, req_.prompts[p]);
       c->stop = std::make_unique<StopMatcher>(req_.stop);
       c->echo_pending = req_.echo;
+      c->logprobs.format = req_.format;
       GenerationRequest g;
       g.prompt = req_.prompts[p];
       g.max_tokens = req_.max_tokens;
@@ -219,7 +223,7 @@ bool Completion::pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas
     Delta d;
     d.choice = i;
     d.text = handle(c, *ev);
-    d.logprobs_end = c.logprobs.tokens.size();
+    d.logprobs_end = c.logprobs.size();
     d.finished = c.done && !was_done;
     deltas->push_back(std::move(d));
     return true;
@@ -282,40 +286,46 @@ CompletionResult Completion::run(ClientConnection& conn) {
   record_metrics();
   if (auto e = failure()) return CompletionResult{e->status, error_json(*e), e->retry_after_s};
   json choices = json::array();
+  const bool chat = req_.format == ResponseFormat::kChat;
   for (const auto& c : choices_) {
-    choices.push_back(choice_json(c->index, c->text,
-                                  req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr),
-                                  c->finish_reason));
+    json lp = req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr);
+    choices.push_back(chat ? chat_choice_json(c->index, c->text, lp, c->finish_reason)
+                           : choice_json(c->index, c->text, lp, c->finish_reason));
   }
   Usage u{prompt_tokens(), completion_tokens()};
-  return CompletionResult{200, completion_json(id_, created_, ctx_.model->id, choices, usage_json(u))};
+  return CompletionResult{200, response_json(req_.format, false, id_, created_, ctx_.model->id,
+                                             choices, usage_json(u))};
 }
 
 bool Completion::stream(ClientConnection& conn) {
   std::vector<Delta> deltas;
+  const bool chat = req_.format == ResponseFormat::kChat;
+  auto chunk = [&](json choice) {
+    return sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
+                                   json::array({std::move(choice)}), nullptr));
+  };
   auto logprobs_delta = [&](Choice& c, size_t end) -> json {
     if (req_.logprobs < 0 || end <= c.logprobs_sent) return nullptr;
-    auto part = [&](const json& all) {
-      return json(all.begin() + static_cast<long>(c.logprobs_sent),
-                  all.begin() + static_cast<long>(end));
-    };
-    json out = {{"tokens", part(c.logprobs.tokens)},
-                {"token_logprobs", part(c.logprobs.token_logprobs)},
-                {"top_logprobs", part(c.logprobs.top_logprobs)},
-                {"text_offset", part(c.logprobs.text_offset)}};
+    json out = c.logprobs.part(c.logprobs_sent, end);
     c.logprobs_sent = end;
     return out;
   };
+  // Completions: one chunk with the text and, at the end, the finish reason. Chat: the text in a
+  // {"content"} delta, then the finish reason in a chunk of its own with an empty delta.
   auto send_choice = [&](Choice& c, const std::string& delta, size_t logprobs_end,
                          bool finished) {
     bool finishing = finished && !c.finish_reason.empty();
     json lp = logprobs_delta(c, logprobs_end);
-    if (delta.empty() && lp.is_null() && !finishing) return true;
-    json chunk = completion_json(id_, created_, ctx_.model->id,
-                                 json::array({choice_json(c.index, delta, lp,
-                                                          finishing ? c.finish_reason : "")}),
-                                 nullptr);
-    return conn.write(sse_event(chunk));
+    if (!chat) {
+      if (delta.empty() && lp.is_null() && !finishing) return true;
+      return conn.write(chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
+    }
+    if ((!delta.empty() || !lp.is_null()) &&
+        !conn.write(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
+      return false;
+    }
+    return !finishing ||
+           conn.write(chunk(chat_delta_json(c.index, json::object(), nullptr, c.finish_reason)));
   };
   auto gone = [&] {
     cancel_all();
@@ -323,9 +333,14 @@ bool Completion::stream(ClientConnection& conn) {
     record_metrics();
     return false;
   };
+  // Chat: every choice's first delta carries the role.
+  for (auto& c : choices_) {
+    json role = {{"role", "assistant"}, {"content", ""}};
+    if (chat && !conn.write(chunk(chat_delta_json(c->index, role, nullptr, "")))) return gone();
+  }
   // Choices answered without the engine (max_tokens 0) go first.
   for (auto& c : choices_) {
-    if (c->done && !send_choice(*c, c->text, c->logprobs.tokens.size(), true)) return gone();
+    if (c->done && !send_choice(*c, c->text, c->logprobs.size(), true)) return gone();
   }
   bool more = std::any_of(choices_.begin(), choices_.end(), [](const auto& c) { return !c->done; });
   while (more) {
@@ -346,8 +361,8 @@ bool Completion::stream(ClientConnection& conn) {
   record_metrics();
   if (req_.include_usage) {
     Usage u{prompt_tokens(), completion_tokens()};
-    if (!conn.write(sse_event(completion_json(id_, created_, ctx_.model->id, json::array(),
-                                              usage_json(u))))) {
+    if (!conn.write(sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
+                                            json::array(), usage_json(u))))) {
       return false;
     }
   }

@@ -1,5 +1,6 @@
-// Completion: runs one validated /v1/completions request against the Engine, one engine request
-// per choice, and assembles the text (incremental detokenizer -> stop matcher), logprobs, usage
+// Completion: runs one validated /v1/completions or /v1/chat/completions request against the
+// Engine (the same pipeline for both: the request's format only decides the JSON shapes), one
+// engine request per choice, and assembles the text (incremental detokenizer -> stop matcher), logprobs, usage
 // and finish reasons into a JSON response or SSE events. Knows nothing about HTTP: the server
 // hands it a ClientConnection to write to and to ask whether the client is still there.
 #pragma once

@@ -162,7 +162,8 @@ struct HttpServer::Impl {
   // asked with another method. A new endpoint is one line here.
   static const std::vector<Route>& routes() {
     static const std::vector<Route> table = {
-        {"POST", "/v1/completions", &Impl::handle_completion},
+        {"POST", "/v1/completions", &Impl::handle_text_completion},
+        {"POST", "/v1/chat/completions", &Impl::handle_chat_completion},
         {"GET", "/v1/models", &Impl::handle_models},
         {"GET", "/health", &Impl::handle_health},
         {"GET", "/metrics", &Impl::handle_metrics},
@@ -201,7 +202,16 @@ struct HttpServer::Impl {
                  ttft < 0 ? 0.0 : ttft * 1e3, tps, seconds * 1e3);
   }
 
-  void handle_completion(const httplib::Request& req, httplib::Response& res) {
+  void handle_text_completion(const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, ResponseFormat::kCompletion);
+  }
+  void handle_chat_completion(const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, ResponseFormat::kChat);
+  }
+
+  // Both endpoints run the same pipeline; `format` decides only the JSON and SSE shapes.
+  void handle_completion(const httplib::Request& req, httplib::Response& res,
+                         ResponseFormat format) {
     if (draining.load()) {
       ApiError e;
       e.status = 503;
@@ -211,7 +221,9 @@ struct HttpServer::Impl {
       e.retry_after_s = 1;
       return send_error(res, e);
     }
-    auto parsed = parse_completion_request(req.body, model, tokenizer);
+    auto parsed = format == ResponseFormat::kChat
+                      ? parse_chat_request(req.body, model, tokenizer)
+                      : parse_completion_request(req.body, model, tokenizer);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& request = std::get<CompletionRequest>(parsed);
     const int64_t kv_tokens =

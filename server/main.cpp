@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
@@ -37,7 +38,7 @@ static_assert(std::atomic<int>::is_always_lock_free);
 struct Flags {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string model, tokenizer, served_model_name, api_key, backend = "auto";
+  std::string model, tokenizer, served_model_name, api_key, backend = "auto", chat_template;
   int max_num_seqs = EngineOptions{}.max_num_seqs;
   int max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
   int max_queue = EngineOptions{}.max_queue;
@@ -51,12 +52,17 @@ struct Flags {
 };
 
 const char* kHelp = R"(usage: flashserve [--model DIR] [options]
-An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, /health, /metrics).
+An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+/health, /metrics).
 
   --model PATH               model directory (HF safetensors or llama2.c .bin) or .bin file
                              (default: ../shared/models/stories260K when it exists)
   --tokenizer PATH           tokenizer.json or SentencePiece .model (default: tokenizer.json,
                              else tokenizer.model, beside the weights)
+  --chat-template FILE|NAME  the chat template for /v1/chat/completions, overriding the model's
+                             own (tokenizer_config.json or chat_template.jinja): a Jinja file or a
+                             built-in name: llama-2, llama-3, chatml, mistral, zephyr. A template
+                             that does not parse stops start-up (exit 1)
   --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
   --host ADDR                listen address (default 127.0.0.1)
   --port N                   listen port, 0..65535 (default 8000; 0 = any free port, printed)
@@ -122,6 +128,10 @@ Flags parse_flags(int argc, char** argv) {
       {"--model", [&](const std::string& v) { f.model = v; }},
       {"--tokenizer", [&](const std::string& v) { f.tokenizer = v; }},
       {"--served-model-name", [&](const std::string& v) { f.served_model_name = v; }},
+      {"--chat-template", [&](const std::string& v) {
+         if (v.empty()) usage_error("--chat-template needs a file or a built-in name");
+         f.chat_template = v;
+       }},
       {"--api-key", [&](const std::string& v) { f.api_key = v; }},
       {"--backend", [&](const std::string& v) {
          if (v != "cpu" && v != "cuda" && v != "auto") usage_error("--backend must be cpu|cuda|auto");
@@ -199,6 +209,30 @@ Flags parse_flags(int argc, char** argv) {
   return f;
 }
 
+// --chat-template, else the model folder's own template (nullptr: none). bos/eos text for the
+// template falls back to the tokenizer's pieces (llama2.c checkpoints have no tokenizer_config).
+std::shared_ptr<const ChatTemplate> load_chat_template(const Flags& flags, const Tokenizer& tok) {
+  const std::string bos = tok.bos_id() >= 0 ? tok.piece(tok.bos_id()) : "";
+  const std::string eos = tok.eos_id() >= 0 ? tok.piece(tok.eos_id()) : "";
+  if (!flags.chat_template.empty()) {
+    return std::make_shared<ChatTemplate>(ChatTemplate::from_flag(flags.chat_template, bos, eos));
+  }
+  const fs::path p(flags.model);
+  const std::string dir = fs::is_directory(p) ? p.string() : p.parent_path().string();
+  auto t = ChatTemplate::from_model_dir(dir.empty() ? "." : dir, bos, eos);
+  return t ? std::make_shared<ChatTemplate>(std::move(*t)) : nullptr;
+}
+
+// The model's generation_config.json sampling defaults over the API's defaults.
+SamplingParams sampling_defaults(const GenerationDefaults& g) {
+  SamplingParams s;
+  if (g.temperature) s.temperature = *g.temperature;
+  if (g.top_p) s.top_p = *g.top_p;
+  if (g.top_k) s.top_k = *g.top_k;
+  if (g.repetition_penalty) s.repetition_penalty = *g.repetition_penalty;
+  return s;
+}
+
 std::string default_model_name(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
@@ -229,12 +263,15 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
+  std::shared_ptr<const ChatTemplate> chat_template;
   try {
     std::unique_ptr<LoadedModel> model = load_model(flags.model);
     // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
     const std::string tok_path =
         flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
     tokenizer = Tokenizer::load(tok_path);
+    model->use_tokenizer_eos(tokenizer->eos_id());
+    chat_template = load_chat_template(flags, *tokenizer);
     ModelRunnerOptions ro;
     ro.backend = flags.backend;
     ro.block_size = flags.block_size;
@@ -264,6 +301,9 @@ int main(int argc, char** argv) {
   served.max_model_len = c.max_position_embeddings;
   served.vocab_size = c.vocab_size;
   served.created = static_cast<int64_t>(std::time(nullptr));
+  served.kv_cache_tokens = int64_t(r.num_kv_blocks()) * r.block_size();
+  served.sampling_defaults = sampling_defaults(c.generation);
+  served.chat_template = chat_template;
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d\n"
@@ -274,6 +314,19 @@ int main(int argc, char** argv) {
                c.max_position_embeddings, r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue);
+  std::string eos_list;
+  for (int id : c.eos_token_ids) {
+    if (!eos_list.empty()) eos_list += ',';
+    eos_list += std::to_string(id);
+  }
+  const SamplingParams& d = served.sampling_defaults;
+  std::fprintf(stderr,
+               "flashserve: eos ids [%s]; sampling defaults (generation_config.json over the API's):"
+               " temperature %g, top_p %g, top_k %d, repetition_penalty %g\n"
+               "flashserve: chat template: %s\n",
+               eos_list.c_str(), d.temperature, d.top_p, d.top_k, d.repetition_penalty,
+               chat_template ? chat_template->origin().c_str()
+                             : "none (/v1/chat/completions answers 400; see --chat-template)");
 
   HttpServerOptions ho;
   ho.host = flags.host;

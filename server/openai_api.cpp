@@ -1,6 +1,7 @@
-// POST /v1/completions request parsing and validation (docs/API_CONTRACT.md). Every field is
-// checked for type and range here; nothing below the API edge sees unvalidated input.
-// Internally a failed check throws an ApiError, which parse_completion_request returns.
+// POST /v1/completions request parsing and validation (docs/API_CONTRACT.md): the prompt forms, echo, legacy
+// logprobs; the fields it shares with chat are in request_fields.cpp. Nothing below the API edge
+// sees unvalidated input. Internally a failed check throws an ApiError, which
+// parse_completion_request returns.
 #include "server/openai_api.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "server/request_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -26,29 +28,6 @@ ApiError bad_request(std::string message, std::string param, std::string code) {
 
 namespace {
 
-constexpr int kMaxJsonDepth = 32;  // requests are shallow; deeper nesting is refused unparsed
-
-// Nesting depth of a JSON text, counting brackets outside strings (a cheap guard run before
-// parsing, so hostile inputs like 100k '[' never reach the parser).
-int json_depth(std::string_view s) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 const std::set<std::string>& known_fields() {
   static const std::set<std::string> k = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
@@ -56,47 +35,6 @@ const std::set<std::string>& known_fields() {
       "repetition_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "user",
       "ignore_eos"};
   return k;
-}
-
-// Integer in [lo, hi] (JSON integers only: 1.0 and true are refused).
-int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi,
-                const char* code = "") {
-  if (!v.is_number_integer()) throw bad_request("'" + name + "' must be an integer", name);
-  bool too_big = v.is_number_unsigned() &&
-                 v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  int64_t x = too_big ? std::numeric_limits<int64_t>::max() : v.get<int64_t>();
-  if (x < lo || x > hi) {
-    throw bad_request("'" + name + "' must be between " + std::to_string(lo) + " and " +
-                          std::to_string(hi) + ", got " + v.dump(),
-                      name, code);
-  }
-  return x;
-}
-
-// Number in [lo, hi]; `open_lo` excludes lo. Checked twice: as the JSON double, and as the
-// float the sampler will use, because narrowing can leave the range (top_p 1e-50 becomes 0,
-// repetition_penalty 1e300 becomes inf) and the engine would then fail the request with a 500.
-float get_float(const json& v, const std::string& name, double lo, double hi,
-                bool open_lo = false) {
-  if (!v.is_number()) throw bad_request("'" + name + "' must be a number", name);
-  const double x = v.get<double>();
-  const float f = static_cast<float>(x);
-  auto in_range = [&](double y) {
-    return std::isfinite(y) && (open_lo ? y > lo : y >= lo) && y <= hi;
-  };
-  if (!in_range(x) || !in_range(static_cast<double>(f))) {
-    std::string range = std::string(open_lo ? "(" : "[") + json(lo).dump() + ", " +
-                        (std::isinf(hi) ? std::string("inf)") : json(hi).dump() + "]");
-    std::string as_float = in_range(x) ? " (" + json(f).dump() + " as a 32-bit float)" : "";
-    throw bad_request("'" + name + "' must be in " + range + ", got " + v.dump() + as_float,
-                      name);
-  }
-  return f;
-}
-
-bool get_bool(const json& v, const std::string& name) {
-  if (!v.is_boolean()) throw bad_request("'" + name + "' must be a boolean", name);
-  return v.get<bool>();
 }
 
 std::vector<int32_t> get_token_ids(const json& arr, const ServedModel& model) {
@@ -108,7 +46,7 @@ std::vector<int32_t> get_token_ids(const json& arr, const ServedModel& model) {
       throw bad_request("'prompt' token ids must be integers", "prompt");
     }
     ids.push_back(static_cast<int32_t>(
-        get_int(t, "prompt", 0, model.vocab_size - 1)));
+        request::get_int(t, "prompt", 0, model.vocab_size - 1)));
   }
   return ids;
 }
@@ -116,11 +54,7 @@ std::vector<int32_t> get_token_ids(const json& arr, const ServedModel& model) {
 void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& tokenizer,
                   CompletionRequest* r) {
   auto add_text = [&](const std::string& text) {
-    // Encoding costs microseconds per byte, so a prompt that can never fit is refused unread:
-    // each token stands for at most max_piece_bytes() bytes. The factor 4 leaves room for
-    // normalisation that shrinks text before encoding (e.g. collapsed whitespace).
-    const size_t max_bytes = kPromptBytesFactor * size_t(std::max(model.max_model_len, 1)) *
-                             std::max<size_t>(tokenizer.max_piece_bytes(), 1);
+    const size_t max_bytes = request::max_prompt_bytes(model, tokenizer);
     if (text.size() > max_bytes) {
       throw bad_request("'prompt' is " + std::to_string(text.size()) + " bytes; no prompt over " +
                             std::to_string(max_bytes) + " bytes can fit this model's context of " +
@@ -162,78 +96,19 @@ void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& toke
   }
 }
 
-void parse_stop(const json& v, CompletionRequest* r) {
-  auto add = [&](const json& s) {
-    if (!s.is_string()) throw bad_request("'stop' must be a string or a list of strings", "stop");
-    if (s.get<std::string>().empty()) throw bad_request("'stop' strings must not be empty", "stop");
-    if (s.get<std::string>().size() > kMaxStopBytes) {
-      throw bad_request("'stop' strings may be at most " + std::to_string(kMaxStopBytes) +
-                            " bytes long", "stop");
-    }
-    r->stop.push_back(s.get<std::string>());
-  };
-  if (v.is_array()) {
-    if (v.size() > static_cast<size_t>(kMaxStops)) {
-      throw bad_request("'stop' may hold at most " + std::to_string(kMaxStops) + " strings",
-                        "stop");
-    }
-    for (const auto& s : v) add(s);
-  } else {
-    add(v);
-  }
-}
-
-void parse_logit_bias(const json& v, const ServedModel& model, SamplingParams* s) {
-  if (!v.is_object()) throw bad_request("'logit_bias' must be an object", "logit_bias");
-  for (const auto& [key, bias] : v.items()) {
-    bool digits = !key.empty() && key.size() <= 9 &&
-                  std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-    int64_t id = digits ? std::stoll(key) : -1;
-    if (id < 0 || id >= model.vocab_size) {
-      throw bad_request("'logit_bias' keys must be token ids in [0, " +
-                            std::to_string(model.vocab_size) + "), got \"" + key + "\"",
-                        "logit_bias");
-    }
-    s->logit_bias.emplace_back(static_cast<int32_t>(id), get_float(bias, "logit_bias", -100, 100));
-  }
-  std::sort(s->logit_bias.begin(), s->logit_bias.end());
-}
-
 CompletionRequest parse(std::string_view body, const ServedModel& model,
                         const Tokenizer& tokenizer) {
-  if (json_depth(body) > kMaxJsonDepth) throw bad_request("request JSON is nested too deeply");
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw bad_request("request body is not valid JSON");
-  if (!j.is_object()) throw bad_request("request body must be a JSON object");
-  for (const auto& [key, value] : j.items()) {
-    if (!known_fields().count(key)) {
-      throw bad_request("unknown parameter '" + key + "'", key, "unknown_parameter");
-    }
-  }
-  auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  const json j = request::parse_object(body);
+  request::reject_unknown(j, known_fields());
+  auto has = [&](const char* k) { return request::has(j, k); };
 
   CompletionRequest r;
-  if (has("model")) {
-    if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
-    if (j["model"].get<std::string>() != model.id) {
-      ApiError e = bad_request("The model '" + j["model"].get<std::string>() +
-                                   "' does not exist; this server serves '" + model.id + "'",
-                               "model", "model_not_found");
-      e.status = 404;
-      throw e;
-    }
-  }
-  if (has("user") && !j["user"].is_string()) throw bad_request("'user' must be a string", "user");
-  if (has("user")) r.user = j["user"].get<std::string>();
-
+  request::parse_common(j, model, &r);
   int64_t max_tokens = r.max_tokens;  // checked against the context below, before narrowing
-  if (has("max_tokens")) {
-    max_tokens = get_int(j["max_tokens"], "max_tokens", 0, std::numeric_limits<int64_t>::max());
-  }
+  if (has("max_tokens")) max_tokens = request::get_max_tokens(j["max_tokens"], "max_tokens");
   r.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, std::numeric_limits<int>::max()));
-  if (has("n")) r.n = static_cast<int>(get_int(j["n"], "n", 1, kMaxChoices));
   if (has("best_of")) {
-    int64_t best_of = get_int(j["best_of"], "best_of", 1, kMaxChoices);
+    int64_t best_of = request::get_int(j["best_of"], "best_of", 1, kMaxChoices);
     if (best_of != r.n) {
       throw bad_request("'best_of' is not supported (only best_of == n, which changes nothing)",
                         "best_of", "unsupported_parameter");
@@ -244,74 +119,17 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
       throw bad_request("'suffix' is not supported", "suffix", "unsupported_parameter");
     }
   }
-
-  SamplingParams& s = r.sampling;
-  if (has("temperature")) s.temperature = get_float(j["temperature"], "temperature", 0, 2);
-  if (has("top_p")) s.top_p = get_float(j["top_p"], "top_p", 0, 1, /*open_lo=*/true);
-  if (has("top_k")) {
-    int64_t k = get_int(j["top_k"], "top_k", -1, std::numeric_limits<int>::max());
-    s.top_k = k <= 0 ? 0 : static_cast<int>(k);
-  }
-  if (has("min_p")) s.min_p = get_float(j["min_p"], "min_p", 0, 1);
-  if (has("presence_penalty")) {
-    s.presence_penalty = get_float(j["presence_penalty"], "presence_penalty", -2, 2);
-  }
-  if (has("frequency_penalty")) {
-    s.frequency_penalty = get_float(j["frequency_penalty"], "frequency_penalty", -2, 2);
-  }
-  if (has("repetition_penalty")) {
-    s.repetition_penalty = get_float(j["repetition_penalty"], "repetition_penalty", 0,
-                                     std::numeric_limits<double>::infinity(), /*open_lo=*/true);
-  }
-  if (has("seed")) {
-    const json& v = j["seed"];
-    if (!v.is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
-    s.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
-    r.has_seed = true;
-  }
-  if (has("logit_bias")) parse_logit_bias(j["logit_bias"], model, &s);
   if (has("logprobs")) {
-    r.logprobs = static_cast<int>(get_int(j["logprobs"], "logprobs", 0, kMaxLogprobs));
-    s.logprobs = r.logprobs;
+    r.logprobs = static_cast<int>(request::get_int(j["logprobs"], "logprobs", 0, kMaxLogprobs));
+    r.sampling.logprobs = r.logprobs;
   }
-  if (has("echo")) r.echo = get_bool(j["echo"], "echo");
-  if (has("ignore_eos")) r.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
-  if (has("stop")) parse_stop(j["stop"], &r);
-  if (has("stream")) r.stream = get_bool(j["stream"], "stream");
-  if (has("stream_options")) {
-    const json& so = j["stream_options"];
-    if (!r.stream) {
-      throw bad_request("'stream_options' is only allowed when 'stream' is true",
-                        "stream_options");
-    }
-    if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-    for (const auto& [key, value] : so.items()) {
-      if (key != "include_usage") {
-        throw bad_request("unknown parameter 'stream_options." + key + "'", "stream_options",
-                          "unknown_parameter");
-      }
-      if (!value.is_null()) r.include_usage = get_bool(value, "stream_options.include_usage");
-    }
-  }
+  if (has("echo")) r.echo = request::get_bool(j["echo"], "echo");
 
   parse_prompt(j.contains("prompt") ? j["prompt"] : json(), model, tokenizer, &r);
   if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(kMaxChoices)) {
     throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");
   }
-  for (const auto& p : r.prompts) {
-    const int64_t prompt_len = static_cast<int64_t>(p.size());
-    const bool overflow = max_tokens > std::numeric_limits<int64_t>::max() - prompt_len;
-    const int64_t total = overflow ? std::numeric_limits<int64_t>::max() : prompt_len + max_tokens;
-    if (total > model.max_model_len) {
-      bool prompt_alone = static_cast<int64_t>(p.size()) >= model.max_model_len;
-      throw bad_request("This model's maximum context length is " +
-                            std::to_string(model.max_model_len) + " tokens, but " +
-                            std::to_string(total) + " were requested (" +
-                            std::to_string(p.size()) + " in the prompt, " +
-                            std::to_string(max_tokens) + " for the completion)",
-                        prompt_alone ? "prompt" : "max_tokens", "context_length_exceeded");
-    }
-  }
+  request::check_context(r, max_tokens, model, "prompt");
   return r;
 }
 
@@ -320,13 +138,7 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer) {
-  try {
-    return parse(body, model, tokenizer);
-  } catch (const ApiError& e) {
-    return e;
-  } catch (const std::exception& e) {  // e.g. json type errors we did not foresee: still a 400
-    return bad_request(std::string("invalid request: ") + e.what());
-  }
+  return request::catching([&] { return parse(body, model, tokenizer); });
 }
 
 }  // namespace flashserve

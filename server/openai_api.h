@@ -1,9 +1,12 @@
-// The OpenAI-compatible API edge as pure functions: request JSON -> a validated CompletionRequest
-// (or an ApiError with its HTTP status), and results -> response JSON / SSE events.
+// The OpenAI-compatible API edge as pure functions: request JSON (/v1/completions or
+// /v1/chat/completions) -> a validated CompletionRequest (or an ApiError with its HTTP status),
+// and results -> response JSON / SSE events in the endpoint's shapes. Both endpoints produce the
+// same internal request; its `format` only decides the shapes of what goes back.
 // Nothing here touches HTTP or the engine, so all of it is unit-tested (tests/server/).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +20,10 @@
 namespace flashserve {
 
 class Tokenizer;
+class ChatTemplate;
+
+// Which endpoint a request came from: decides the response's JSON and SSE shapes.
+enum class ResponseFormat { kCompletion, kChat };
 
 // An error in the OpenAI envelope: {"error":{"message","type","param","code"}}.
 struct ApiError {
@@ -36,9 +43,16 @@ struct ServedModel {
   int max_model_len = 0;    // prompt + max_tokens must fit
   int vocab_size = 0;       // valid token ids are [0, vocab_size)
   int64_t created = 0;      // unix time the server started
+  int64_t kv_cache_tokens = 0;  // > 0: a chat request without max_tokens stays within it too
+  // A request that omits temperature/top_p/top_k/repetition_penalty gets these (the API's
+  // defaults, overridden by the model's generation_config.json).
+  SamplingParams sampling_defaults{};
+  // Renders /v1/chat/completions prompts; null: that endpoint answers 400 saying how to set one.
+  std::shared_ptr<const ChatTemplate> chat_template = nullptr;
 };
 
 struct CompletionRequest {
+  ResponseFormat format = ResponseFormat::kCompletion;
   std::vector<std::vector<int32_t>> prompts;  // token ids (text prompts: BOS + encode(text))
   std::vector<std::string> echo_texts;        // per prompt: the text `echo` prepends
   int max_tokens = 16;
@@ -50,11 +64,12 @@ struct CompletionRequest {
   bool include_usage = false;                 // stream_options.include_usage
   bool echo = false;
   bool ignore_eos = false;                    // extension
-  int logprobs = -1;                          // -1: off; 0..5
+  int logprobs = -1;                          // -1: off; completions 0..5, chat top_logprobs 0..20
   std::string user;
 };
 
 constexpr int kMaxLogprobs = 5;
+constexpr int kMaxTopLogprobs = 20;  // chat: top_logprobs
 constexpr int kMaxStops = 64;
 // Bytes per stop string. StopMatcher's work per token grows with the stops' total length
 // squared, so an unbounded stop would let one request burn a handler thread's CPU.
@@ -70,22 +85,40 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer);
 
+// Parses and validates a POST /v1/chat/completions body (OpenAI's schema, docs/SERVER.md): the
+// messages are rendered with model.chat_template and encoded with special tokens only where the
+// template wrote them (tokenizer/special_split.h). What is not implemented (tools, images, audio,
+// response_format other than text, any unknown field) is a 400 naming the field.
+std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
+                                                             const ServedModel& model,
+                                                             const Tokenizer& tokenizer);
+
+// The bytes one token stands for: the piece with "▁" as a space, byte pieces <0xNN> as their byte.
+std::string token_bytes(const Tokenizer& tokenizer, int32_t id);
+
 // The printable text of one token for logprobs: the piece with "▁" as a space, byte pieces
 // <0xNN> as their byte; text that is not valid UTF-8 becomes "bytes:\xNN..." as OpenAI does.
+// An id past the tokenizer's vocabulary (a model's padding row) has the text "", as in vLLM.
 std::string token_text(const Tokenizer& tokenizer, int32_t id);
 
 bool is_valid_utf8(std::string_view s);
 
-// Legacy completions logprobs, accumulated token by token.
+// Logprobs accumulated token by token, in the endpoint's shape: completions' parallel lists
+// {tokens, token_logprobs, top_logprobs, text_offset}, or chat's {content: [{token, logprob,
+// bytes, top_logprobs: [{token, logprob, bytes}]}]}.
 struct LogprobsAccumulator {
+  ResponseFormat format = ResponseFormat::kCompletion;
   nlohmann::json tokens = nlohmann::json::array();
   nlohmann::json token_logprobs = nlohmann::json::array();
   nlohmann::json top_logprobs = nlohmann::json::array();
   nlohmann::json text_offset = nlohmann::json::array();
+  nlohmann::json content = nlohmann::json::array();  // chat
   // `logprob` NaN -> null (the first prompt token); `has_top` false -> top entry null.
   void add(const Tokenizer& tokenizer, const SampledToken& t, size_t offset, bool has_top);
-  bool empty() const { return tokens.empty(); }
-  nlohmann::json to_json() const;
+  size_t size() const { return format == ResponseFormat::kChat ? content.size() : tokens.size(); }
+  bool empty() const { return size() == 0; }
+  nlohmann::json to_json() const { return part(0, size()); }
+  nlohmann::json part(size_t begin, size_t end) const;  // entries [begin, end), for a stream chunk
 };
 
 struct Usage {
@@ -103,6 +136,20 @@ nlohmann::json choice_json(int index, const std::string& text, const nlohmann::j
 nlohmann::json completion_json(const std::string& id, int64_t created, const std::string& model,
                                nlohmann::json choices, const nlohmann::json& usage);
 
+// Chat: {"index","message":{"role":"assistant","content"},"logprobs","finish_reason"}.
+nlohmann::json chat_choice_json(int index, const std::string& text, const nlohmann::json& logprobs,
+                                const std::string& finish_reason);
+// A chat stream chunk's choice: {"index","delta","logprobs","finish_reason"}; `delta` is
+// {"role":"assistant","content":""} first, {"content": text} after, {} with the finish reason.
+nlohmann::json chat_delta_json(int index, const nlohmann::json& delta,
+                               const nlohmann::json& logprobs, const std::string& finish_reason);
+// The envelope for `format`: object "text_completion", or "chat.completion" ("chat.completion.chunk"
+// when `chunk`); usage omitted when null.
+nlohmann::json response_json(ResponseFormat format, bool chunk, const std::string& id,
+                             int64_t created, const std::string& model, nlohmann::json choices,
+                             const nlohmann::json& usage);
+
+// /v1/models; "chat_template": whether /v1/chat/completions can render prompts for this model.
 nlohmann::json models_json(const ServedModel& model);
 
 // JSON text with invalid UTF-8 replaced (U+FFFD) rather than throwing.

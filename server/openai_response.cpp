@@ -1,5 +1,6 @@
-// Response side of the OpenAI API edge: error envelopes, choices, usage, legacy logprobs,
-// /v1/models, and SSE framing. Pure functions over nlohmann::json.
+// Response side of the OpenAI API edge: error envelopes, choices and envelopes of both endpoints,
+// usage, logprobs (legacy and chat shapes), /v1/models, and SSE framing. Pure functions over
+// nlohmann::json.
 #include <cmath>
 #include <cstdio>
 
@@ -36,7 +37,7 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+std::string token_bytes(const Tokenizer& tokenizer, int32_t id) {
   std::string piece = tokenizer.piece(id);
   unsigned byte = 0;
   char tail = 0;
@@ -54,6 +55,11 @@ std::string token_text(const Tokenizer& tokenizer, int32_t id) {
       }
     }
   }
+  return text;
+}
+
+std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+  const std::string text = token_bytes(tokenizer, id);
   if (is_valid_utf8(text)) return text;
   std::string out = "bytes:";
   char buf[8];
@@ -64,8 +70,32 @@ std::string token_text(const Tokenizer& tokenizer, int32_t id) {
   return out;
 }
 
+namespace {
+
+// A chat logprobs entry: {"token", "logprob", "bytes"} (+ "top_logprobs" for the chosen token).
+json chat_entry(const Tokenizer& tokenizer, int32_t id, float logprob) {
+  json bytes = json::array();
+  for (unsigned char b : token_bytes(tokenizer, id)) bytes.push_back(int(b));
+  return json{{"token", token_text(tokenizer, id)}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+json slice(const json& all, size_t begin, size_t end) {
+  return json(all.begin() + static_cast<long>(begin), all.begin() + static_cast<long>(end));
+}
+
+}  // namespace
+
 void LogprobsAccumulator::add(const Tokenizer& tokenizer, const SampledToken& t, size_t offset,
                               bool has_top) {
+  if (format == ResponseFormat::kChat) {  // generated tokens only: logprob never NaN here
+    json entry = chat_entry(tokenizer, t.token, t.logprob);
+    entry["top_logprobs"] = json::array();
+    for (const auto& [id, lp] : t.top_logprobs) {
+      entry["top_logprobs"].push_back(chat_entry(tokenizer, id, lp));
+    }
+    content.push_back(std::move(entry));
+    return;
+  }
   tokens.push_back(token_text(tokenizer, t.token));
   token_logprobs.push_back(std::isnan(t.logprob) ? json(nullptr) : json(t.logprob));
   if (has_top && !std::isnan(t.logprob)) {
@@ -78,11 +108,12 @@ void LogprobsAccumulator::add(const Tokenizer& tokenizer, const SampledToken& t,
   text_offset.push_back(offset);
 }
 
-json LogprobsAccumulator::to_json() const {
-  return json{{"tokens", tokens},
-              {"token_logprobs", token_logprobs},
-              {"top_logprobs", top_logprobs},
-              {"text_offset", text_offset}};
+json LogprobsAccumulator::part(size_t begin, size_t end) const {
+  if (format == ResponseFormat::kChat) return json{{"content", slice(content, begin, end)}};
+  return json{{"tokens", slice(tokens, begin, end)},
+              {"token_logprobs", slice(token_logprobs, begin, end)},
+              {"top_logprobs", slice(top_logprobs, begin, end)},
+              {"text_offset", slice(text_offset, begin, end)}};
 }
 
 json usage_json(const Usage& u) {
@@ -99,10 +130,29 @@ json choice_json(int index, const std::string& text, const json& logprobs,
               {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
 }
 
-json completion_json(const std::string& id, int64_t created, const std::string& model,
-                     json choices, const json& usage) {
+json chat_choice_json(int index, const std::string& text, const json& logprobs,
+                      const std::string& finish_reason) {
+  return json{{"index", index},
+              {"message", {{"role", "assistant"}, {"content", text}}},
+              {"logprobs", logprobs},
+              {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
+}
+
+json chat_delta_json(int index, const json& delta, const json& logprobs,
+                     const std::string& finish_reason) {
+  return json{{"index", index},
+              {"delta", delta},
+              {"logprobs", logprobs},
+              {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
+}
+
+json response_json(ResponseFormat format, bool chunk, const std::string& id, int64_t created,
+                   const std::string& model, json choices, const json& usage) {
+  const char* object = format == ResponseFormat::kCompletion ? "text_completion"
+                       : chunk                               ? "chat.completion.chunk"
+                                                             : "chat.completion";
   json j = {{"id", id},
-            {"object", "text_completion"},
+            {"object", object},
             {"created", created},
             {"model", model},
             {"choices", std::move(choices)}};
@@ -110,12 +160,19 @@ json completion_json(const std::string& id, int64_t created, const std::string& 
   return j;
 }
 
+json completion_json(const std::string& id, int64_t created, const std::string& model,
+                     json choices, const json& usage) {
+  return response_json(ResponseFormat::kCompletion, false, id, created, model, std::move(choices),
+                       usage);
+}
+
 json models_json(const ServedModel& model) {
   json m = {{"id", model.id},
             {"object", "model"},
             {"created", model.created},
             {"owned_by", "flashserve"},
-            {"max_model_len", model.max_model_len}};
+            {"max_model_len", model.max_model_len},
+            {"chat_template", model.chat_template != nullptr}};
   return json{{"object", "list"}, {"data", json::array({m})}};
 }
 

@@ -69,9 +69,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
 }
 
 std::string IncrementalDetokenizer::push(int32_t id) {
-  // Checked before the id joins the window, so one bad id does not poison later pushes.
-  if (id < 0 || id >= tokenizer_.vocab_size())
-    FS_THROW("token id ", id, " is outside the vocabulary [0, ", tokenizer_.vocab_size(), ")");
+  // Checked before the id joins the window, so one bad id does not poison later pushes. Ids past
+  // the tokenizer's vocabulary (a model's padding rows) join it and decode to nothing.
+  if (id < 0) FS_THROW("token id ", id, " is negative");
   window_.push_back(id);
   // A byte run that may yet turn invalid as a whole (see Tokenizer::byte_runs_decode_as_whole)
   // is held until a piece of another kind ends it (pieces that decode to nothing, such as

@@ -1,9 +1,11 @@
 // Tokenizer over SentencePiece (the only file that includes its headers). Encode rejects invalid
 // UTF-8 up front, because SentencePiece would otherwise silently map bad bytes to U+FFFD or <unk>.
-// Decode and piece reject ids outside [0, vocab_size).
+// Ids past the vocabulary (a model's padding rows) decode to nothing and have the piece "";
+// negative ids throw.
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include "core/error.h"
@@ -13,6 +15,53 @@
 namespace flashserve {
 
 namespace {
+
+// Ids of the USER_DEFINED pieces, read from the serialized ModelProto: SentencePiece 0.1.97
+// (Debian's) has no IsUserDefined(). Wire format: ModelProto field 1 = repeated SentencePiece
+// {1: piece, 2: score, 3: type (USER_DEFINED = 4)}. Anything unexpected ends the walk.
+std::vector<bool> user_defined_flags(const std::string& proto, int piece_count) {
+  std::vector<bool> flags(size_t(std::max(piece_count, 0)), false);
+  auto varint = [](const std::string& s, size_t* i, uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; *i < s.size() && shift < 64; shift += 7) {
+      const auto b = static_cast<unsigned char>(s[(*i)++]);
+      *v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  // Skips a field of wire type `wt` at *i; false when malformed.
+  auto skip = [&](const std::string& s, size_t* i, uint64_t wt) {
+    uint64_t v = 0;
+    if (wt == 0) return varint(s, i, &v);
+    if (wt == 1) return (*i += 8) <= s.size();
+    if (wt == 5) return (*i += 4) <= s.size();
+    if (wt != 2 || !varint(s, i, &v) || v > s.size() - *i) return false;
+    *i += v;
+    return true;
+  };
+  size_t i = 0, id = 0;
+  uint64_t key = 0, len = 0;
+  while (i < proto.size() && varint(proto, &i, &key)) {
+    if (key != ((1 << 3) | 2)) {  // not a piece
+      if (!skip(proto, &i, key & 7)) break;
+      continue;
+    }
+    if (!varint(proto, &i, &len) || len > proto.size() - i) break;
+    const std::string piece = proto.substr(i, len);
+    i += len;
+    for (size_t j = 0; j < piece.size() && varint(piece, &j, &key);) {
+      uint64_t type = 0;
+      if (key == ((3 << 3) | 0) && varint(piece, &j, &type)) {
+        if (type == 4 && id < flags.size()) flags[id] = true;
+      } else if (!skip(piece, &j, key & 7)) {
+        break;
+      }
+    }
+    ++id;
+  }
+  return flags;
+}
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
@@ -25,6 +74,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (sp_.GetPieceSize() <= 0) FS_THROW(path, ": SentencePiece model has no pieces");
     for (int id = 0; id < sp_.GetPieceSize(); ++id)
       max_piece_bytes_ = std::max(max_piece_bytes_, sp_.IdToPiece(id).size());
+    user_defined_ = user_defined_flags(sp_.serialized_model_proto(), sp_.GetPieceSize());
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
@@ -42,22 +92,24 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
-    for (int32_t id : ids) check_id(id);
+    std::vector<int> known;  // SentencePiece rejects ids it does not have: leave them out
+    known.reserve(ids.size());
+    for (int32_t id : ids)
+      if (check_id(id)) known.push_back(id);
     std::string text;
-    const auto status = sp_.Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+    const auto status = sp_.Decode(known, &text);
     if (!status.ok()) FS_THROW("SentencePiece decode failed: ", status.ToString());
     return text;
   }
 
   std::string piece(int32_t id) const override {
-    check_id(id);
-    return sp_.IdToPiece(id);
+    return check_id(id) ? sp_.IdToPiece(id) : "";
   }
 
   std::vector<SpecialToken> special_tokens() const override {
     std::vector<SpecialToken> out;
     for (int id = 0; id < sp_.GetPieceSize(); ++id)
-      if (sp_.IsControl(id) || sp_.IsUnknown(id))
+      if (sp_.IsControl(id) || sp_.IsUnknown(id) || user_defined_[size_t(id)])
         out.push_back({sp_.IdToPiece(id), id});
     std::stable_sort(out.begin(), out.end(), [](const SpecialToken& a, const SpecialToken& b) {
       return a.text.size() > b.text.size();
@@ -71,12 +123,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   int eos_id() const override { return sp_.eos_id(); }
 
  private:
-  void check_id(int32_t id) const {
-    if (id < 0 || id >= sp_.GetPieceSize())
-      FS_THROW("token id ", id, " is outside the vocabulary [0, ", sp_.GetPieceSize(), ")");
+  // True for an id of the vocabulary, false for one past it; a negative id throws.
+  bool check_id(int32_t id) const {
+    if (id < 0) FS_THROW("token id ", id, " is negative");
+    return id < sp_.GetPieceSize();
   }
   sentencepiece::SentencePieceProcessor sp_;
   size_t max_piece_bytes_ = 1;
+  std::vector<bool> user_defined_;  // by id
 };
 
 }  // namespace

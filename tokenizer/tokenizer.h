@@ -45,19 +45,26 @@ class Tokenizer {
   // Decodes ids as the library does for a whole sequence (SentencePiece: leading-space rule,
   // byte fallback; tokenizer.json: its decoder, as decode(ids, skip_special_tokens=True));
   // BOS/EOS/control ids (tokenizer.json: added tokens marked special) decode to nothing.
+  // Ids >= vocab_size() decode to nothing too (as transformers does): models often have more
+  // embedding rows than their tokenizer has tokens (Qwen 2.5: 151936 for 151665), and may
+  // sample one of those padding ids. Negative ids throw flashserve::Error.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
-  virtual std::string piece(int32_t id) const = 0;  // the raw piece, e.g. "▁Once" or "<0xE2>"
+  // The raw piece, e.g. "▁Once" or "<0xE2>"; "" for an id >= vocab_size(); negative ids throw.
+  virtual std::string piece(int32_t id) const = 0;
   // Bytes of the longest piece as stored ("▁" counts 3, "<0xNN>" 6): no token stands for more
   // text than this, so the API edge can refuse a prompt that can never fit the context before
   // paying to encode it. The default suits SentencePiece's default 16-character pieces.
   virtual size_t max_piece_bytes() const { return 64; }
-  // The special tokens a template may write (SentencePiece: control and unknown pieces, which its
-  // encoder never produces from text; tokenizer.json: added tokens marked special), longest text first.
+  // The special tokens a template may write (SentencePiece: control, unknown and user-defined
+  // pieces; tokenizer.json: added tokens marked special), longest text first. encode() turns
+  // user-defined pieces' text into their ids by itself, so special_split.cpp keeps message text
+  // from ever being encoded with such a text whole.
   virtual std::vector<SpecialToken> special_tokens() const = 0;
   // True when a run of byte pieces ("<0xNN>") decodes as a whole: if any byte of the run is
   // invalid, every byte becomes U+FFFD (HF's ByteFallback decoder), so a later byte piece can
   // change the text of earlier ones. SentencePiece decodes each character on its own.
   virtual bool byte_runs_decode_as_whole() const { return false; }
+  // The tokenizer's own ids are [0, vocab_size()); the model's vocabulary may be larger.
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
@@ -71,7 +78,8 @@ std::string find_tokenizer_file(const std::string& model_path);
 // Turns a stream of token ids into text deltas whose concatenation is exactly
 // tokenizer.decode(all ids). Emits only complete UTF-8 code points and never takes back text it
 // has emitted. `context` ids (e.g. the prompt) are decoded as context only and never emitted,
-// so the first generated piece gets its leading space right.
+// so the first generated piece gets its leading space right. Ids >= vocab_size() are accepted
+// and add no text, as in decode(); a negative id throws and leaves the detokenizer unchanged.
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer,

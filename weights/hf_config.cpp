@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -142,11 +144,22 @@ RopeScaling read_rope_scaling(const json& j, const std::string& path, const char
   return r;
 }
 
-}  // namespace
+// eos_token_id as an int or a list of ints; nullopt when absent or null.
+std::optional<std::vector<int>> read_eos_ids(const json& j, const std::string& path) {
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return std::nullopt;
+  const json& v = j["eos_token_id"];
+  std::vector<int> ids;
+  for (const auto& e : v.is_array() ? v : json::array({v})) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
+      FS_THROW(path, ": \"eos_token_id\" entries must be non-negative integers");
+    ids.push_back(e.get<int>());
+  }
+  return ids;
+}
 
-ModelConfig read_hf_config(const std::string& path) {
+json read_json_file(const std::string& path, const char* what) {
   std::ifstream in(path);
-  if (!in) FS_THROW(path, ": cannot open config.json");
+  if (!in) FS_THROW(path, ": cannot open ", what);
   std::stringstream text;
   text << in.rdbuf();
   json j;
@@ -156,6 +169,40 @@ ModelConfig read_hf_config(const std::string& path) {
     FS_THROW(path, ": not valid JSON: ", e.what());
   }
   if (!j.is_object()) FS_THROW(path, ": not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+void read_generation_config(const std::string& path, ModelConfig* c) {
+  const json j = read_json_file(path, "generation_config.json");
+  if (auto eos = read_eos_ids(j, path); eos && !eos->empty()) {
+    if (!c->eos_from_config) c->eos_token_ids.clear();  // the built-in default was nobody's choice
+    for (int id : *eos)
+      if (std::find(c->eos_token_ids.begin(), c->eos_token_ids.end(), id) == c->eos_token_ids.end())
+        c->eos_token_ids.push_back(id);
+    c->eos_from_config = true;
+  }
+  GenerationDefaults& g = c->generation;
+  auto number = [&](const char* key, double lo, double hi, bool open_lo) -> std::optional<float> {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    const float x = get_float(j, key, path, 0.f);
+    if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
+      FS_THROW(path, ": \"", key, "\" is out of range: ", j[key].dump());
+    return x;
+  };
+  g.temperature = number("temperature", 0, 100, false);
+  g.top_p = number("top_p", 0, 1, true);
+  g.repetition_penalty = number("repetition_penalty", 0, 100, true);
+  if (j.contains("top_k") && !j["top_k"].is_null()) {
+    const int zero = 0;
+    g.top_k = get_int(j, "top_k", path, &zero);
+    if (*g.top_k < 0) FS_THROW(path, ": \"top_k\" must be >= 0");
+  }
+}
+
+ModelConfig read_hf_config(const std::string& path) {
+  const json j = read_json_file(path, "config.json");
   const Family& family = find_family(j, path);
 
   ModelConfig c;
@@ -191,16 +238,9 @@ ModelConfig read_hf_config(const std::string& path) {
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
   c.bos_token_id = get_int(j, "bos_token_id", path, &default_bos);
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
-    c.eos_token_ids.clear();
-    for (const auto& v : j["eos_token_id"]) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-        FS_THROW(path, ": \"eos_token_id\" entries must be non-negative integers");
-      c.eos_token_ids.push_back(v.get<int>());
-    }
-  } else {
-    const int default_eos = 2;
-    c.eos_token_ids = {get_int(j, "eos_token_id", path, &default_eos)};
+  if (auto eos = read_eos_ids(j, path)) {
+    c.eos_token_ids = *eos;
+    c.eos_from_config = true;
   }
   validate_config(c, path);
   check_unsupported(j, family, c, path);

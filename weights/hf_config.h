@@ -14,6 +14,11 @@ namespace flashserve {
 // window smaller than the context, attention/MLP biases where the architecture has none, ...).
 ModelConfig read_hf_config(const std::string& path);
 
+// Merges generation_config.json into `config`: its eos_token_id entries (an int or a list) are
+// added to config->eos_token_ids, and its temperature, top_p, top_k and repetition_penalty become
+// config->generation. Throws flashserve::Error "<path>: <problem>" for bad JSON or values.
+void read_generation_config(const std::string& path, ModelConfig* config);
+
 // "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
 std::string supported_architectures();
 

@@ -50,6 +50,8 @@ std::unique_ptr<LoadedModel> load_hf(const std::string& dir) {
   auto model = std::make_unique<ModelImpl>(dir);
   const fs::path root(dir);
   model->config_ = read_hf_config((root / "config.json").string());
+  if (fs::exists(root / "generation_config.json"))
+    read_generation_config((root / "generation_config.json").string(), &model->config_);
   const ModelConfig& c = model->config_;
 
   // Which file holds each required tensor.

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ struct RopeScaling {  // rope_scaling of type "llama3" (Llama 3.1/3.2); type "no
   float low_freq_factor = 1.f;
   float high_freq_factor = 4.f;
   int original_max_position_embeddings = 8192;
+};
+
+// generation_config.json's sampling settings: a request that omits one of these gets the model's
+// value instead of the API default (nullopt: the file does not set it).
+struct GenerationDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> repetition_penalty;
 };
 
 // The Llama family's members differ only in what these flags say (docs/ARCHITECTURE.md, "Model
@@ -59,7 +69,11 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   int bos_token_id = 1;
+  // Every id that ends a sequence: config.json's eos_token_id (an int or a list) and then
+  // generation_config.json's. Where neither names one, LoadedModel::use_tokenizer_eos replaces it.
   std::vector<int> eos_token_ids = {2};
+  bool eos_from_config = false;  // a config file named eos_token_id
+  GenerationDefaults generation;
 };
 
 struct TensorView {
@@ -84,6 +98,9 @@ class LoadedModel {
   virtual const std::string& path() const = 0;
   // tokenizer.model beside the weights (or tok*.model for llama2.c), "" if none was found.
   virtual const std::string& tokenizer_path() const = 0;
+  // When no config file named an eos_token_id (llama2.c checkpoints have no config at all), the
+  // tokenizer's EOS id becomes the one. Call before the config is copied (ModelRunner::create).
+  virtual void use_tokenizer_eos(int eos_id) = 0;
 };
 
 // Loads a model from a directory (HF: config.json + *.safetensors; llama2.c: one *.bin) or a

@@ -20,6 +20,9 @@ class ModelImpl final : public LoadedModel {
   bool has_tensor(const std::string& name) const override { return tensors_.count(name) > 0; }
   const std::string& path() const override { return path_; }
   const std::string& tokenizer_path() const override { return tokenizer_path_; }
+  void use_tokenizer_eos(int eos_id) override {
+    if (!config_.eos_from_config && eos_id >= 0) config_.eos_token_ids = {eos_id};
+  }
 
   // Checks that every tensor the config needs is present, floating point, and shaped right;
   // errors name `source` (the file the tensors came from, or the model folder).

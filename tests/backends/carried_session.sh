@@ -6,6 +6,7 @@
 # CUDA Ubuntu image may lack); .carry/models must hold stories260K and llama2-tokenizer. Then on
 # the GPU machine (device tool, carry .carry):
 #   tests/backends/carried_session.sh run STAGE...   (OUT=dir for the logs)
+# Or build on the GPU machine itself: `carried_session.sh build` (see below), then run.
 # Stages: gpu (every gpu-labelled test program + cpu/cuda generate), graphs (TinyLlama-1.1B
 # shape: batch-1 decode with and without CUDA graphs, bench_e2e records), linear (bench_linear),
 # e2e_tinyllama (bench_e2e alone), e2e (bench/gpu_e2e.sh over the carried binaries), serve (the
@@ -14,7 +15,8 @@
 # with sampled requests, GPU sampler vs host sampler), sanitize_e2e (only flashserve under
 # memcheck), ops (bench_decode_ops), e2e_7b_compile, same_run (flashserve + transformers eager and
 # compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
-# sampling_test (test_cuda_sampling alone), soak_long, profile, families (the other
+# sampling_test (test_cuda_sampling alone), soak_long, profile, ab_e2e (bench_e2e of an
+# older build against this one, alternated), families (the other
 # architectures of the Llama family against transformers; see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,13 +40,45 @@ if [ "${1:-}" = pack ]; then
   du -sh .carry/bin.tar.xz .carry/lib
   exit 0
 fi
-[ "${1:-}" = run ] || { echo "usage: $0 pack [BUILD_DIR] | run STAGE..." >&2; exit 2; }
+if [ "${1:-}" = build ]; then
+  # On the GPU machine instead of `pack` here: 16 cores build the CUDA code in a few minutes,
+  # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc and CLI11 are not
+  # installed there (nor the headers of OpenSSL, zlib and brotli that Debian's httplib.h
+  # includes), so their Debian packages travel in .carry/debs (apt-get download here) and
+  # are unpacked into /opt/fsdev, with their pkg-config files pointed there.
+  # SRC (default .), BUILD (default build/release), ARCHS (default 90a) and TARGETS (default:
+  # every binary listed above) choose what is built.
+  dev=/opt/fsdev
+  mkdir -p $dev .carry/lib
+  for f in .carry/debs/*.deb; do dpkg -x "$f" $dev; done
+  # Requires.private names openssl/zlib/brotli .pc files that image lacks; shared linking needs
+  # none of them.
+  sed -i -e "s|^prefix=.*|prefix=$dev/usr|" -e '/^Requires.private/d' $(find $dev -name '*.pc')
+  export PKG_CONFIG_PATH=$dev/usr/lib/x86_64-linux-gnu/pkgconfig:$dev/usr/share/pkgconfig
+  cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli}*.so* .carry/lib/
+  ldconfig -p | grep -q 'libpcre2-8.so.0 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libpcre2-8.so* .carry/lib/
+  targets=${TARGETS:-$(for b in "${bins[@]}"; do basename "$b"; done)}
+  cmake -S "${SRC:-.}" -B "${BUILD:-build/release}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH=$dev/usr -DFS_MODELS_DIR=/work/shared/models \
+    -DCMAKE_CXX_FLAGS="-isystem $dev/usr/include -isystem $dev/usr/include/x86_64-linux-gnu" \
+    -DCMAKE_CUDA_ARCHITECTURES="${ARCHS:-90a}" > /tmp/fs_configure.log 2>&1 \
+    || { cat /tmp/fs_configure.log; exit 1; }
+  grep -E "flashserve|CUDA" /tmp/fs_configure.log
+  cmake --build "${BUILD:-build/release}" -j"$(nproc)" --target $targets > /tmp/fs_build.log 2>&1
+  r=$?
+  [ $r -eq 0 ] && tail -2 /tmp/fs_build.log || grep -B3 -A20 -m3 "FAILED" /tmp/fs_build.log
+  exit $r
+fi
+[ "${1:-}" = run ] || { echo "usage: $0 pack [BUILD_DIR] | build | run STAGE..." >&2; exit 2; }
 shift
 OUT=${OUT:-/tmp/fs_out}
 mkdir -p "$OUT"
 # build/release: the paths the test programs were compiled with (FS_BINARY_DIR) hold there too.
 B=$root/build/release
-mkdir -p "$B" && tar -C "$B" -xJf .carry/bin.tar.xz || exit 1
+# Binaries packed here (pack), or built there already (build).
+if [ -f .carry/bin.tar.xz ]; then
+  mkdir -p "$B" && tar -C "$B" -xJf .carry/bin.tar.xz || exit 1
+fi
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # The test programs were compiled with FS_MODELS_DIR=/work/shared/models.
 mkdir -p /work/shared && ln -sfn "$root/.carry/models" /work/shared/models
@@ -301,6 +335,22 @@ for l in open('$OUT/serve.jsonl'):
       bash tests/soak/run_on_gpu.sh "$OUT/sanitize_e2e" || rc=1
     cat "$OUT/sanitize_e2e/summary.txt"
     head -c 600 "$OUT/sanitize_e2e/e2e_4.json"; echo
+    ;;
+  ab_e2e)  # "no change of speed": bench_e2e of another build (AB_OLD: its build folder, e.g. a
+            # `build` of an older commit with SRC/BUILD) against this one on the same random
+            # TinyLlama model, alternated AB_ROUNDS times (default 2) so drift shows as noise.
+    shape=tinyllama-1.1b T=/tmp/fs_models/tinyllama-1.1b
+    cases=${AB_CASES:-decode:1x128x256,offline:16x128x256,offline:256x128x128,offline:256x512x256}
+    [ -f $T/config.json ] || timeout 300 "$B/weights/flashserve-random-model" --out $T --preset $shape \
+      --tokenizer $M/llama2-tokenizer/tokenizer.model > "$OUT/random_$shape.log" 2>&1 || rc=1
+    for round in $(seq ${AB_ROUNDS:-2}); do
+      for side in old new; do
+        bin=$B/bench/bench_e2e; [ $side = old ] && bin=$AB_OLD/bench/bench_e2e
+        timeout 300 "$bin" --model $T --backend cuda --label "$shape@$side" --cases "$cases" \
+          --max-seconds 60 --no-ceilings 1 >> "$OUT/ab_e2e.jsonl" 2> "$OUT/ab_e2e_${side}_$round.log" || rc=1
+        echo "round $round $side:"; grep -E "^(decode|offline)" "$OUT/ab_e2e_${side}_$round.log"
+      done
+    done
     ;;
   families)  # Llama 3.2 (llama3 RoPE, tied head), Qwen2.5 (q/k/v biases), Qwen3 (q/k norms,
               # head_dim 128) and Mistral shapes against transformers (tools/hf_compare.py), after

@@ -1,7 +1,8 @@
 // FakeSseServer: a scripted stand-in for flashserve on 127.0.0.1, for client tests that need a
 // reply the real server cannot be made to give on cue: a slow one (to interrupt it), or one that
-// fails mid-stream. GET /v1/models names one model; POST /v1/completions answers with the
-// script's text deltas as SSE events (chunked, paced) and then ends the way the script says.
+// fails mid-stream. GET /v1/models names one model; POST /v1/chat/completions (chat chunks with
+// {"delta":{"content"}}) and POST /v1/completions ("text") answer with the script's text deltas as
+// SSE events (chunked, paced) and then end the way the script says.
 // It records the completion request's body and whether the client hung up during the reply.
 #pragma once
 
@@ -106,11 +107,13 @@ class FakeSseServer {
     if (req.rfind("GET /v1/models", 0) == 0) {
       send_plain(fd, 200, R"({"object":"list","data":[{"id":"fake-model","object":"model",)"
                           R"("max_model_len":4096}]})");
-    } else if (req.rfind("POST /v1/completions", 0) == 0) {
+    } else if (req.rfind("POST /v1/completions", 0) == 0 ||
+               req.rfind("POST /v1/chat/completions", 0) == 0) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         completion_body_ = body;
       }
+      chat_ = req.rfind("POST /v1/chat/completions", 0) == 0;
       stream_reply(fd);
     } else {
       send_plain(fd, 404, R"({"error":{"message":"not found","type":"invalid_request_error"}})");
@@ -136,7 +139,11 @@ class FakeSseServer {
     return send_all(fd, size + data + "\r\n");
   }
   static std::string event(const nlohmann::json& j) { return "data: " + j.dump() + "\n\n"; }
-  static nlohmann::json text_chunk(const std::string& text, const nlohmann::json& finish) {
+  nlohmann::json text_chunk(const std::string& text, const nlohmann::json& finish) const {
+    if (chat_) {
+      return {{"object", "chat.completion.chunk"},
+              {"choices", {{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", finish}}}}};
+    }
     return {{"object", "text_completion"},
             {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", finish}}}}};
   }
@@ -222,6 +229,7 @@ class FakeSseServer {
   std::atomic<int> events_sent_{0};
   mutable std::mutex mu_;
   std::string completion_body_;
+  std::atomic<bool> chat_{false};  // the last request came to /v1/chat/completions
 };
 
 }  // namespace flashserve::testing

@@ -1,6 +1,7 @@
 // flashserve-chat without a terminal: a message piped on stdin gives one reply on stdout (the
-// greedy text, exactly), and each failure has its documented exit status and message:
-// 1 unreachable, 2 usage, 3 server error, 4 API key rejected.
+// greedy text, exactly: the server's chat reply by default, a plain completion with --template
+// plain), and each failure has its documented exit status and message: 1 unreachable, 2 usage,
+// 3 server error (also: the server has no chat template), 4 API key rejected.
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -32,7 +33,34 @@ int unused_port() {
   return ntohs(a.sin_port);
 }
 
-TEST(ChatOneShot, PipedPromptGivesTheGreedyReplyOnStdout) {
+TEST(ChatOneShot, DefaultIsTheServersChatTemplate) {
+  ServerProcess server({"--chat-template", "chatml"});
+  ASSERT_TRUE(server.started()) << server.log();
+  http::Response res = http::request(
+      server.port(), "POST", "/v1/chat/completions",
+      nlohmann::json{{"messages", {{{"role", "system"}, {"content", "Be kind."}},
+                                   {{"role", "user"}, {"content", "Where is the dog?"}}}},
+                     {"max_tokens", 30},
+                     {"temperature", 0}}.dump());
+  ASSERT_EQ(res.status, 200) << res.body;
+  std::string expected = nlohmann::json::parse(res.body)["choices"][0]["message"]["content"];
+  expected = expected.substr(expected.find_first_not_of(" \n")) + "\n";
+  std::string out;
+  EXPECT_EQ(run_capture("printf 'Where is the dog?\\n' | " +
+                            chat(server.port(), "--temp 0 --max 30 --system 'Be kind.'"), &out), 0);
+  EXPECT_EQ(out, expected);
+}
+
+TEST(ChatOneShot, WithoutAServerTemplateItSaysWhatToDo) {
+  ServerProcess server;  // stories260K: no chat template
+  ASSERT_TRUE(server.started()) << server.log();
+  std::string out;
+  EXPECT_EQ(run_capture(chat(server.port(), "--prompt hi 2>&1"), &out), 3);
+  EXPECT_NE(out.find("--chat-template"), std::string::npos) << out;
+  EXPECT_NE(out.find("--template plain"), std::string::npos) << out;
+}
+
+TEST(ChatOneShot, PlainTemplateGivesTheGreedyCompletion) {
   ServerProcess server;
   ASSERT_TRUE(server.started()) << server.log();
   nlohmann::json r = complete(server.port(), {{"prompt", "User: Where is the dog?\nAssistant:"},
@@ -43,11 +71,12 @@ TEST(ChatOneShot, PipedPromptGivesTheGreedyReplyOnStdout) {
   expected = expected.substr(expected.find_first_not_of(" \n")) + "\n";
 
   std::string out;
-  EXPECT_EQ(run_capture("printf 'Where is the dog?\\n' | " + chat(server.port(), "--temp 0 --max 30"),
-                        &out), 0);
+  EXPECT_EQ(run_capture("printf 'Where is the dog?\\n' | " +
+                            chat(server.port(), "--template plain --temp 0 --max 30"), &out), 0);
   EXPECT_EQ(out, expected);
   // --prompt is the same one-shot mode.
-  EXPECT_EQ(run_capture(chat(server.port(), "--temp 0 --max 30 --prompt 'Where is the dog?' </dev/null"),
+  EXPECT_EQ(run_capture(chat(server.port(),
+                             "--template plain --temp 0 --max 30 --prompt 'Where is the dog?' </dev/null"),
                         &out), 0);
   EXPECT_EQ(out, expected);
 }
@@ -57,7 +86,7 @@ TEST(ChatOneShot, ErrorsHaveTheirExitCodes) {
   EXPECT_EQ(run_capture(chat(unused_port(), "--prompt hi 2>&1"), &out), 1);
   EXPECT_NE(out.find("cannot connect"), std::string::npos) << out;
 
-  ServerProcess server({"--api-key", "sekret-key"});
+  ServerProcess server({"--api-key", "sekret-key", "--chat-template", "chatml"});
   ASSERT_TRUE(server.started()) << server.log();
   const int port = server.port();
   EXPECT_EQ(run_capture("echo hi | " + chat(port, "--api-key wrong 2>&1"), &out), 4);
@@ -75,7 +104,7 @@ TEST(ChatOneShot, ErrorsHaveTheirExitCodes) {
   EXPECT_NE(out.find("does not fit the model's context"), std::string::npos) << out;
 
   EXPECT_EQ(run_capture(chat(port, "--template nope 2>&1"), &out), 2);
-  EXPECT_NE(out.find("must be plain, llama2, chatml or zephyr"), std::string::npos) << out;
+  EXPECT_NE(out.find("must be server, plain, llama2, chatml or zephyr"), std::string::npos) << out;
   EXPECT_EQ(run_capture(chat(port, "--url notaurl --prompt hi 2>&1"), &out), 2);
   EXPECT_EQ(run_capture("echo | " + chat(port, "--api-key sekret-key 2>&1"), &out), 2);  // empty
   EXPECT_EQ(run_capture(chat(port, "--help"), &out), 0);

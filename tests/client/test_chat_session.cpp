@@ -35,6 +35,14 @@ TEST(ChatSession, KeepsEverythingThatFits) {
   EXPECT_TRUE(p.fits);
   EXPECT_EQ(p.prompt, render_prompt(TemplateKind::kPlain, "", s.history(), "Bye"));
   EXPECT_EQ(s.history().size(), 2u);
+  // The default sends the conversation as chat messages for the server's template.
+  EXPECT_EQ(s.options().kind, TemplateKind::kServer);
+  EXPECT_EQ(p.messages, nlohmann::json::parse(R"([{"role":"user","content":"Hi"},
+      {"role":"assistant","content":"Hello!"},{"role":"user","content":"How are you?"},
+      {"role":"assistant","content":"Fine."},{"role":"user","content":"Bye"}])"));
+  s.handle_command("/system Be brief.");
+  EXPECT_EQ(s.prepare("x").messages, nlohmann::json::parse(R"([{"role":"system","content":"Be brief."},
+      {"role":"user","content":"x"}])"));
 }
 
 // Random conversations: after prepare() the estimate fits the budget, the kept turns are the

@@ -10,7 +10,7 @@ namespace {
 const std::vector<Turn> kTurns = {{"Hi", "Hello!"}, {"How are you?", "Fine."}};
 
 TEST(ChatTemplate, Names) {
-  for (const char* n : {"plain", "llama2", "chatml", "zephyr"}) {
+  for (const char* n : {"server", "plain", "llama2", "chatml", "zephyr"}) {
     auto k = parse_template_kind(n);
     ASSERT_TRUE(k) << n;
     EXPECT_EQ(template_name(*k), n);
@@ -19,6 +19,10 @@ TEST(ChatTemplate, Names) {
   EXPECT_FALSE(parse_template_kind("Plain"));
   EXPECT_FALSE(parse_template_kind(""));
   EXPECT_FALSE(parse_template_kind("llama3"));
+  // The server's template: no local stop strings; rendered plain only for the size estimate.
+  EXPECT_TRUE(stop_strings(TemplateKind::kServer).empty());
+  EXPECT_EQ(render_prompt(TemplateKind::kServer, "S", kTurns, "Bye"),
+            render_prompt(TemplateKind::kPlain, "S", kTurns, "Bye"));
 }
 
 TEST(ChatTemplate, Plain) {

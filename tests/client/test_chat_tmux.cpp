@@ -19,7 +19,9 @@ namespace {
 std::string chat_binary() { return std::string(FS_BINARY_DIR) + "/client/flashserve-chat"; }
 
 std::string chat_command(int port, const std::string& extra) {
-  return "env -u FLASHSERVE_API_KEY " + chat_binary() + " --url http://127.0.0.1:" +
+  // The plain local template (the fallback for servers without a chat template): stories260K
+  // has none, and the reply it should give is then a plain completion (greedy_reply).
+  return "env -u FLASHSERVE_API_KEY " + chat_binary() + " --template plain --url http://127.0.0.1:" +
          std::to_string(port) + " " + extra;
 }
 

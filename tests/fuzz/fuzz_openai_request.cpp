@@ -1,29 +1,30 @@
-// Fuzzes the POST /v1/completions parser and validator (server/openai_api.cpp) with the real
-// stories260K tokenizer. Any body gives either a CompletionRequest that satisfies every limit the
-// engine relies on, or an ApiError with a 4xx status whose envelope serialises.
+// Fuzzes the POST /v1/completions and /v1/chat/completions parsers and validators
+// (server/openai_api.cpp, openai_chat.cpp, request_fields.cpp) with the real stories260K tokenizer
+// and the built-in ChatML template: every input goes through both. Any body gives either a
+// CompletionRequest that satisfies every limit the engine relies on, or an ApiError with a 4xx
+// status whose envelope serialises.
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "chat/chat_template.h"
 #include "server/openai_api.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace flashserve;
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> tok =
-      Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
-  static const ServedModel model{"stories260K", 512, tok->vocab_size(), 0};
-  const std::string_view body(reinterpret_cast<const char*>(data), size);
-  auto parsed = parse_completion_request(body, model, *tok);
+namespace {
+
+void check(const std::variant<CompletionRequest, ApiError>& parsed, const ServedModel& model,
+           int max_logprobs) {
   if (auto* e = std::get_if<ApiError>(&parsed)) {
     FUZZ_ASSERT(e->status == 400 || e->status == 404, "error status");
     FUZZ_ASSERT(!e->message.empty(), "empty error message");
     const std::string text = dump_json(error_json(*e));  // invalid UTF-8 in messages must not throw
     FUZZ_ASSERT(!text.empty(), "envelope");
-    return 0;
+    return;
   }
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
   FUZZ_ASSERT(!r.prompts.empty() && r.prompts.size() == r.echo_texts.size(), "prompts");
@@ -44,7 +45,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [id, bias] : s.logit_bias) {
     FUZZ_ASSERT(id >= 0 && id < model.vocab_size && std::fabs(bias) <= 100, "logit_bias");
   }
-  FUZZ_ASSERT(r.logprobs >= -1 && r.logprobs <= kMaxLogprobs, "logprobs");
+  FUZZ_ASSERT(r.logprobs >= -1 && r.logprobs <= max_logprobs, "logprobs");
+  FUZZ_ASSERT(r.sampling.logprobs == r.logprobs, "sampler logprobs");
   FUZZ_ASSERT(!r.include_usage || r.stream, "stream_options");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::unique_ptr<Tokenizer> tok =
+      Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
+  static const ServedModel model = [] {
+    ServedModel m{"stories260K", 512, tok->vocab_size(), 0};
+    m.chat_template = std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
+    return m;
+  }();
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  check(parse_completion_request(body, model, *tok), model, kMaxLogprobs);
+  auto chat = parse_chat_request(body, model, *tok);
+  if (auto* r = std::get_if<CompletionRequest>(&chat)) {
+    FUZZ_ASSERT(r->format == ResponseFormat::kChat && r->prompts.size() == 1 && !r->echo,
+                "chat request shape");
+  }
+  check(chat, model, kMaxTopLogprobs);
   return 0;
 }

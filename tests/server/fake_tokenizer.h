@@ -26,7 +26,7 @@ class FakeTokenizer : public Tokenizer {
     std::string out;
     for (int32_t id : ids) {
       if (id >= 3 && id < 259) out.push_back(static_cast<char>(id - 3));
-      if (id >= 259) out += " " + words[id - 259].substr(3);
+      if (id >= 259) out += ' ' + words[id - 259].substr(3);
     }
     if (!out.empty() && out[0] == ' ') out.erase(0, 1);
     return sanitize(out);

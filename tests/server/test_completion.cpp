@@ -336,5 +336,81 @@ TEST_F(CompletionTest, LogprobsOffsetsAndEcho) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], 2);
 }
 
+// Chat format: the same pipeline, chat shapes. Streamed: each choice's first delta carries the
+// role, then content deltas, then the finish reason in a delta of its own, usage, [DONE]; the
+// concatenated deltas equal the non-streamed message; logprobs come as content[] entries.
+TEST_F(CompletionTest, ChatFormatShapes) {
+  engine.tokens = {260, 261, 259};  // " upon a Once"
+  CompletionRequest r = request();
+  r.format = ResponseFormat::kChat;
+  r.n = 2;
+  r.logprobs = 1;
+  Completion plain(ctx, r);
+  ASSERT_FALSE(plain.start().has_value());
+  RecordingConnection c1;
+  CompletionResult res = plain.run(c1);
+  ASSERT_EQ(res.status, 200) << res.body.dump();
+  EXPECT_EQ(res.body["object"], "chat.completion");
+  EXPECT_EQ(res.body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  ASSERT_EQ(res.body["choices"].size(), 2u);
+  const json& choice = res.body["choices"][1];
+  EXPECT_EQ(choice["index"], 1);
+  EXPECT_EQ(choice["message"]["role"], "assistant");
+  const std::string text = choice["message"]["content"];
+  EXPECT_EQ(text, " upon a Once");
+  EXPECT_EQ(choice["finish_reason"], "length");
+  ASSERT_EQ(choice["logprobs"]["content"].size(), 3u);
+  EXPECT_EQ(choice["logprobs"]["content"][0]["token"], " upon");
+
+  r.stream = true;
+  r.include_usage = true;
+  Completion streamed(ctx, r);
+  ASSERT_FALSE(streamed.start().has_value());
+  RecordingConnection c2;
+  ASSERT_TRUE(streamed.stream(c2));
+  std::vector<json> chunks;
+  size_t pos = 0;
+  while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
+    size_t end = c2.written.find("\n\n", pos);
+    std::string d = c2.written.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (d == "[DONE]") break;
+    chunks.push_back(json::parse(d));
+  }
+  ASSERT_GE(chunks.size(), 5u);
+  std::vector<std::string> texts(2);
+  std::vector<int> roles(2), finishes(2), lp(2);
+  for (const json& c : chunks) {
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    if (c["choices"].empty()) continue;  // the usage chunk
+    const json& ch = c["choices"][0];
+    const int i = ch["index"];
+    const json& delta = ch["delta"];
+    if (delta.contains("role")) {
+      EXPECT_EQ(texts[i], "") << "the role comes first";
+      EXPECT_EQ(delta["role"], "assistant");
+      ++roles[i];
+    }
+    if (delta.contains("content")) texts[i] += delta["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) {
+      EXPECT_EQ(delta, json::object());
+      EXPECT_EQ(ch["finish_reason"], "length");
+      ++finishes[i];
+    } else {
+      EXPECT_EQ(finishes[i], 0) << "nothing after the finish reason";
+    }
+    if (ch["logprobs"].is_object()) lp[i] += int(ch["logprobs"]["content"].size());
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(roles[i], 1);
+    EXPECT_EQ(finishes[i], 1);
+    EXPECT_EQ(texts[i], text);
+    EXPECT_EQ(lp[i], 3);
+  }
+  EXPECT_EQ(chunks.back()["choices"], json::array());
+  EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 6);
+  EXPECT_NE(c2.written.find("data: [DONE]\n\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flashserve

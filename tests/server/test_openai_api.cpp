@@ -7,6 +7,7 @@
 #include "sampling/sampler.h"
 #include "server/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashserve {
 namespace {
@@ -265,6 +266,25 @@ TEST_F(OpenAiApi, TokenTextForLogprobs) {
   EXPECT_EQ(token_text(tok, 3 + 'a'), "a");          // byte piece -> its byte
   EXPECT_EQ(token_text(tok, 3 + 0xE2), "bytes:\\xe2");  // lone lead byte: not UTF-8
   EXPECT_EQ(token_text(tok, 1), "<s>");
+}
+
+// A model with more rows than its tokenizer has tokens (as Qwen 2.5's 151936 for 151665): prompt
+// ids are checked against the model's vocabulary, and ids past the tokenizer's decode to nothing
+// in echo and have "" as their logprobs text, as vLLM gives.
+TEST(OpenAiApiPaddedVocab, PaddingIdsAcceptedEmptyInEchoAndLogprobs) {
+  const auto sp = Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
+  ASSERT_EQ(sp->vocab_size(), 512);
+  const ServedModel padded{"stories", 64, 520, 1700000000};
+  auto r = parse_completion_request(R"({"prompt":[1,515,259,519],"echo":true})", padded, *sp);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
+  EXPECT_EQ(std::get<CompletionRequest>(r).prompts[0], (std::vector<int32_t>{1, 515, 259, 519}));
+  EXPECT_EQ(std::get<CompletionRequest>(r).echo_texts[0], sp->decode({1, 259}));
+  EXPECT_FALSE(sp->decode({1, 259}).empty());
+  auto bad = parse_completion_request(R"({"prompt":[1,520]})", padded, *sp);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).status, 400);
+  EXPECT_EQ(token_text(*sp, 515), "");
+  EXPECT_EQ(token_text(*sp, 259), " " + sp->decode({259}));  // "▁t": a real token is not ""
 }
 
 TEST_F(OpenAiApi, Utf8Validation) {

@@ -1,7 +1,7 @@
 // IncrementalDetokenizer against Tokenizer::decode: streaming ids one by one gives exactly
 // decode(all ids) minus the context's text, every delta is valid UTF-8, and text is not held
 // back longer than needed. Run on sample texts, every context split, and random id streams
-// heavy in byte-fallback and control pieces, with both tokenizers.
+// heavy in byte-fallback, control and padding ids (past the vocabulary), with both tokenizers.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -107,11 +107,11 @@ TEST_P(Detokenizer, HoldsOnlyIncompleteCharacters) {
   EXPECT_EQ(stray.flush(), "");
 }
 
-TEST_P(Detokenizer, BadIdThrowsAndLeavesStateIntact) {
+TEST_P(Detokenizer, NegativeIdThrowsAndLeavesStateIntact) {
   IncrementalDetokenizer detok(*tok_);
   const auto ids = tok_->encode("hello there", false);
-  EXPECT_THROW(detok.push(tok_->vocab_size()), Error);
   EXPECT_THROW(detok.push(-1), Error);
+  EXPECT_THROW(detok.push(INT32_MIN), Error);
   std::string out;
   for (int32_t id : ids) out += detok.push(id);
   EXPECT_EQ(out + detok.flush(), tok_->decode(ids));
@@ -130,11 +130,32 @@ TEST_P(Detokenizer, RandomIdStreams) {
       else if (kind < 5) ids.push_back(3 + int(rng() % 0x80));        // ASCII bytes
       else if (kind < 6) ids.push_back(int(rng() % 3));               // <unk>, <s>, </s>
       else if (kind < 7) ids.push_back(space);
+      else if (kind < 8) ids.push_back(vocab + int(rng() % 300));    // a model's padding ids
       else ids.push_back(259 + int(rng() % uint32_t(vocab - 259)));  // ordinary pieces
     }
     SCOPED_TRACE(::testing::PrintToString(ids));
     expect_stream_matches(*tok_, ids, 0);
     expect_stream_matches(*tok_, ids, size_t(rng() % (ids.size() + 1)));
+  }
+}
+
+// Ids past the tokenizer's vocabulary (a model's padding rows) push as nothing: mixed into real
+// encodings (also inside byte-fallback runs and the context), the stream still gives exactly
+// decode(all), which is the text without them.
+TEST_P(Detokenizer, PaddingIdsPushNothing) {
+  std::mt19937 rng(20261125);
+  IncrementalDetokenizer alone(*tok_);
+  EXPECT_EQ(alone.push(tok_->vocab_size()), "");
+  EXPECT_EQ(alone.flush(), "");
+  for (const std::string& text : test::sample_texts()) {
+    const auto ids = tok_->encode(text, true);
+    for (int trial = 0; trial < 5; ++trial) {
+      const auto padded = test::with_padding_ids(ids, tok_->vocab_size(), rng);
+      SCOPED_TRACE(::testing::PrintToString(padded));
+      EXPECT_EQ(tok_->decode(padded), tok_->decode(ids));
+      EXPECT_EQ(stream(*tok_, padded, 0).text, tok_->decode(ids));
+      expect_stream_matches(*tok_, padded, size_t(rng() % (padded.size() + 1)));
+    }
   }
 }
 

@@ -15,6 +15,7 @@ namespace {
 
 using test::kLlamaTokenizer;
 using test::kStoriesTokenizer;
+using test::with_padding_ids;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -143,11 +144,22 @@ TEST(Tokenizer, InvalidUtf8IsAClearError) {
   }
 }
 
-TEST(Tokenizer, OutOfRangeIdsAndBadFiles) {
+// Ids past the vocabulary (a model's padding rows) decode to nothing, as in transformers;
+// negative ids are an error.
+TEST(Tokenizer, PaddingIdsDecodeToNothingNegativeIdsThrow) {
   auto t = Tokenizer::load(kStoriesTokenizer);
-  EXPECT_NE(error_of([&] { t->decode({5, 512}); }).find("token id 512 is outside the vocabulary [0, 512)"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { t->piece(-1); }).find("token id -1 is outside"), std::string::npos);
+  const auto ids = t->encode("Once upon a time \u00e9\U0001F600", true);
+  EXPECT_EQ(t->decode({5, 512}), t->decode({5}));
+  EXPECT_EQ(t->decode({512, 100000, 1 << 30}), "");
+  EXPECT_EQ(t->piece(512), "");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial)
+    EXPECT_EQ(t->decode(with_padding_ids(ids, t->vocab_size(), rng)), t->decode(ids));
+  EXPECT_NE(error_of([&] { t->decode({5, -1}); }).find("token id -1 is negative"), std::string::npos);
+  EXPECT_NE(error_of([&] { t->piece(-1); }).find("token id -1 is negative"), std::string::npos);
+}
+
+TEST(Tokenizer, BadFiles) {
   const std::string missing = std::string(FS_MODELS_DIR) + "/nope.model";
   EXPECT_NE(error_of([&] { Tokenizer::load(missing); }).find(missing + ": tokenizer model file does not exist"),
             std::string::npos);

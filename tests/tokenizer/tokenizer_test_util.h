@@ -1,7 +1,10 @@
 // Shared data for the tokenizer tests: the two SentencePiece models under FS_MODELS_DIR and a set
-// of texts covering ASCII, accents, CJK, emoji (incl. ZWJ and flags), RTL scripts and whitespace.
+// of texts covering ASCII, accents, CJK, emoji (incl. ZWJ and flags), RTL scripts and whitespace;
+// and padding ids (a model's vocabulary past its tokenizer's) mixed into id sequences.
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,19 @@ inline std::vector<std::string> sample_texts() {
       " ",
       "",
   };
+}
+
+// `ids` with ids in [vocab_size, vocab_size + 300) inserted at random places (a third of the gaps,
+// including the start and the end): the rows a model has beyond its tokenizer's vocabulary, which
+// must decode to nothing wherever they fall.
+inline std::vector<int32_t> with_padding_ids(const std::vector<int32_t>& ids, int vocab_size,
+                                             std::mt19937& rng) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    if (rng() % 3 == 0) out.push_back(vocab_size + int32_t(rng() % 300));
+    if (i < ids.size()) out.push_back(ids[i]);
+  }
+  return out;
 }
 
 }  // namespace flashserve::test

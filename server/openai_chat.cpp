@@ -1,0 +1,219 @@
+// POST /v1/chat/completions request parsing (docs/SERVER.md): the messages are validated, rendered
+// with the model's chat template and encoded so that only the template's own special-token text
+// becomes special ids. The result is the same CompletionRequest /v1/completions produces (one
+// prompt, format kChat), so both endpoints share the whole pipeline after this point.
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "server/openai_api.h"
+#include "server/request_fields.h"
+#include "tokenizer/special_split.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve {
+
+using json = nlohmann::json;
+
+namespace {
+
+const std::set<std::string>& known_fields() {
+  static const std::set<std::string> k = {
+      "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+      "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
+      "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
+      "ignore_eos", "response_format"};
+  return k;
+}
+
+// OpenAI fields this server knows but does not implement: a 400 that says so (not "unknown").
+const std::set<std::string>& unsupported_fields() {
+  static const std::set<std::string> k = {"tools", "tool_choice", "parallel_tool_calls",
+                                          "functions", "function_call", "audio", "modalities"};
+  return k;
+}
+
+void reject_unsupported(const json& j) {
+  for (const auto& [key, value] : j.items()) {
+    if (unsupported_fields().count(key) && !value.is_null()) {
+      throw bad_request("'" + key + "' is not supported by this server (no tool calling or audio)",
+                        key, "unsupported_parameter");
+    }
+  }
+  if (request::has(j, "response_format")) {
+    const json& f = j["response_format"];
+    if (!f.is_object() || !f.contains("type") || f["type"] != "text" || f.size() != 1) {
+      throw bad_request("'response_format' may only be {\"type\": \"text\"}", "response_format",
+                        "unsupported_parameter");
+    }
+  }
+}
+
+// A message's content: a string, or a list of {"type":"text","text":...} parts joined.
+std::string message_content(const json& m, const std::string& where, const std::string& role) {
+  if (!m.contains("content") || m["content"].is_null()) {
+    if (role == "assistant") return "";  // an assistant turn may have no text
+    throw bad_request("'" + where + ".content' is required", where + ".content");
+  }
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) {
+    throw bad_request("'" + where + ".content' must be a string or a list of content parts",
+                      where + ".content");
+  }
+  std::string text;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const std::string part = where + ".content[" + std::to_string(k) + "]";
+    const json& p = c[k];
+    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
+      throw bad_request("'" + part + "' must be an object with a 'type'", part);
+    }
+    const std::string type = p["type"].get<std::string>();
+    if (type != "text") {
+      throw bad_request("'" + part + "' has type '" + type +
+                            "': only text parts are supported (no images, audio or files)",
+                        part, "unsupported_content_type");
+    }
+    if (!p.contains("text") || !p["text"].is_string()) {
+      throw bad_request("'" + part + ".text' must be a string", part + ".text");
+    }
+    for (const auto& [key, value] : p.items()) {
+      if (key != "type" && key != "text") {
+        throw bad_request("unknown field '" + part + "." + key + "'", part + "." + key,
+                          "unknown_parameter");
+      }
+    }
+    text += p["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<ChatMessage> parse_messages(const json& j) {
+  if (!request::has(j, "messages")) throw bad_request("'messages' is required", "messages");
+  const json& ms = j["messages"];
+  if (!ms.is_array()) throw bad_request("'messages' must be a list of messages", "messages");
+  if (ms.empty()) throw bad_request("'messages' must not be empty", "messages");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    const json& m = ms[i];
+    if (!m.is_object()) throw bad_request("'" + where + "' must be an object", where);
+    if (!m.contains("role") || !m["role"].is_string()) {
+      throw bad_request("'" + where + ".role' is required (a string)", where + ".role");
+    }
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      throw bad_request("'" + where + ".role' is '" + msg.role +
+                            "': roles are system, developer, user and assistant (no tool messages)",
+                        where + ".role");
+    }
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && key != "name" && !value.is_null()) {
+        throw bad_request("'" + where + "." + key + "' is not supported", where + "." + key,
+                          key == "tool_calls" || key == "tool_call_id" || key == "function_call"
+                              ? "unsupported_parameter" : "unknown_parameter");
+      }
+    }
+    if (request::has(m, "name")) {
+      if (!m["name"].is_string()) throw bad_request("'" + where + ".name' must be a string", where + ".name");
+      msg.name = m["name"].get<std::string>();
+    }
+    msg.content = message_content(m, where, msg.role);
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+// The messages as prompt token ids: rendered by the template, special ids only where it wrote them.
+std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ServedModel& model,
+                                 const Tokenizer& tokenizer) {
+  if (!model.chat_template) {
+    std::string names;
+    for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
+    throw bad_request("This model has no chat template (none in its folder's tokenizer_config.json "
+                      "or chat_template.jinja), so /v1/chat/completions cannot build a prompt. "
+                      "Start flashserve with --chat-template NAME (built-in: " + names +
+                          ") or --chat-template FILE (a Jinja template), or send your own prompt "
+                          "to /v1/completions.",
+                      "messages", "chat_template_missing");
+  }
+  RenderedChat rendered;
+  try {
+    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true);
+  } catch (const ChatTemplateError& e) {
+    throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
+                      "messages", "chat_template_error");
+  }
+  const size_t max_bytes = request::max_prompt_bytes(model, tokenizer);
+  if (rendered.text.size() > max_bytes) {
+    throw bad_request("the rendered conversation is " + std::to_string(rendered.text.size()) +
+                          " bytes; no prompt over " + std::to_string(max_bytes) +
+                          " bytes can fit this model's context of " +
+                          std::to_string(model.max_model_len) + " tokens",
+                      "messages", "context_length_exceeded");
+  }
+  std::vector<int32_t> ids;
+  try {
+    ids = encode_with_special_tokens(tokenizer, rendered.text, rendered.literal);
+  } catch (const Error&) {
+    throw bad_request("'messages' could not be tokenized (invalid UTF-8?)", "messages");
+  }
+  if (ids.empty()) throw bad_request("the chat template rendered an empty prompt", "messages");
+  return ids;
+}
+
+CompletionRequest parse(std::string_view body, const ServedModel& model,
+                        const Tokenizer& tokenizer) {
+  const json j = request::parse_object(body);
+  reject_unsupported(j);
+  request::reject_unknown(j, known_fields());
+  auto has = [&](const char* k) { return request::has(j, k); };
+
+  CompletionRequest r;
+  r.format = ResponseFormat::kChat;
+  request::parse_common(j, model, &r);
+  // max_completion_tokens is the current name, max_tokens the deprecated one; with neither the
+  // reply may use the rest of the context (as OpenAI and vLLM do).
+  std::optional<int64_t> max_tokens;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (has(key)) max_tokens = request::get_max_tokens(j[key], key);
+  }
+  bool logprobs = false;
+  if (has("logprobs")) logprobs = request::get_bool(j["logprobs"], "logprobs");
+  if (has("top_logprobs")) {
+    if (!logprobs) {
+      throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+    r.logprobs = static_cast<int>(
+        request::get_int(j["top_logprobs"], "top_logprobs", 0, kMaxTopLogprobs));
+  } else if (logprobs) {
+    r.logprobs = 0;
+  }
+  r.sampling.logprobs = r.logprobs;
+
+  const std::vector<ChatMessage> messages = parse_messages(j);
+  r.prompts.push_back(chat_prompt(messages, model, tokenizer));
+  r.echo_texts.push_back("");  // chat has no echo
+  const int64_t prompt_len = static_cast<int64_t>(r.prompts[0].size());
+  int64_t room = model.max_model_len;
+  if (model.kv_cache_tokens > 0) room = std::min<int64_t>(room, model.kv_cache_tokens);
+  const int64_t limit = max_tokens ? *max_tokens : std::max<int64_t>(room - prompt_len, 1);
+  request::check_context(r, limit, model, "messages");
+  r.max_tokens = static_cast<int>(std::min<int64_t>(limit, std::numeric_limits<int>::max()));
+  return r;
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
+                                                             const ServedModel& model,
+                                                             const Tokenizer& tokenizer) {
+  return request::catching([&] { return parse(body, model, tokenizer); });
+}
+
+}  // namespace flashserve
