@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.h"
 #include "server/http_client.h"
 
 using json = nlohmann::json;
@@ -51,54 +52,36 @@ struct Args {
   int turns = 8, turn_tokens = 512;  // multi_turn
 };
 
-const char* kUsage =
-    "usage: bench_server [--host H] [--port P] [--concurrency 1,8,32] [--num-requests N]\n"
-    "                    [--prompt-len L] [--max-tokens T] [--token-range LO,HI] [--api-key K]\n"
-    "                    [--label TEXT] [--server-command TEXT (recorded in the output)]\n"
-    "                    [--workload random|shared_prefix|multi_turn] [--prefix-len N]\n"
-    "                    [--turns N] [--turn-tokens N]\n";
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::max(1, std::atoi(item.c_str())));
-  return out;
-}
-
+// Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n%s", f.c_str(), kUsage);
-      std::exit(2);
-    }
-    std::string v = argv[++i];
-    if (f == "--host") a.host = v;
-    else if (f == "--port") a.port = std::atoi(v.c_str());
-    else if (f == "--concurrency") a.concurrency = parse_list(v);
-    else if (f == "--num-requests") a.num_requests = std::atoi(v.c_str());
-    else if (f == "--prompt-len") a.prompt_len = std::atoi(v.c_str());
-    else if (f == "--max-tokens") a.max_tokens = std::atoi(v.c_str());
-    else if (f == "--token-range") {
-      auto r = parse_list(v);
-      if (r.size() == 2) a.token_lo = r[0], a.token_hi = r[1];
-    } else if (f == "--api-key") a.api_key = v;
-    else if (f == "--label") a.label = v;
-    else if (f == "--server-command") a.server_command = v;
-    else if (f == "--workload") a.workload = v;
-    else if (f == "--prefix-len") a.prefix_len = std::atoi(v.c_str());
-    else if (f == "--turns") a.turns = std::max(1, std::atoi(v.c_str()));
-    else if (f == "--turn-tokens") a.turn_tokens = std::atoi(v.c_str());
-    else {
-      std::fprintf(stderr, "unknown flag %s\n%s", f.c_str(), kUsage);
-      std::exit(2);
-    }
+  std::vector<int> token_range;
+  CLI::App app{"Load generator for a running flashserve: streaming completions at given concurrencies.",
+               "bench_server"};
+  app.add_option("--host", a.host)->capture_default_str();
+  app.add_option("--port", a.port)->check(CLI::Range(1, 65535))->capture_default_str();
+  app.add_option("--concurrency", a.concurrency, "comma-separated client counts")->delimiter(',')
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--num-requests", a.num_requests)->check(CLI::Range(1, 100000000))->capture_default_str();
+  app.add_option("--prompt-len", a.prompt_len)->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--max-tokens", a.max_tokens)->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--token-range", token_range, "LO,HI: prompt ids drawn from [LO, HI) (default 259,459)")
+      ->delimiter(',')->expected(2)->check(CLI::NonNegativeNumber);
+  app.add_option("--api-key", a.api_key);
+  app.add_option("--label", a.label);
+  app.add_option("--server-command", a.server_command, "recorded in the output");
+  app.add_option("--workload", a.workload, "random | shared_prefix (one common prefix) | multi_turn (resent histories)")
+      ->check(CLI::IsMember({"random", "shared_prefix", "multi_turn"}))->capture_default_str();
+  app.add_option("--prefix-len", a.prefix_len, "shared_prefix: tokens every prompt starts with")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--turns", a.turns, "multi_turn: turns per conversation")->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--turn-tokens", a.turn_tokens, "multi_turn: tokens each turn adds")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (!token_range.empty()) {
+    if (token_range[0] >= token_range[1]) std::exit(flashserve::cli::usage_error(app, "--token-range: LO must be below HI"));
+    a.token_lo = token_range[0], a.token_hi = token_range[1];
   }
   return a;
 }
@@ -249,15 +232,7 @@ json summarize(const std::vector<Sample>& samples, double wall) {
 
 int main(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
-  if (a.workload != "random" && a.workload != "shared_prefix" && a.workload != "multi_turn") {
-    std::fprintf(stderr, "unknown workload %s\n%s", a.workload.c_str(), kUsage);
-    return 2;
-  }
-  std::string command;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0) command.push_back(' ');
-    command.append(argv[i]);
-  }
+  const std::string command = flashserve::cli::command_line(argc, argv);
 
   std::vector<std::string> headers;
   if (!a.api_key.empty()) headers.push_back("Authorization: Bearer " + a.api_key);

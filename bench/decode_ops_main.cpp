@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.h"
 #include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
 #include "bench/record.h"
@@ -43,18 +44,14 @@ Shape shape_named(const std::string& n) {
 int main(int argc, char** argv) {
   std::string shape_name = "tinyllama-1.1b", command;
   int m = 1, kv_len = 256, reps = 50;
-  for (int i = 0; i < argc; ++i) {
-    if (i) command += ' ';
-    command += argv[i];
-  }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
-    if (f == "--shape") shape_name = v;
-    else if (f == "--m") m = std::atoi(v.c_str());
-    else if (f == "--kv-len") kv_len = std::atoi(v.c_str());
-    else if (f == "--reps") reps = std::atoi(v.c_str());
-    else return std::fprintf(stderr, "usage: bench_decode_ops [--shape S] [--m M] [--kv-len L] [--reps N]\n"), 2;
-  }
+  command = flashserve::cli::command_line(argc, argv);
+  CLI::App app{"One decode layer's ops, each timed inside a CUDA graph (JSON lines).", "bench_decode_ops"};
+  app.add_option("--shape", shape_name, "model shape")->capture_default_str();
+  app.add_option("--m", m, "sequences in the batch")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--kv-len", kv_len, "KV tokens per sequence")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const bench::HwCeilings hw = bench::measure_hw_ceilings();
     FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);

@@ -18,9 +18,9 @@
 
 #include "bench/e2e_cost.h"
 #include "bench/hw_ceilings.h"
+#include "cli/cli.h"
 #include "core/error.h"
 #include "engine/engine.h"
-#include "tools/cli.h"
 #include "weights/model.h"
 
 #if FS_BENCH_HAS_CUDA
@@ -33,19 +33,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: bench_e2e --model DIR [--backend cuda|cpu|auto] [--label NAME]\n"
-    "         [--cases decode:1x128x256,offline:256x512x256] [--repeats 3]\n"
-    "         [--max-num-seqs 256] [--max-num-batched-tokens 8192] [--kv-cache-tokens 0]\n"
-    "         [--max-seconds 120] [--threads 0] [--no-ceilings 1] [--cuda-graph-max-batch 256]\n"
+constexpr const char* kCasesHelp =
+    "Cases:\n"
     "  decode:1xPxO   --repeats runs of one request (prompt P, O tokens) after a warm-up run;\n"
     "                 reports the median decode tokens/s\n"
     "  offline:NxPxO  N requests at once after a short warm-up batch\n"
-    "  --kv-cache-tokens 0: room for the largest case at once, capped by free GPU memory\n"
-    "  --max-seconds: a case still running after this is cancelled (reported as timed_out)\n"
-    "  --cuda-graph-max-batch: decode steps up to this batch replay CUDA graphs; 0 = eager\n"
-    "  --temperature 0 --top-k 0 --top-p 1: the requests' sampling (default greedy)\n"
-    "  --host-sampling 1: copy every logits row to the host sampler (the GPU sampler's baseline)\n";
+    "A case with a refused, failed or timed-out request is an error: its record has \"error\" and no\n"
+    "throughput fields, and bench_e2e exits 1.";
 
 struct Case {
   std::string mode;  // "decode" | "offline"
@@ -88,60 +82,53 @@ std::vector<Case> parse_cases(const std::string& text) {
                     x1 == 'x' && x2 == 'x' && size_t(used) == item.size() - colon - 1 &&
                     (c.mode == "offline" || (c.mode == "decode" && c.num_requests == 1)) &&
                     c.num_requests >= 1 && c.prompt_len >= 1 && c.output_len >= 2;
-    if (!ok) std::fprintf(stderr, "bad case '%s'\n%s", item.c_str(), kUsage), std::exit(2);
+    if (!ok) throw CLI::ValidationError("--cases", "bad case '" + item + "' (decode:1xPxO or offline:NxPxO)");
     cases.push_back(c);
   }
+  if (cases.empty()) throw CLI::ValidationError("--cases", "no case given");
   return cases;
 }
 
+// Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 0; i < argc; ++i) {
-    if (i) a.command += ' ';
-    a.command += argv[i];
-  }
+  a.command = cli::command_line(argc, argv);
   std::string cases = "decode:1x128x256";
-  cli::parse_flags(argc, argv, "bench_e2e", kUsage, {},
-                   [&](const std::string& f, const std::string& v) {
-    const int n = std::atoi(v.c_str());
-    if (f == "--model")
-      a.model = v;
-    else if (f == "--backend")
-      a.backend = v;
-    else if (f == "--label")
-      a.label = v;
-    else if (f == "--cases")
-      cases = v;
-    else if (f == "--repeats")
-      a.repeats = n;
-    else if (f == "--max-num-seqs")
-      a.max_num_seqs = n;
-    else if (f == "--max-num-batched-tokens")
-      a.max_num_batched_tokens = n;
-    else if (f == "--kv-cache-tokens")
-      a.kv_cache_tokens = std::atoll(v.c_str());
-    else if (f == "--max-seconds")
-      a.max_seconds = std::atof(v.c_str());
-    else if (f == "--threads")
-      a.threads = n;
-    else if (f == "--cuda-graph-max-batch")
-      a.graph_max_batch = n;
-    else if (f == "--no-ceilings")
-      a.ceilings = !(v == "1" || v == "true");
-    else if (f == "--temperature")
-      a.sampling.temperature = float(std::atof(v.c_str()));
-    else if (f == "--top-k")
-      a.sampling.top_k = n;
-    else if (f == "--top-p")
-      a.sampling.top_p = float(std::atof(v.c_str()));
-    else if (f == "--host-sampling")
-      a.host_sampling = v == "1" || v == "true";
-    else
-      return false;
-    return true;
-  });
-  a.cases = parse_cases(cases);
-  if (a.model.empty() || a.repeats < 1 || a.cases.empty()) std::fputs(kUsage, stderr), std::exit(2);
+  bool no_ceilings = false;
+  CLI::App app{"End-to-end generation benchmarks through the Engine; JSON lines on stdout.", "bench_e2e"};
+  app.footer(kCasesHelp);
+  app.add_option("--model", a.model, "model folder or .bin")->required();
+  app.add_option("--backend", a.backend)->check(CLI::IsMember({"cuda", "cpu", "auto"}))
+      ->capture_default_str();
+  app.add_option("--label", a.label, "the records' model name (default: --model)");
+  app.add_option("--cases", cases, "comma-separated decode:1xPxO and offline:NxPxO")
+      ->capture_default_str();
+  app.add_option("--repeats", a.repeats, "decode runs after the warm-up")->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--max-num-seqs", a.max_num_seqs)->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens)->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--kv-cache-tokens", a.kv_cache_tokens,
+                 "0: room for the largest case at once, capped by free GPU memory")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max-seconds", a.max_seconds, "a case still running after this is cancelled (an error)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--threads", a.threads, "CPU threads, 0 = all cores")->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--cuda-graph-max-batch", a.graph_max_batch,
+                 "decode steps up to this batch replay CUDA graphs; 0 = eager")
+      ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+  app.add_option("--no-ceilings", no_ceilings, "1: skip measuring copy bandwidth and GEMM rate");
+  app.add_option("--temperature", a.sampling.temperature, "the requests' sampling (default greedy)")
+      ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
+  app.add_option("--top-k", a.sampling.top_k)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--top-p", a.sampling.top_p)->check(CLI::PositiveNumber)->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  app.add_option("--host-sampling", a.host_sampling,
+                 "1: copy every logits row to the host sampler (the GPU sampler's baseline)");
+  app.callback([&] { a.cases = parse_cases(cases); });  // a bad case is a usage error
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  a.ceilings = !no_ceilings;
   if (a.label.empty()) a.label = a.model;
   return a;
 }
@@ -270,32 +257,48 @@ int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
   return want;
 }
 
+// Why a run is not a measurement ("" when every request ran to its length in time): a refused
+// or failed request, a timeout, or a request that ended early. Such a case reports no throughput.
+std::string failure_of(const RunResult& r, size_t num_requests, double max_seconds) {
+  if (!r.first_error.empty()) return r.first_error;
+  if (r.timed_out) return str_cat("timed out after ", max_seconds, " s (--max-seconds)");
+  if (r.num_not_length > 0)
+    return str_cat(r.num_not_length, " of ", num_requests, " requests did not run to their length");
+  return "";
+}
+
 json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
                  const bench::HwCeilings& hw, json j) {
   const auto one = make_prompts(1, k.prompt_len, c);
-  run_batch(engine, one, k.output_len, a);  // warm-up: allocations, graphs, caches
+  RunResult last = run_batch(engine, one, k.output_len, a);  // warm-up: allocations, graphs, caches
+  std::string failure = failure_of(last, 1, a.max_seconds);
   std::vector<double> tps, ttft;
-  RunResult last;
-  for (int i = 0; i < a.repeats; ++i) {
+  for (int i = 0; i < a.repeats && failure.empty(); ++i) {
     last = run_batch(engine, one, k.output_len, a);
-    if (last.timed_out || last.decode_s.empty()) break;
+    failure = failure_of(last, 1, a.max_seconds);
+    if (!failure.empty() || last.decode_s.empty()) break;
     tps.push_back(double(last.output_tokens - 1) / last.decode_s[0]);
     ttft.push_back(last.ttft_s[0]);
   }
   j["batch_size"] = 1;
-  j["repeats"] = tps.size();
-  j["decode_tokens_per_s"] = tps.empty() ? json(nullptr) : json(median(tps));
-  j["decode_tokens_per_s_runs"] = tps;
-  j["ttft_ms"] = tps.empty() ? json(nullptr) : json(median(ttft) * 1e3);
   j["output_tokens_last_run"] = last.output_tokens;
   j["timed_out"] = last.timed_out;
   j["all_finished_by_length"] = last.num_not_length == 0;
-  if (!last.first_error.empty()) j["error"] = last.first_error;
+  if (!failure.empty() || tps.empty()) {
+    j["error"] = failure.empty() ? "no decode step was timed" : failure;
+    std::fprintf(stderr, "decode 1x%d/%d: FAILED: %s\n", k.prompt_len, k.output_len,
+                 j["error"].get<std::string>().c_str());
+    return j;
+  }
+  j["repeats"] = tps.size();
+  j["decode_tokens_per_s"] = median(tps);
+  j["decode_tokens_per_s_runs"] = tps;
+  j["ttft_ms"] = median(ttft) * 1e3;
   if (hw.available) {
     const double roof =
         bench::decode_roofline_tokens_per_s(c, k.prompt_len, k.output_len, hw.copy_bytes_per_s);
     j["roofline_tokens_per_s"] = roof;
-    j["frac_of_roofline"] = tps.empty() ? json(nullptr) : json(median(tps) / roof);
+    j["frac_of_roofline"] = median(tps) / roof;
   }
   std::fprintf(stderr, "decode 1x%d/%d: %.1f tokens/s, TTFT %.1f ms\n", k.prompt_len, k.output_len,
                median(tps), median(ttft) * 1e3);
@@ -311,24 +314,27 @@ json offline_case(Engine& engine, const Args& a, const Case& k, const ModelConfi
   j["num_requests"] = k.num_requests;
   j["elapsed_s"] = r.elapsed_s;
   j["output_tokens"] = r.output_tokens;
+  j["timed_out"] = r.timed_out;
+  j["all_finished_by_length"] = r.num_not_length == 0;
+  if (const std::string failure = failure_of(r, size_t(k.num_requests), a.max_seconds);
+      !failure.empty()) {
+    j["error"] = failure;  // and no throughput: refused requests are not tokens served
+    std::fprintf(stderr, "offline %dx%d/%d: FAILED: %s\n", k.num_requests, k.prompt_len,
+                 k.output_len, failure.c_str());
+    return j;
+  }
   j["output_tokens_per_s"] = double(r.output_tokens) / r.elapsed_s;
   j["total_tokens_per_s"] =
       double(r.output_tokens + int64_t(k.num_requests) * k.prompt_len) / r.elapsed_s;
   j["ttft_s_median"] = median(r.ttft_s);
-  j["timed_out"] = r.timed_out;
-  j["all_finished_by_length"] = r.num_not_length == 0;
-  if (!r.first_error.empty()) j["error"] = r.first_error;
   if (hw.available) {
     const bench::OfflineBound b = bench::offline_lower_bound(
         c, k.num_requests, k.prompt_len, k.output_len, hw.bf16_flops_per_s, hw.copy_bytes_per_s);
     j["step_lower_bound_s"] = b.ideal_schedule_s;
     j["flops_bound_s"] = b.flops_s;
     j["bytes_bound_s"] = b.bytes_s;
-    const bool complete = !r.timed_out && r.num_not_length == 0;
-    j["frac_of_step_lower_bound"] =
-        complete ? json(b.ideal_schedule_s / r.elapsed_s) : json(nullptr);
-    j["frac_of_total_lower_bound"] =
-        complete ? json(std::max(b.flops_s, b.bytes_s) / r.elapsed_s) : json(nullptr);
+    j["frac_of_step_lower_bound"] = b.ideal_schedule_s / r.elapsed_s;
+    j["frac_of_total_lower_bound"] = std::max(b.flops_s, b.bytes_s) / r.elapsed_s;
   }
   std::fprintf(stderr, "offline %dx%d/%d: %.1f output tokens/s in %.2f s\n", k.num_requests,
                k.prompt_len, k.output_len, double(r.output_tokens) / r.elapsed_s, r.elapsed_s);
@@ -423,7 +429,7 @@ int run(const Args& a) {
             1e3 * (m1.sample_seconds_total - m0.sample_seconds_total) / steps;
       }
       print_line(result);
-      if (result.contains("error")) ++failures;  // a request the engine failed
+      if (result.contains("error")) ++failures;  // refused, failed or timed out
     } catch (const std::exception& e) {          // one case failing must not hide the others
       ++failures;
       j["error"] = e.what();

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.h"
 #include "bench/graph_timer.h"
 #include "bench/hw_ceilings.h"
 #include "bench/record.h"
@@ -57,7 +58,10 @@ std::vector<int> parse_ints(const std::string& s) {
   for (size_t p = 0; p < s.size();) {
     size_t e = s.find(',', p);
     if (e == std::string::npos) e = s.size();
-    v.push_back(std::atoi(s.substr(p, e - p).c_str()));
+    const std::string item = s.substr(p, e - p);
+    char* end = nullptr;
+    const long x = std::strtol(item.c_str(), &end, 10);
+    v.push_back(item.empty() || *end ? 0 : int(x));  // 0: not a number (the --rows check refuses it)
     p = e + 1;
   }
   return v;
@@ -68,17 +72,20 @@ std::vector<int> parse_ints(const std::string& s) {
 int main(int argc, char** argv) {
   std::string shape_list = "tinyllama-1.1b,llama2-7b", rows_list = "1,2,4,8,16", command;
   int reps = 20;
-  for (int i = 0; i < argc; ++i) {
-    if (i) command += ' ';
-    command += argv[i];
-  }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
-    if (f == "--shapes") shape_list = v;
-    else if (f == "--rows") rows_list = v;
-    else if (f == "--reps") reps = std::atoi(v.c_str());
-    else return std::fprintf(stderr, "usage: bench_linear [--shapes A,B] [--rows 1,2] [--reps N]\n"), 2;
-  }
+  command = flashserve::cli::command_line(argc, argv);
+  CLI::App app{"The decode step's projections: skinny-matmul kernel vs cuBLASLt (JSON lines).", "bench_linear"};
+  app.add_option("--shapes", shape_list, "comma-separated model shapes")->capture_default_str();
+  app.add_option("--rows", rows_list, "comma-separated row counts m")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            for (int m : parse_ints(v))
+              if (m < 1 || m > 4096) return std::string("each row count in [1, 4096]");
+            return std::string();
+          },
+          "M,M,..."))
+      ->capture_default_str();
+  app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const bench::HwCeilings hw = bench::measure_hw_ceilings();
     FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);

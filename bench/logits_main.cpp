@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/error.h"
 #include "model/model_runner.h"
-#include "tools/cli.h"
 #include "weights/model.h"
 
 using namespace flashserve;
@@ -26,46 +26,29 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: flashserve-logits --model DIR --prompts FILE.json --out-logits F.npy --out-json "
-    "F.json\n"
-    "         [--backend cpu|cuda|auto] [--steps 64] [--prefill-chunk 0] [--threads 0]\n"
-    "  --prompts        {\"prompts\": [[ids...], ...]} (BOS included by the caller)\n"
-    "  --steps          greedy tokens generated per prompt, EOS ignored (default 64)\n"
-    "  --prefill-chunk  split prompts into chunks of this many tokens (0 = whole prompt)\n";
-
 struct Args {
   std::string model, prompts, out_logits, out_json, backend = "cpu";
   int steps = 64, prefill_chunk = 0, threads = 0;
 };
 
+// Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
 Args parse_args(int argc, char** argv) {
   Args a;
-  cli::parse_flags(argc, argv, "flashserve-logits", kUsage, {},
-                   [&](const std::string& f, const std::string& v) {
-    if (f == "--model")
-      a.model = v;
-    else if (f == "--prompts")
-      a.prompts = v;
-    else if (f == "--out-logits")
-      a.out_logits = v;
-    else if (f == "--out-json")
-      a.out_json = v;
-    else if (f == "--backend")
-      a.backend = v;
-    else if (f == "--steps")
-      a.steps = std::atoi(v.c_str());
-    else if (f == "--prefill-chunk")
-      a.prefill_chunk = std::atoi(v.c_str());
-    else if (f == "--threads")
-      a.threads = std::atoi(v.c_str());
-    else
-      return false;
-    return true;
-  });
-  if (a.model.empty() || a.prompts.empty() || a.out_logits.empty() || a.out_json.empty() ||
-      a.steps < 0 || a.prefill_chunk < 0)
-    std::fputs(kUsage, stderr), std::exit(2);
+  CLI::App app{"Last-position logits and greedy continuations of given prompts (for tools/hf_compare.py).",
+               "flashserve-logits"};
+  app.add_option("--model", a.model, "model folder or .bin")->required();
+  app.add_option("--prompts", a.prompts, "{\"prompts\": [[ids...], ...]} (BOS included by the caller)")
+      ->required();
+  app.add_option("--out-logits", a.out_logits, "F.npy")->required();
+  app.add_option("--out-json", a.out_json, "F.json")->required();
+  app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
+  app.add_option("--steps", a.steps, "greedy tokens generated per prompt, EOS ignored")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--prefill-chunk", a.prefill_chunk, "split prompts into chunks of this many tokens (0 = whole prompt)")
+      ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  app.add_option("--threads", a.threads, "CPU threads, 0 = all cores")->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   return a;
 }
 

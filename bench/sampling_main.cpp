@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.h"
 #include "bench/hw_ceilings.h"
 #include "backends/backend.h"
 
@@ -62,17 +63,13 @@ SamplingParams mix(const std::string& name, uint64_t seed) {
 
 int main(int argc, char** argv) {
   int reps = 20, only_vocab = 0;  // 0: both vocabularies
-  std::string command;
-  for (int i = 0; i < argc; ++i) {
-    if (i) command += ' ';
-    command += argv[i];
-  }
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    if (f == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (f == "--vocab") only_vocab = std::atoi(argv[i + 1]);
-    else return std::fprintf(stderr, "usage: bench_sampling [--reps N] [--vocab V]\n"), 2;
-  }
+  const std::string command = flashserve::cli::command_line(argc, argv);
+  CLI::App app{"The GPU sampler vs the logits copied to the host and sampled there (JSON lines).",
+               "bench_sampling"};
+  app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--vocab", only_vocab, "only this vocabulary (0: both)")
+      ->check(CLI::IsMember({0, 32000, 128256}))->capture_default_str();
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const std::string gpu = bench::gpu_name();
     std::unique_ptr<Backend> dev = make_cuda_backend(0);

@@ -1,6 +1,7 @@
 // flashserve-chat: a terminal chat client for a running flashserve (or any OpenAI-compatible
-// server: /v1/chat/completions by default, /v1/completions with a local --template). Interactive on a terminal; with stdin piped (or --prompt) it sends one
-// message and prints one reply. Exit codes are listed in kHelp and docs/CLIENT.md.
+// server: /v1/chat/completions by default, /v1/completions with a local --template). Interactive
+// on a terminal; with stdin piped (or --prompt) it sends one message and prints one reply. Exit
+// codes are listed in kFooter and docs/CLIENT.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "cli/cli.h"
 #include "client/chat_session.h"
 #include "client/chat_template.h"
 #include "client/http_stream.h"
@@ -20,32 +22,21 @@ using namespace flashserve::chat;
 
 namespace {
 
-enum ExitCode { kExitOk = 0, kExitUsage = 1, kExitUnreachable = 2, kExitServer = 3, kExitAuth = 4,
-                kExitInterrupted = 130 };
+// docs/CLIENT.md#exit-status; 1 and 2 follow every flashserve program (cli/cli.h).
+enum ExitCode { kExitOk = 0, kExitUnreachable = 1, kExitUsage = flashserve::cli::kUsageError,
+                kExitServer = 3, kExitAuth = 4, kExitInterrupted = 130 };
 
-const char* kHelp = R"(usage: flashserve-chat [options]
-Chat with a flashserve server from the terminal. The reply streams as it is generated; the
+const char* kAbout = R"(Chat with a flashserve server from the terminal. The reply streams as it is generated; the
 conversation is kept and sent each turn, trimmed to the model's context. By default the server
 renders it with the model's own chat template (POST /v1/chat/completions).
-With stdin not a terminal (a pipe or file) or with --prompt, sends one message and prints one reply.
+With stdin not a terminal (a pipe or file) or with --prompt, sends one message and prints one reply.)";
 
-  --url URL          server base URL (default http://127.0.0.1:8000)
-  --api-key KEY      API key sent as "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY)
-  --template NAME    server (default): the server's chat template. Fallback for servers without
-                     /v1/chat/completions (or without a template): render the prompt here and
-                     use /v1/completions: plain | llama2 (or llama-2) | chatml | zephyr
-  --system TEXT      system prompt
-  --temp X           sampling temperature 0..2 (default 0.8; 0 = greedy)
-  --max N            the most tokens per reply (default 256)
-  --prompt TEXT      send TEXT as one message, print the reply, exit
-  --help             this text
-
+const char* kFooter = R"(
 Commands (interactive): /reset  /system [TEXT]  /temp X  /max N  /help  /quit
 Ctrl-C stops the reply being written (the server cancels it); Ctrl-D or /quit leaves.
 
-Exit status: 0 ok; 1 usage error; 2 server unreachable; 3 server error (an error status or a
-broken stream); 4 API key missing or rejected (401); 130 interrupted (one-shot mode).
-)";
+Exit status: 0 ok; 1 server unreachable; 2 usage error; 3 server error (an error status or a
+broken stream); 4 API key missing or rejected (401); 130 interrupted (one-shot mode).)";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "flashserve-chat: %s (see --help)\n", msg.c_str());
@@ -60,61 +51,35 @@ struct Flags {
   SessionOptions session;
 };
 
+// Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
 Flags parse_flags(int argc, char** argv) {
   Flags f;
   if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);
-      std::fputs(line_editing_available()
-                     ? "\nLine editing and history (arrow keys): on (libedit).\n"
-                     : "\nLine editing: off (built without libedit): plain line input.\n",
-                 stdout);
-      std::exit(kExitOk);
-    }
-    size_t eq = arg.find('=');
-    bool inline_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[i + 1];
-    }
-    static const char* kWithValue[] = {"--url", "--api-key", "--template", "--system", "--temp",
-                                       "--max", "--prompt"};
-    bool known = false;
-    for (const char* k : kWithValue) known = known || arg == k;
-    if (!known) usage_error("unknown argument '" + arg + "'");
-    if (!inline_value) {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      ++i;
-    }
-    char* end = nullptr;
-    if (arg == "--url") {
-      f.url = value;
-    } else if (arg == "--api-key") {
-      f.api_key = value;
-    } else if (arg == "--template") {
-      auto kind = parse_template_kind(value);
-      if (!kind) usage_error("--template must be server, plain, llama2, chatml or zephyr");
-      f.session.kind = *kind;
-    } else if (arg == "--system") {
-      f.session.system = value;
-    } else if (arg == "--temp") {
-      f.session.temperature = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end || !(f.session.temperature >= 0 && f.session.temperature <= 2)) {
-        usage_error("--temp must be a number in [0, 2]");
-      }
-    } else if (arg == "--max") {
-      long n = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < 1 || n > 1000000) usage_error("--max must be an integer >= 1");
-      f.session.max_tokens = static_cast<int>(n);
-    } else if (arg == "--prompt") {
-      f.prompt = value;
-      f.has_prompt = true;
-    }
-  }
+  std::string template_name;
+  CLI::App app{kAbout, "flashserve-chat"};
+  app.footer(std::string(kFooter) + (line_editing_available()
+                                         ? "\n\nLine editing and history (arrow keys): on (libedit)."
+                                         : "\n\nLine editing: off (built without libedit): plain line input."));
+  app.add_option("--url", f.url, "server base URL")->capture_default_str();
+  app.add_option("--api-key", f.api_key, "API key sent as \"Authorization: Bearer KEY\" (default: env FLASHSERVE_API_KEY)");
+  app.add_option("--template", template_name,
+                 "server (default): the server's chat template. Fallback for servers without "
+                 "/v1/chat/completions (or without a template): render the prompt here and use "
+                 "/v1/completions: plain | llama2 (or llama-2) | chatml | zephyr")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return parse_template_kind(v) ? std::string() : "must be server, plain, llama2, chatml or zephyr";
+          },
+          "NAME"));
+  app.add_option("--system", f.session.system, "system prompt");
+  app.add_option("--temp", f.session.temperature, "sampling temperature (0 = greedy)")
+      ->check(CLI::Range(0.0, 2.0))->capture_default_str();
+  app.add_option("--max", f.session.max_tokens, "the most tokens per reply")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--prompt", f.prompt, "send TEXT as one message, print the reply, exit");
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (!template_name.empty()) f.session.kind = *parse_template_kind(template_name);
+  f.has_prompt = app.count("--prompt") > 0;
   return f;
 }
 

@@ -36,6 +36,8 @@ namespace detail {
 int prefill_num_variants(int head_dim);
 int prefill_default_variant(int head_dim, int num_tokens, int num_seqs, int num_q_heads);
 const char* prefill_variant_name(int head_dim, int variant);
+// Shared memory a variant's CTA needs: sm_86/sm_89 allow 99 KiB, sm_80 163, sm_90 227.
+size_t prefill_variant_smem_bytes(int head_dim, int variant);
 void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int num_tokens,
                                const void* q, const void* k_cache, const void* v_cache, void* out,
                                float* lse, DType dtype, cudaStream_t stream);

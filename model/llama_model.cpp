@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/decode_graphs.h"
+#include "weights/load_progress.h"
 
 namespace flashserve {
 
@@ -54,6 +55,7 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
                c.num_q_heads % c.num_kv_heads == 0 && c.vocab_size > 0,
            "bad model config in ", model.path());
   auto w = [&](const std::string& name) { return backend_.load_weight(model.tensor(name)); };
+  LoadProgress progress("weights of " + model.path(), c.num_layers);  // silent under a second
   embed_ = w("model.embed_tokens.weight");
   final_norm_ = w("model.norm.weight");
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
@@ -75,7 +77,14 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
     L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
     L.w_down = w(p + "mlp.down_proj.weight");
     layers_.push_back(std::move(L));
+    const Layer& l = layers_.back();
+    int64_t bytes = 0;
+    for (const Buffer* x : {&l.input_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo,
+                            &l.post_norm, &l.w_gate_up, &l.w_down})
+      if (x->storage) bytes += int64_t(x->tensor.bytes());
+    progress.step(bytes);
   }
+  progress.finish();
   std::vector<float> inv = rope_inv_freq(c);
   inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
   backend_.copy_from_host(inv_freq_.tensor, inv.data());

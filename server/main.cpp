@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
+#include "weights/default_model.h"
 #include "weights/model.h"
 
 namespace fs = std::filesystem;
@@ -207,9 +208,9 @@ Flags parse_flags(int argc, char** argv) {
     }
     it->second(value);
   }
-  if (f.model.empty()) {
-    if (!fs::exists("../shared/models/stories260K")) usage_error("--model is required");
-    f.model = "../shared/models/stories260K";
+  if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)
+    f.model = default_model_dir();
+    if (f.model.empty()) usage_error("--model is required (no stories260K beside the program)");
   }
   if (f.http_threads == 0) f.http_threads = std::min(f.max_num_seqs + f.max_queue + 8, 2048);
   return f;

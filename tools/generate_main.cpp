@@ -6,37 +6,22 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/error.h"
 #include "engine/stop_rules.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
-#include "tools/cli.h"
+#include "weights/default_model.h"
 #include "weights/model.h"
 
-namespace fs = std::filesystem;
 using namespace flashserve;
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: flashserve-generate [--model DIR|FILE] [--tokenizer PATH] [--prompt TEXT]\n"
-    "         [--max-tokens N] [--temperature T] [--seed S] [--top-k K] [--top-p P]\n"
-    "         [--threads N] [--backend auto|cpu|cuda] [--enforce-eager]\n"
-    "  --model       HF folder or llama2.c .bin (default ../shared/models/stories260K)\n"
-    "  --tokenizer   tokenizer.json or SentencePiece .model (default: beside the model)\n"
-    "  --prompt      text after BOS (default \"Once upon a time\")\n"
-    "  --max-tokens  tokens to generate (default 256; stops early at EOS or the context end)\n"
-    "  --temperature 0 = greedy (default 1)   --seed  random by default\n"
-    "  --top-k       0 = off (default)        --top-p (0, 1], default 1\n"
-    "  --threads     CPU threads, 0 = all cores (default)\n"
-    "  --backend     auto (cuda when a GPU is present, else cpu; default), cpu or cuda\n"
-    "  --enforce-eager  cuda: run every step eagerly (no CUDA graphs)\n";
 
 struct Args {
   std::string model, tokenizer, prompt = "Once upon a time", backend = "auto";
@@ -47,78 +32,32 @@ struct Args {
   bool has_seed = false;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  cli::usage_error("flashserve-generate", msg, kUsage);
-}
-
-long parse_long(const std::string& flag, const std::string& v, long lo, long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-    usage_error(flag + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  return x;
-}
-
-double parse_double(const std::string& flag, const std::string& v, double lo, double hi) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(x >= lo && x <= hi))
-    usage_error(str_cat(flag, " wants a number in [", lo, ", ", hi, "], got '", v, "'"));
-  return x;
-}
-
-Args parse_args(int argc, char** argv) {
-  Args a;
-  const char* prog = "flashserve-generate";
-  cli::parse_flags(argc, argv, prog, kUsage, {"--enforce-eager"}, [&](const std::string& f,
-                                                                      const std::string& v) {
-    if (f == "--enforce-eager")
-      a.enforce_eager = true;
-    else if (f == "--model")
-      a.model = v;
-    else if (f == "--tokenizer")
-      a.tokenizer = v;
-    else if (f == "--prompt")
-      a.prompt = v;
-    else if (f == "--max-tokens")
-      a.max_tokens = parse_long(f, v, 1, 1 << 20);
-    else if (f == "--temperature")
-      a.temperature = parse_double(f, v, 0.0, 100.0);
-    else if (f == "--seed")
-      a.seed = parse_long(f, v, 0, 0x7fffffffffffffffL), a.has_seed = true;
-    else if (f == "--top-k")
-      a.top_k = parse_long(f, v, 0, 1 << 30);
-    else if (f == "--top-p") {
-      a.top_p = parse_double(f, v, 0.0, 1.0);
-      if (a.top_p <= 0.0) usage_error("--top-p must be > 0");
-    } else if (f == "--threads")
-      a.threads = parse_long(f, v, 0, 1024);
-    else if (f == "--backend") {
-      if (v != "auto" && v != "cpu" && v != "cuda") usage_error("--backend must be auto, cpu or cuda");
-      a.backend = v;
-    } else
-      return false;
-    return true;
-  });
-  return a;
-}
-
-// ../shared/models/stories260K from the current directory, else from the executable's repo
-// (the first ancestor folder of the executable that has it beside).
-std::string default_model() {
-  const fs::path rel = fs::path("..") / "shared" / "models" / "stories260K";
-  if (fs::exists(rel)) return rel.string();
-  std::error_code ec;
-  fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (; !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-    if (fs::exists(dir / rel)) return (dir / rel).lexically_normal().string();
-  return rel.string();  // load_model will name it in its error
+// The command line (cli/cli.h conventions: --help exits 0, a bad flag or value exits 2).
+void add_flags(CLI::App& app, Args& a) {
+  app.add_option("--model", a.model,
+                 "HF folder or llama2.c .bin (default: stories260K beside the program)");
+  app.add_option("--tokenizer", a.tokenizer, "tokenizer.json or SentencePiece .model (default: beside the model)");
+  app.add_option("--prompt", a.prompt, "text after BOS")->capture_default_str();
+  app.add_option("--max-tokens", a.max_tokens, "tokens to generate (stops early at EOS or the context end)")
+      ->check(CLI::Range(1L, long(1 << 20)))->capture_default_str();
+  app.add_option("--temperature", a.temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--seed", a.seed, "sampling seed (random by default)")
+      ->check(CLI::Range(0ULL, 0x7fffffffffffffffULL));
+  app.add_option("--top-k", a.top_k, "0 = off")->check(CLI::Range(0L, long(1 << 30)))->capture_default_str();
+  app.add_option("--top-p", a.top_p, "nucleus mass, in (0, 1]")
+      ->check(CLI::PositiveNumber)->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--threads", a.threads, "CPU threads, 0 = all cores")->check(CLI::Range(0L, 1024L))
+      ->capture_default_str();
+  app.add_option("--backend", a.backend, "auto (cuda when a GPU is present, else cpu), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  app.add_flag("--enforce-eager", a.enforce_eager, "cuda: run every step eagerly (no CUDA graphs)");
 }
 
 int run(const Args& a) {
-  const std::string model_path = a.model.empty() ? default_model() : a.model;
+  const std::string model_path = a.model.empty() ? default_model_dir() : a.model;
+  if (model_path.empty())
+    FS_THROW("no default model found (stories260K beside the program): pass --model DIR");
   auto model = load_model(model_path);
   const std::string tok_path = a.tokenizer.empty() ? find_tokenizer_file(model_path) : a.tokenizer;
   auto tok = Tokenizer::load(tok_path);
@@ -200,6 +139,11 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse_args(argc, argv);
+  Args args;
+  CLI::App app{"Generates text from one prompt with one sequence (the simplest path through the model).",
+               "flashserve-generate"};
+  add_flags(app, args);
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+  args.has_seed = app.count("--seed") > 0;
   return cli::run_main("flashserve-generate", [&] { return run(args); });
 }

@@ -5,11 +5,11 @@
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "cli/cli.h"
 #include "core/error.h"
 #include "weights/hf_config.h"
 #include "weights/random_model.h"
@@ -74,30 +74,34 @@ int main(int argc, char** argv) {
   int shards = 1;
   float scale = 0.02f;
   bool config_only = false;  // write config.json (+ tokenizer) only: HF tools fill in weights
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--out") out = value;
-    else if (flag == "--preset") preset_name = value;
-    else if (flag == "--dtype") dtype = value;
-    else if (flag == "--seed") seed = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--shards") shards = std::atoi(value.c_str());
-    else if (flag == "--scale") scale = std::strtof(value.c_str(), nullptr);
-    else if (flag == "--tokenizer") tokenizer = value;
-    else if (flag == "--config-only") config_only = value == "1" || value == "true";
-    else return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
-  }
-  if (out.empty() || argc % 2 == 0) {
-    std::fprintf(stderr, "usage: %s --out DIR [--preset NAME] "
-                 "[--dtype f32|f16|bf16] [--seed N] [--shards N] [--scale X] [--tokenizer FILE]\n"
-                 "       [--config-only 1]   presets: %s\n",
-                 argv[0], kPresets);
-    return 2;
-  }
+  CLI::App app{"Writes a random-weight Llama folder (config.json + safetensors) of a real model's shape.",
+               "flashserve-random-model"};
+  app.add_option("--out", out, "output folder")->required();
+  app.add_option("--preset", preset_name, std::string("model shape: ") + kPresets)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              preset(v);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "NAME"))
+      ->capture_default_str();
+  app.add_option("--dtype", dtype, "weight dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--shards", shards, "safetensors files")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--scale", scale, "weights are uniform in [-scale, scale]")
+      ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
+  app.add_option("--tokenizer", tokenizer, "tokenizer.model to copy into the folder");
+  app.add_option("--config-only", config_only, "1: write config.json only (HF tools fill in weights)");
+  if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const flashserve::DType t = dtype == "f32"   ? flashserve::DType::kF32
                                 : dtype == "f16" ? flashserve::DType::kF16
-                                : dtype == "bf16" ? flashserve::DType::kBF16
-                                                  : throw flashserve::Error("bad --dtype " + dtype);
+                                                 : flashserve::DType::kBF16;  // checked by --dtype
     const flashserve::ModelConfig config = preset(preset_name);
     if (config_only) {
       std::filesystem::create_directories(out);
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
       std::filesystem::copy_file(tokenizer, std::filesystem::path(out) / "tokenizer.model",
                                  std::filesystem::copy_options::overwrite_existing);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "flashserve-random-model: error: %s\n", e.what());
     return 1;
   }
   std::printf("wrote %s\n", out.c_str());

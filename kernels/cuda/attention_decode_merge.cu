@@ -9,6 +9,7 @@
 #include "kernels/attention_decode.h"
 #include "kernels/attention_state.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 
 namespace flashserve::cuda {
@@ -125,18 +126,10 @@ void launch_merge(const float* o_part, const float* lse_part, int num_rows, int 
            "decode merge: bad shape for ", num_splits, " splits");
   // Programmatic dependent launch: the merge grid is scheduled while the partial kernel's last
   // blocks run, hiding its launch latency (~2 us); correctness comes from griddepcontrol.wait.
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((num_rows + shape.rows_per_block - 1) / shape.rows_per_block);
-  config.blockDim = dim3(kMergeThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T, kHeadDim>, o_part, lse_part, num_rows,
-                                num_splits, shape.groups, shape.rows_per_block, static_cast<T*>(out), lse));
+  launch_pdl(decode_merge_kernel<T, kHeadDim>,
+             dim3((num_rows + shape.rows_per_block - 1) / shape.rows_per_block), dim3(kMergeThreads),
+             0, stream, o_part, lse_part, num_rows, num_splits, shape.groups, shape.rows_per_block,
+             static_cast<T*>(out), lse);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -84,6 +84,15 @@ const char* prefill_variant_name(int head_dim, int variant) {
   return head_dim == 64 ? PrefillVariants<64>::kNames[variant] : PrefillVariants<128>::kNames[variant];
 }
 
+size_t prefill_variant_smem_bytes(int head_dim, int variant) {
+  size_t bytes = 0;
+  auto get = [&](auto traits) { bytes = decltype(traits)::kSmemBytes; };
+  const bool known = head_dim == 64 ? dispatch_variant<64, true>(variant, get)
+                                    : head_dim == 128 && dispatch_variant<128, true>(variant, get);
+  FS_CHECK(known, "no prefill variant ", variant, " for head_dim ", head_dim);
+  return bytes;
+}
+
 void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int num_tokens,
                                const void* q, const void* k_cache, const void* v_cache, void* out,
                                float* lse, DType dtype, cudaStream_t stream) {

@@ -357,6 +357,13 @@ void launch_prefill(PrefillParams p, int num_tokens, cudaStream_t stream) {
   if (num_tokens == 0 || ctas == 0) return;
   FS_CHECK(ctas < (1ll << 31), "prefill grid too large: ", ctas, " CTAs");
   auto kernel = attention_prefill_kernel<Tr, T>;
+  // Ada/Ampere consumer parts allow 99 KiB per block (A100 163, Hopper 227): every default tile
+  // fits 99 KiB; a test-only shape that does not is refused here with its numbers.
+  int device = 0, smem_optin = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  FS_CHECK(Tr::kSmemBytes <= size_t(smem_optin), "prefill tile needs ", Tr::kSmemBytes,
+           " bytes of shared memory; this GPU allows ", smem_optin);
   if (Tr::kSmemBytes > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(Tr::kSmemBytes)));

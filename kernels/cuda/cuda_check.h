@@ -1,4 +1,4 @@
-// CUDA_CHECK for host code: throws flashserve::Error with file:line and the CUDA error string.
+// CUDA_CHECK for host code: throws flashserve::Error with the CUDA error string (and file:line at debug level, core/error.h).
 // Launchers call CUDA_CHECK_LAUNCH() right after every <<<>>>.
 #pragma once
 

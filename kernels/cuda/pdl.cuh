@@ -1,4 +1,4 @@
-// Programmatic dependent launch (Hopper): a kernel launched with launch_pdl() may be scheduled
+// Programmatic dependent launch (Hopper, sm_90a builds only; see kernel_has_pdl): a kernel launched with launch_pdl() may be scheduled
 // while the previous kernel on its stream is still running, so its launch latency and whatever
 // it does before pdl_wait() (index math, loads of weights) overlap the previous kernel's tail.
 // A decode step is ~10 small kernels per layer, each a few microseconds, so the gaps matter.
@@ -13,6 +13,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -38,6 +41,26 @@ inline bool pdl_enabled() {
   return on;
 }
 
+// True when `kernel`, as it runs on the current device, was compiled for sm_90 or newer, i.e. it
+// contains the griddepcontrol instructions. Launching a kernel without them with programmatic
+// serialisation would let it read its predecessor's output too early: on Ampere/Ada, and on a
+// Hopper running the compute_80 PTX (JIT-compiled), kernels are launched normally. Cached per
+// kernel and device.
+inline bool kernel_has_pdl(const void* kernel) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find({kernel, device});
+  if (it == known.end()) {
+    cudaFuncAttributes attrs = {};
+    CUDA_CHECK(cudaFuncGetAttributes(&attrs, kernel));
+    it = known.emplace(std::make_pair(kernel, device), attrs.ptxVersion >= 90).first;
+  }
+  return it->second;
+}
+
 template <class... KernelArgs, class... Args>
 void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, Args... args) {
@@ -50,7 +73,7 @@ void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t sme
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = pdl_enabled() && kernel_has_pdl(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...));
 }
 

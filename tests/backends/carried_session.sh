@@ -34,8 +34,9 @@ if [ "${1:-}" = pack ]; then
   build=${2:-build/release}
   mkdir -p .carry/lib
   tar -C "$build" -cJf .carry/bin.tar.xz "${bins[@]}"
+  # Not Nettle: the image has a newer one, which its own curl (gnutls) needs.
   for lib in libcpp-httplib.so.0.11 libsentencepiece.so.0 libbrotlidec.so.1 libbrotlienc.so.1 \
-             libbrotlicommon.so.1 libnettle.so.8; do
+             libbrotlicommon.so.1 libutf8proc.so.2; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" .carry/lib/
   done
   du -sh .carry/bin.tar.xz .carry/lib
@@ -43,10 +44,9 @@ if [ "${1:-}" = pack ]; then
 fi
 if [ "${1:-}" = build ]; then
   # On the GPU machine instead of `pack` here: 16 cores build the CUDA code in a few minutes,
-  # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc, CLI11 and Nettle
-  # (nettle-dev + libnettle8: the prefix cache's SHA-256) are not
-  # installed there (nor Nettle, nor the headers of OpenSSL, zlib and brotli that Debian's httplib.h
-  # includes), so their Debian packages travel in .carry/debs (apt-get download here) and
+  # where this 2-core machine takes far longer. cpp-httplib, PCRE2, utf8proc, CLI11 and
+  # nettle-dev (the prefix cache's SHA-256) are not installed there (nor the headers of OpenSSL,
+  # zlib and brotli that Debian's httplib.h includes), so their Debian packages travel in .carry/debs (apt-get download here) and
   # are unpacked into /opt/fsdev, with their pkg-config files pointed there.
   # SRC (default .), BUILD (default build/release), ARCHS (default 90a) and TARGETS (default:
   # every binary listed above) choose what is built.
@@ -57,9 +57,13 @@ if [ "${1:-}" = build ]; then
   # none of them.
   sed -i -e "s|^prefix=.*|prefix=$dev/usr|" -e '/^Requires.private/d' $(find $dev -name '*.pc')
   export PKG_CONFIG_PATH=$dev/usr/lib/x86_64-linux-gnu/pkgconfig:$dev/usr/share/pkgconfig
-  cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli,nettle}*.so* .carry/lib/
-  ldconfig -p | grep -q 'libpcre2-8.so.0 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libpcre2-8.so* .carry/lib/
-  ldconfig -p | grep -q 'libnettle.so.8 ' || cp -a $dev/usr/lib/x86_64-linux-gnu/libnettle.so* .carry/lib/
+  cp -a $dev/usr/lib/x86_64-linux-gnu/lib{cpp-httplib,utf8proc,brotli}*.so* .carry/lib/
+  # Only what the image lacks: an older copy first on LD_LIBRARY_PATH would break its own
+  # programs (curl's gnutls needs the image's newer Nettle). grep -c, not -q: with pipefail,
+  # -q closing the pipe early makes ldconfig's SIGPIPE read as "not found".
+  have() { [ "$(ldconfig -p | grep -c "$1 ")" -gt 0 ]; }
+  have libpcre2-8.so.0 || cp -a $dev/usr/lib/x86_64-linux-gnu/libpcre2-8.so* .carry/lib/
+  have libnettle.so.8 || cp -a $dev/usr/lib/x86_64-linux-gnu/libnettle.so* .carry/lib/
   targets=${TARGETS:-$(for b in "${bins[@]}"; do basename "$b"; done)}
   cmake -S "${SRC:-.}" -B "${BUILD:-build/release}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH=$dev/usr -DFS_MODELS_DIR=/work/shared/models \

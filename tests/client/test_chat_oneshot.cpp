@@ -1,6 +1,6 @@
 // flashserve-chat without a terminal: a message piped on stdin gives one reply on stdout (the
 // greedy text, exactly: the server's chat reply by default, a plain completion with --template
-// plain), and each failure has its documented exit status and message: 1 usage, 2 unreachable,
+// plain), and each failure has its documented exit status and message: 1 unreachable, 2 usage,
 // 3 server error (also: the server has no chat template), 4 API key rejected.
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -83,7 +83,7 @@ TEST(ChatOneShot, PlainTemplateGivesTheGreedyCompletion) {
 
 TEST(ChatOneShot, ErrorsHaveTheirExitCodes) {
   std::string out;
-  EXPECT_EQ(run_capture(chat(unused_port(), "--prompt hi 2>&1"), &out), 2);
+  EXPECT_EQ(run_capture(chat(unused_port(), "--prompt hi 2>&1"), &out), 1);
   EXPECT_NE(out.find("cannot connect"), std::string::npos) << out;
 
   ServerProcess server({"--api-key", "sekret-key", "--chat-template", "chatml"});
@@ -103,10 +103,10 @@ TEST(ChatOneShot, ErrorsHaveTheirExitCodes) {
   EXPECT_EQ(run_capture("echo " + shell_quote(big) + " | " + chat(port, "--api-key sekret-key 2>&1"), &out), 3);
   EXPECT_NE(out.find("does not fit the model's context"), std::string::npos) << out;
 
-  EXPECT_EQ(run_capture(chat(port, "--template nope 2>&1"), &out), 1);
-  EXPECT_NE(out.find("--template must be"), std::string::npos) << out;
-  EXPECT_EQ(run_capture(chat(port, "--url notaurl --prompt hi 2>&1"), &out), 1);
-  EXPECT_EQ(run_capture("echo | " + chat(port, "--api-key sekret-key 2>&1"), &out), 1);  // empty
+  EXPECT_EQ(run_capture(chat(port, "--template nope 2>&1"), &out), 2);
+  EXPECT_NE(out.find("must be server, plain, llama2, chatml or zephyr"), std::string::npos) << out;
+  EXPECT_EQ(run_capture(chat(port, "--url notaurl --prompt hi 2>&1"), &out), 2);
+  EXPECT_EQ(run_capture("echo | " + chat(port, "--api-key sekret-key 2>&1"), &out), 2);  // empty
   EXPECT_EQ(run_capture(chat(port, "--help"), &out), 0);
   EXPECT_NE(out.find("Exit status"), std::string::npos) << out;
 }

@@ -68,6 +68,7 @@ class FaultStartup : public ::testing::Test {
     EXPECT_FALSE(r.timed_out) << name;
     EXPECT_EQ(r.exit_code, code) << name << ": " << r.output;
     EXPECT_NE(r.output.find(what), std::string::npos) << name << ": " << r.output;
+    EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << name << ": our source file: " << r.output;
     EXPECT_EQ(r.output.find("listening on"), std::string::npos) << name;
   }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,19 +101,42 @@ TEST_F(BenchE2eCli, FailuresBecomeErrorRecords) {
   ASSERT_EQ(r.records.size(), 2u) << r.err;
   EXPECT_EQ(r.records[0]["all_finished_by_length"], false);
   EXPECT_TRUE(r.records[0].contains("error")) << r.records[0].dump();
+  // Refused requests are not throughput: no rate field at all (was 0 tokens/s and a huge total).
+  for (const char* rate : {"output_tokens_per_s", "total_tokens_per_s", "ttft_s_median"})
+    EXPECT_FALSE(r.records[0].contains(rate)) << rate << ": " << r.records[0].dump();
+  EXPECT_NE(r.err.find("FAILED"), std::string::npos) << r.err;
   EXPECT_EQ(r.records[1]["all_finished_by_length"], true);
-  // A backend that cannot start: one error record per case.
+  EXPECT_GT(r.records[1]["decode_tokens_per_s"].get<double>(), 0);
+  // A case that runs past --max-seconds is cancelled: an error too, with no rate.
   r = run_cli("--model " + (dir_ / "model").string() +
-                  " --backend nonsense --cases decode:1x8x4,offline:2x8x4",
+                  " --backend cpu --max-seconds 0.000001 --cases offline:4x16x200,decode:1x16x200",
+              dir_);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  ASSERT_EQ(r.records.size(), 2u) << r.err;
+  for (const json& j : r.records) {
+    EXPECT_NE(j["error"].get<std::string>().find("timed out"), std::string::npos) << j.dump();
+    EXPECT_FALSE(j.contains("output_tokens_per_s") || j.contains("decode_tokens_per_s")) << j.dump();
+  }
+  // A model that cannot load: one error record per case. (An unknown --backend is a usage
+  // error since the flags moved to cli/cli.h: exit 2 below.)
+  r = run_cli("--model " + (dir_ / "no_such_model").string() +
+                  " --backend cpu --cases decode:1x8x4,offline:2x8x4",
               dir_);
   EXPECT_EQ(r.rc, 1);
   ASSERT_EQ(r.records.size(), 2u);
   for (const json& j : r.records)
-    EXPECT_NE(j["error"].get<std::string>().find("nonsense"), std::string::npos);
-  // Malformed cases are a usage error.
+    EXPECT_NE(j["error"].get<std::string>().find("no_such_model"), std::string::npos) << j.dump();
+  // Malformed cases and bad values are usage errors (exit 2); --help exits 0.
   r = run_cli("--model " + (dir_ / "model").string() + " --cases decode:4x8x4", dir_);
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("bad case"), std::string::npos);
+  for (const std::string& bad :
+       {"--repeats 0", "--repeats x", "--max-seconds -1", "--nope 1", "--backend nonsense"}) {
+    r = run_cli("--model " + (dir_ / "model").string() + " " + bad, dir_);
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+  }
+  const int help = std::system((kBin + " --help > /dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(help) && WEXITSTATUS(help) == 0) << help;
 }
 
 }  // namespace

@@ -33,13 +33,38 @@ TEST(GenerateCli, GreedyStoriesAndErrors) {
   EXPECT_NE(out.find("Once upon a time, there was a little girl named Lily."), std::string::npos)
       << out;
   EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
-  for (const std::string& bad : std::vector<std::string>{
-           "--max-tokens x", "--top-p 2", "--nope 1", "--model", "--model /nonexistent/model",
-           "--model " + kModel + " --tokenizer " + kModel + "/stories260K.bin"}) {
-    const int rc = run(bad, &out);
-    EXPECT_GT(rc, 0) << bad << ": " << out;
+  // Usage errors exit 2 (docs/CONVENTIONS.md#command-lines); files that do not load exit 1.
+  for (const std::string& bad : std::vector<std::string>{"--max-tokens x", "--top-p 2", "--top-p 0",
+                                                         "--nope 1", "--model", "--backend gpu"}) {
+    EXPECT_EQ(run(bad, &out), 2) << bad << ": " << out;
     EXPECT_NE(out.find("flashserve-generate:"), std::string::npos) << bad << ": " << out;
   }
+  for (const std::string& bad : std::vector<std::string>{
+           "--model /nonexistent/model", "--model " + kModel + " --tokenizer " + kModel + "/stories260K.bin"}) {
+    EXPECT_EQ(run(bad, &out), 1) << bad << ": " << out;
+    EXPECT_NE(out.find("flashserve-generate: error:"), std::string::npos) << bad << ": " << out;
+    EXPECT_EQ(out.find(".cpp:"), std::string::npos) << bad << ": our source file: " << out;
+  }
+  EXPECT_EQ(run("--help", &out), 0) << out;
+  EXPECT_NE(out.find("--max-tokens"), std::string::npos) << out;
+}
+
+// Without --model, the default model is found beside the program, whatever the working directory.
+TEST(GenerateCli, DefaultModelFromAnyDirectory) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model not found: " << kModel;
+  std::string out;
+  if (run("--temperature 0 --max-tokens 8 --prompt Once", &out) == 1 &&
+      out.find("no default model found") != std::string::npos)
+    GTEST_SKIP() << "no stories260K beside this checkout (scripts/fetch_model.sh): " << out;
+  EXPECT_EQ(run("--temperature 0 --max-tokens 8 --prompt Once", &out, false), 0) << out;
+  const std::string from_root = out;
+  FILE* p = popen(("cd / && " + kBin + " --temperature 0 --max-tokens 8 --prompt Once 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  std::string elsewhere;
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) elsewhere.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << elsewhere;
+  EXPECT_EQ(elsewhere.rfind(from_root, 0), 0u) << elsewhere;  // the same text, then the timing line
 }
 
 // stdout is the prompt text, then the generated text (one newline at the end). Sampling with the
