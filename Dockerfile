@@ -14,6 +14,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake ninja-build g++ pkg-config \
       libsentencepiece-dev libcpp-httplib-dev nlohmann-json3-dev libgtest-dev libedit-dev nettle-dev \
+      libpcre2-dev libutf8proc-dev libcli11-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
