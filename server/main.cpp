@@ -7,18 +7,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <limits>
-#include <map>
 #include <string>
 #include <thread>
 
 #include "chat/chat_template.h"
+#include "cli/cli.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
@@ -49,171 +47,138 @@ struct Flags {
   int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
   bool prefix_caching = true;
+  bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
   ConnectionLimits limits;
 };
 
-const char* kHelp = R"(usage: flashserve [--model DIR] [options]
-An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-/health, /metrics).
+const char* kAbout = R"(An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+/health, /metrics).)";
 
-  --model PATH               model directory (HF safetensors or llama2.c .bin) or .bin file
-                             (default: ../shared/models/stories260K when it exists)
-  --tokenizer PATH           tokenizer.json or SentencePiece .model (default: tokenizer.json,
-                             else tokenizer.model, beside the weights)
-  --chat-template FILE|NAME  the chat template for /v1/chat/completions, overriding the model's
-                             own (tokenizer_config.json or chat_template.jinja): a Jinja file or a
-                             built-in name: llama-2, llama-3, chatml, mistral, zephyr. A template
-                             that does not parse stops start-up (exit 1)
-  --served-model-name NAME   the id clients pass as "model" (default: the model's folder name)
-  --host ADDR                listen address (default 127.0.0.1)
-  --port N                   listen port, 0..65535 (default 8000; 0 = any free port, printed)
-  --api-key KEY              require "Authorization: Bearer KEY" (default: env FLASHSERVE_API_KEY;
-                             /health is exempt; the key is never logged)
-  --backend cpu|cuda|auto    compute backend (default auto: cuda when available)
-  --threads N                CPU backend worker threads (default 0 = all cores)
-  --block-size N             tokens per KV-cache block (default 16)
-  --kv-cache-tokens N        KV-cache capacity in tokens (default 0 = from --kv-memory-fraction)
-  --kv-memory-fraction F     fraction of free device memory for the KV cache (default 0.9)
-  --max-num-seqs N           sequences running per engine step (default 64)
-  --max-num-batched-tokens N tokens per engine step (default 512)
-  --max-queue N              waiting requests, >= 1 (default 256); beyond it requests get 503 +
-                             Retry-After; a request with more choices (prompts x n) gets 400
-  --max-body-bytes N         request body limit; larger bodies get 413 (default 4194304)
-  --http-threads N           HTTP handler threads (default max-num-seqs + max-queue + 8); when
-                             all are busy a new request gets 503 + Retry-After
-  --request-head-timeout-ms N   a request head must arrive whole within N ms of its first byte
-                             (default 3000); else 408 and the connection is closed
-  --request-body-timeout-ms N   and its body within N ms of the head (default 30000)
-  --keep-alive-timeout-ms N  a connection with no request under way closes after N ms (default 5000)
-  --max-connections N        open connections in all (default 4096, at most the open-file limit
-                             less 64); beyond: 503 and close
-  --max-connections-per-client N  open connections from one address (default 256; 0 = no cap);
-                             beyond: 503 and close. Behind a reverse proxy every connection
-                             comes from the proxy's address: raise it or use 0
-  --cuda-graph-max-batch N   cuda: decode steps of up to N sequences replay CUDA graphs
-                             (default 256; 0 = off)
-  --enforce-eager            cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)
-  --no-prefix-caching        compute every prompt in full (default: reuse the KV cache of
-                             prompt prefixes already seen, docs/PREFIX_CACHE.md)
-  --no-request-log           do not log one line per finished request
-  --help                     this text
-
+const char* kFooter = R"(
 Exit status: 0 after SIGINT/SIGTERM (or --help), 1 when start-up fails or the engine dies,
-2 for a usage error (unknown flag, bad value).
-)";
+2 for a usage error (unknown flag, bad value).)";
 
+constexpr int kIntMax = std::numeric_limits<int>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "flashserve: %s (see --help)\n", msg.c_str());
-  std::exit(2);
+// A number in [lo, hi], checked by CLI11 (a usage error otherwise). The range is in the
+// option's own text, so the validator's description is left out of the help.
+template <typename T>
+CLI::Validator in_range(T lo, T hi) {
+  return CLI::Range(lo, hi).description("");
 }
 
-// A whole number in [lo, hi]; anything else is a usage error (exit 2).
-int64_t to_int(const std::string& flag, const std::string& v, int64_t lo,
-               int64_t hi = std::numeric_limits<int>::max()) {
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-    usage_error("bad value for " + flag + ": '" + v + "' (a whole number in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "])");
-  }
-  return x;
+// A number in (0, 1] (CLI::Range would take 0).
+const CLI::Validator kFraction(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return !v.empty() && *end == '\0' && x > 0 && x <= 1 ? "" : "Value " + v + " not in (0, 1]";
+    },
+    "");
+
+// The option table: every flag, its range and its help text (cli/cli.h conventions: --help exits
+// 0, a usage error 2). Defaults are the Flags' initial values, stated in the help text.
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--model", f.model,
+                 "model directory (HF safetensors or llama2.c .bin) or .bin file\n"
+                 "(default: ../shared/models/stories260K when it exists)")->type_name("PATH");
+  app.add_option("--tokenizer", f.tokenizer,
+                 "tokenizer.json or SentencePiece .model (default: tokenizer.json,\n"
+                 "else tokenizer.model, beside the weights)")->type_name("PATH");
+  app.add_option("--chat-template", f.chat_template,
+                 "the chat template for /v1/chat/completions, overriding the model's\n"
+                 "own (tokenizer_config.json or chat_template.jinja): a Jinja file or a\n"
+                 "built-in name: llama-2, llama-3, chatml, mistral, zephyr. A template\n"
+                 "that does not parse stops start-up (exit 1)")
+      ->type_name("FILE|NAME")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? "needs a file or a built-in name" : ""; }, ""));
+  app.add_option("--served-model-name", f.served_model_name,
+                 "the id clients pass as \"model\" (default: the model's folder name)")
+      ->type_name("NAME");
+  app.add_option("--host", f.host, "listen address (default 127.0.0.1)")->type_name("ADDR");
+  app.add_option("--port", f.port, "listen port, 0..65535 (default 8000; 0 = any free port, printed)")
+      ->type_name("N")->check(in_range(0, 65535));
+  app.add_option("--api-key", f.api_key,
+                 "require \"Authorization: Bearer KEY\" (default: env FLASHSERVE_API_KEY;\n"
+                 "/health is exempt; the key is never logged)")->type_name("KEY");
+  app.add_option("--backend", f.backend, "compute backend (default auto: cuda when available)")
+      ->type_name("cpu|cuda|auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}).description(""));
+  app.add_option("--threads", f.threads, "CPU backend worker threads (default 0 = all cores)")
+      ->type_name("N")->check(in_range(0, kIntMax));
+  app.add_option("--block-size", f.block_size, "tokens per KV-cache block (default 16)")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--kv-cache-tokens", f.kv_cache_tokens,
+                 "KV-cache capacity in tokens (default 0 = from --kv-memory-fraction)")
+      ->type_name("N")->check(in_range(int64_t{0}, kInt64Max));
+  app.add_option("--kv-memory-fraction", f.kv_memory_fraction,
+                 "fraction of free device memory for the KV cache, in (0, 1] (default 0.9)")
+      ->type_name("F")->check(kFraction);
+  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences running per engine step (default 64)")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+                 "tokens per engine step (default 512)")->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-queue", f.max_queue,
+                 "waiting requests, >= 1 (default 256); beyond it requests get 503 +\n"
+                 "Retry-After; a request with more choices (prompts x n) gets 400")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-body-bytes", f.max_body_bytes,
+                 "request body limit; larger bodies get 413 (default 4194304)")
+      ->type_name("N")->check(in_range(int64_t{1}, kInt64Max));
+  app.add_option("--http-threads", f.http_threads,
+                 "HTTP handler threads (default max-num-seqs + max-queue + 8); when\n"
+                 "all are busy a new request gets 503 + Retry-After")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--request-head-timeout-ms", f.limits.head_timeout_ms,
+                 "a request head must arrive whole within N ms of its first byte\n"
+                 "(default 3000); else 408 and the connection is closed")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--request-body-timeout-ms", f.limits.body_timeout_ms,
+                 "and its body within N ms of the head (default 30000)")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--keep-alive-timeout-ms", f.limits.idle_timeout_ms,
+                 "a connection with no request under way closes after N ms (default 5000)")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-connections", f.limits.max_connections,
+                 "open connections in all (default 4096, at most the open-file limit\n"
+                 "less 64); beyond: 503 and close")->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-connections-per-client", f.limits.max_connections_per_client,
+                 "open connections from one address (default 256; 0 = no cap);\n"
+                 "beyond: 503 and close. Behind a reverse proxy every connection\n"
+                 "comes from the proxy's address: raise it or use 0")
+      ->type_name("N")->check(in_range(0, kIntMax));
+  app.add_option("--cuda-graph-max-batch", f.cuda_graph_max_batch,
+                 "cuda: decode steps of up to N sequences replay CUDA graphs\n"
+                 "(default 256; 0 = off)")->type_name("N")->check(in_range(0, kIntMax));
+  app.add_flag("--enforce-eager", f.enforce_eager,
+               "cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)");
+  app.add_flag_callback("--no-prefix-caching", [&f] { f.prefix_caching = false; },
+                        "compute every prompt in full (default: reuse the KV cache of\n"
+                        "prompt prefixes already seen, docs/PREFIX_CACHE.md)");
+  app.add_flag_callback("--no-request-log", [&f] { f.log_requests = false; },
+                        "do not log one line per finished request");
 }
 
-Flags parse_flags(int argc, char** argv) {
-  Flags f;
+// Parses the command line. Returns -1 to go on, else main's exit status (0 after --help, 2 after
+// a usage error).
+int parse_flags(int argc, char** argv, Flags& f) {
   if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
-  std::map<std::string, std::function<void(const std::string&)>> with_value = {
-      {"--host", [&](const std::string& v) { f.host = v; }},
-      {"--port", [&](const std::string& v) { f.port = int(to_int("--port", v, 0, 65535)); }},
-      {"--model", [&](const std::string& v) { f.model = v; }},
-      {"--tokenizer", [&](const std::string& v) { f.tokenizer = v; }},
-      {"--served-model-name", [&](const std::string& v) { f.served_model_name = v; }},
-      {"--chat-template", [&](const std::string& v) {
-         if (v.empty()) usage_error("--chat-template needs a file or a built-in name");
-         f.chat_template = v;
-       }},
-      {"--api-key", [&](const std::string& v) { f.api_key = v; }},
-      {"--backend", [&](const std::string& v) {
-         if (v != "cpu" && v != "cuda" && v != "auto") usage_error("--backend must be cpu|cuda|auto");
-         f.backend = v;
-       }},
-      {"--threads", [&](const std::string& v) { f.threads = int(to_int("--threads", v, 0)); }},
-      {"--block-size", [&](const std::string& v) { f.block_size = int(to_int("--block-size", v, 1)); }},
-      {"--kv-cache-tokens", [&](const std::string& v) { f.kv_cache_tokens = to_int("--kv-cache-tokens", v, 0, kInt64Max); }},
-      {"--kv-memory-fraction", [&](const std::string& v) {
-         char* end = nullptr;
-         f.kv_memory_fraction = std::strtod(v.c_str(), &end);
-         if (*end || !(f.kv_memory_fraction > 0 && f.kv_memory_fraction <= 1)) {
-           usage_error("--kv-memory-fraction must be in (0, 1]");
-         }
-       }},
-      {"--max-num-seqs", [&](const std::string& v) { f.max_num_seqs = int(to_int("--max-num-seqs", v, 1)); }},
-      {"--max-num-batched-tokens", [&](const std::string& v) {
-         f.max_num_batched_tokens = int(to_int("--max-num-batched-tokens", v, 1));
-       }},
-      {"--max-queue", [&](const std::string& v) { f.max_queue = int(to_int("--max-queue", v, 1)); }},
-      {"--max-body-bytes", [&](const std::string& v) { f.max_body_bytes = to_int("--max-body-bytes", v, 1, kInt64Max); }},
-      {"--http-threads", [&](const std::string& v) { f.http_threads = int(to_int("--http-threads", v, 1)); }},
-      {"--request-head-timeout-ms", [&](const std::string& v) {
-         f.limits.head_timeout_ms = int(to_int("--request-head-timeout-ms", v, 1));
-       }},
-      {"--request-body-timeout-ms", [&](const std::string& v) {
-         f.limits.body_timeout_ms = int(to_int("--request-body-timeout-ms", v, 1));
-       }},
-      {"--keep-alive-timeout-ms", [&](const std::string& v) {
-         f.limits.idle_timeout_ms = int(to_int("--keep-alive-timeout-ms", v, 1));
-       }},
-      {"--max-connections", [&](const std::string& v) {
-         f.limits.max_connections = int(to_int("--max-connections", v, 1));
-       }},
-      {"--max-connections-per-client", [&](const std::string& v) {
-         f.limits.max_connections_per_client = int(to_int("--max-connections-per-client", v, 0));
-       }},
-      {"--cuda-graph-max-batch", [&](const std::string& v) {
-         f.cuda_graph_max_batch = int(to_int("--cuda-graph-max-batch", v, 0));
-       }},
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);
-      std::exit(0);
-    }
-    if (arg == "--no-request-log") {
-      f.log_requests = false;
-      continue;
-    }
-    if (arg == "--no-prefix-caching") {
-      f.prefix_caching = false;
-      continue;
-    }
-    if (arg == "--enforce-eager") {
-      f.cuda_graph_max_batch = 0;
-      continue;
-    }
-    size_t eq = arg.find('=');
-    bool inline_value = eq != std::string::npos;
-    if (inline_value) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    auto it = with_value.find(arg);
-    if (it == with_value.end()) usage_error("unknown flag '" + arg + "'");
-    if (!inline_value) {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      value = argv[++i];
-    }
-    it->second(value);
-  }
+  CLI::App app{kAbout, "flashserve"};
+  app.footer(kFooter);
+  app.get_formatter()->column_width(32);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last one wins
+  add_flags(app, f);
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (f.enforce_eager) f.cuda_graph_max_batch = 0;
   if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)
     f.model = default_model_dir();
-    if (f.model.empty()) usage_error("--model is required (no stories260K beside the program)");
+    if (f.model.empty()) {
+      return cli::usage_error(app, "--model is required (no stories260K beside the program)");
+    }
   }
   if (f.http_threads == 0) f.http_threads = std::min(f.max_num_seqs + f.max_queue + 8, 2048);
-  return f;
+  return -1;
 }
 
 // --chat-template, else the model folder's own template (nullptr: none). bos/eos text for the
@@ -249,7 +214,8 @@ std::string default_model_name(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags = parse_flags(argc, argv);
+  Flags flags;
+  if (const int rc = parse_flags(argc, argv, flags); rc >= 0) return rc;
 
   // Signals are taken by one watcher thread (sigtimedwait); every thread started from here on
   // blocks them. A thread started before main (ThreadSanitizer's, or a library's) does not, and

@@ -171,7 +171,7 @@ TEST_F(FaultStartup, DamagedSafetensorsAreRefused) {
 
 TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   const std::string model = folder("ok", bin_, tok_);
-  expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "unknown flag", 2);
+  expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "--frobnicate", 2);
   expect_refused("bad number", {"--model", model, "--max-queue", "x"}, "--max-queue", 2);
   expect_refused("bad backend", {"--model", model, "--backend", "tpu"}, "--backend", 2);
   // A queue of 0 could admit nothing (Engine::create refused it: exit 1 after loading the model);
