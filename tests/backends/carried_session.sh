@@ -6,7 +6,11 @@
 # CUDA Ubuntu image may lack); .carry/models must hold stories260K and llama2-tokenizer. Then on
 # the GPU machine (device tool, carry .carry):
 #   tests/backends/carried_session.sh run STAGE...   (OUT=dir for the logs)
-# Or build on the GPU machine itself: `carried_session.sh build` (see below), then run.
+# Or build on the GPU machine itself: `carried_session.sh build` (see below), then run. Fill
+# .carry/debs here first: (cd .carry/debs && apt-get download libcpp-httplib-dev libcpp-httplib0.11
+# libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev
+# libutf8proc2 libcli11-dev libbrotli1 libbrotli-dev libssl-dev zlib1g-dev nettle-dev libnettle8
+# libhogweed6 libgmp-dev libgmp10); for ab_e2e, .carry/old holds `git archive` of the older commit.
 # Stages: gpu (every gpu-labelled test program + cpu/cuda generate), graphs (TinyLlama-1.1B
 # shape: batch-1 decode with and without CUDA graphs, bench_e2e records), linear (bench_linear),
 # e2e_tinyllama (bench_e2e alone), e2e (bench/gpu_e2e.sh over the carried binaries), serve (the
