@@ -8,12 +8,23 @@
 #include <deque>
 
 #include "server/completion.h"
+#include "server/http_client.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve {
 namespace {
 
 using json = nlohmann::json;
+
+// The JSON payloads of an SSE stream, up to its [DONE].
+std::vector<json> sse_chunks(const std::string& written) {
+  std::vector<json> chunks;
+  for (const std::string& d : http::sse_data(written)) {
+    if (d == "[DONE]") break;
+    chunks.push_back(json::parse(d));
+  }
+  return chunks;
+}
 
 class ScriptedStream : public RequestStream {
  public:
@@ -131,14 +142,8 @@ class CompletionTest : public ::testing::Test {
     RecordingConnection c2;
     EXPECT_TRUE(streamed.stream(c2));
     std::string text;
-    size_t pos = 0;
-    while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
-      size_t end = c2.written.find("\n\n", pos);
-      std::string d = c2.written.substr(pos + 6, end - pos - 6);
-      pos = end;
-      if (d == "[DONE]") break;
-      json j = json::parse(d);
-      for (const auto& ch : j["choices"]) {
+    for (const json& j : sse_chunks(c2.written)) {
+      for (const auto& ch : j.at("choices")) {
         text += ch["text"].get<std::string>();
         if (!ch["finish_reason"].is_null()) *stream_finish = ch["finish_reason"];
       }
@@ -368,15 +373,7 @@ TEST_F(CompletionTest, ChatFormatShapes) {
   ASSERT_FALSE(streamed.start().has_value());
   RecordingConnection c2;
   ASSERT_TRUE(streamed.stream(c2));
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
-    size_t end = c2.written.find("\n\n", pos);
-    std::string d = c2.written.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (d == "[DONE]") break;
-    chunks.push_back(json::parse(d));
-  }
+  const std::vector<json> chunks = sse_chunks(c2.written);
   ASSERT_GE(chunks.size(), 5u);
   std::vector<std::string> texts(2);
   std::vector<int> roles(2), finishes(2), lp(2);
