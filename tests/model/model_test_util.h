@@ -15,6 +15,7 @@
 
 #include "model/model_runner.h"
 #include "tests/common/temp_dir.h"
+#include "weights/hf_config.h"
 #include "weights/model.h"
 #include "weights/random_model.h"
 
@@ -36,6 +37,21 @@ inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_
   c.tie_word_embeddings = tied;
   return c;
 }
+
+// A small random model of a Llama-family architecture, as the parameterised model tests list
+// them: a name (the test's suffix), the shape small_config takes, and the weight files' dtype.
+struct RandomModelShape {
+  const char* name;
+  int hidden, q_heads, kv_heads, head_dim;
+  bool tied;
+  DType file_dtype;
+  const char* arch = "LlamaForCausalLM";
+  ModelConfig config() const {
+    ModelConfig c = small_config(hidden, q_heads, kv_heads, head_dim, tied);
+    set_architecture(c, arch);
+    return c;
+  }
+};
 
 // Hands out block ids in a fixed shuffled order.
 class BlockPool {
