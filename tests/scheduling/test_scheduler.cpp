@@ -507,16 +507,20 @@ TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes
     ASSERT_EQ(blocks.num_cached(), 3);
     ASSERT_EQ(blocks.num_free(), 2);
   };
+  // After the set-up, a prompt of the cached 48 tokens and `extra` new ones asks to be admitted.
+  auto extend_cached = [&](BlockAllocator& blocks, Scheduler& sched, int extra) {
+    setup(blocks, sched);
+    auto t = prefix_tokens(48, 3);
+    for (int i = 0; i < extra; ++i) t.push_back(900 + i);
+    sched.add(seq_with_tokens(3, t, 1));
+    return sched.schedule();
+  };
   {
     // 68 tokens: adopts the 3 cached blocks (taking them from the available ones) and needs 2
     // new ones: 5 > 4, so it waits (admitting it would take the block R needs next).
     BlockAllocator blocks(6);
     Scheduler sched({8, 512, 16}, &blocks);
-    setup(blocks, sched);
-    auto t = prefix_tokens(48, 3);
-    for (int i = 0; i < 20; ++i) t.push_back(900 + i);
-    sched.add(seq_with_tokens(3, t, 1));
-    SchedulerOutput out = sched.schedule();
+    extend_cached(blocks, sched, 20);
     EXPECT_EQ(sched.num_waiting(), 1);
     EXPECT_EQ(blocks.num_cached(), 3) << "nothing adopted by a request left waiting";
   }
@@ -524,11 +528,7 @@ TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes
     // 52 tokens: 3 adopted + 1 new = 4 <= 4: admitted, computing only its last 4 tokens.
     BlockAllocator blocks(6);
     Scheduler sched({8, 512, 16}, &blocks);
-    setup(blocks, sched);
-    auto t = prefix_tokens(48, 3);
-    for (int i = 0; i < 4; ++i) t.push_back(900 + i);
-    sched.add(seq_with_tokens(3, t, 1));
-    SchedulerOutput out = sched.schedule();
+    SchedulerOutput out = extend_cached(blocks, sched, 4);
     EXPECT_EQ(sched.num_waiting(), 0);
     ASSERT_EQ(out.chunks.size(), 2u);
     EXPECT_EQ(out.chunks[1].num_tokens, 4);
