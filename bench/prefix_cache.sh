@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prefix-cache benchmark: the same two workloads against flashserve with prefix caching (the
-# default), with caching but without cascade attention (FLASHSERVE_CASCADE=0), and with
+# default), with caching and cascade attention (FLASHSERVE_CASCADE=1), and with
 # --no-prefix-caching, one server after the other in one run, merged into JSON lines with
 # speedup_vs_no_cache and speedup_vs_no_cascade (docs/PREFIX_CACHE.md, "Benchmark"):
 #   shared_prefix  a 1,024-token system prompt + a 64-token question, 128 output tokens,
@@ -10,8 +10,8 @@
 # Usage: bench/prefix_cache.sh [BUILD_DIR]           (default build/release)
 # Environment: FS_PC_BACKEND (default cuda), FS_PC_SCALE=full|tiny (tiny: stories260K on a few
 # clients, a smoke test for machines without a GPU), FS_PC_OUT (default
-# bench/results/<GPU name>/prefix_cache_v2.jsonl), FS_PC_MODES (default "cache cache_no_cascade
-# no_cache"; no_cache must be among them), FS_PC_MODEL (a model folder to use instead of
+# bench/results/<GPU name>/prefix_cache_v2.jsonl), FS_PC_MODES (default "cache cache_cascade
+# no_cache"), FS_PC_MODEL (a model folder to use instead of
 # the random TinyLlama-1.1B-shaped one made with flashserve-random-model), FS_PC_TURN_RUNS (default
 # 3: multi_turn runs with other conversations, seeds 1000, 2000, ..; the last turn's TTFT over the
 # first's is taken from the medians over runs, since one run's turn TTFTs vary by +-20% with how
@@ -26,7 +26,7 @@ port=${FS_PC_PORT:-18795}
 M=${FS_MODELS:-/work/shared/models}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
 out=${FS_PC_OUT:-$root/bench/results/$(echo "${gpu:-cpu}" | tr ' ' '_')/prefix_cache_v2.jsonl}
-modes=${FS_PC_MODES:-cache cache_no_cascade no_cache}
+modes=${FS_PC_MODES:-cache cache_cascade no_cache}
 turn_runs=${FS_PC_TURN_RUNS:-3}
 tmp=$(mktemp -d)
 spid=""
@@ -70,7 +70,7 @@ for mode in $modes; do
   flag="" envs=""
   case $mode in
     cache) ;;
-    cache_no_cascade) envs=FLASHSERVE_CASCADE=0 ;;
+    cache_cascade) envs=FLASHSERVE_CASCADE=1 ;;
     no_cache) flag=--no-prefix-caching ;;
     *) echo "unknown mode $mode" >&2; exit 2 ;;
   esac
@@ -157,13 +157,13 @@ for key in recs[modes[0]]:
         r["bench"] = "prefix_cache"
         r["mode"] = mode
         r["prefix_caching"] = mode != "no_cache"
-        r["cascade"] = mode != "cache_no_cascade"  # allowed; it runs only when blocks are shared
+        r["cascade"] = mode == "cache_cascade"  # allowed; it runs only when a group pays
         r["bench_command"] = r.pop("command")
         r["command"] = command
         r["gpu"] = gpu
         r["engine"] = engine(mode, key[0])  # the whole workload's, also on per-turn records
-        for other, name in ((base_mode, "no_cache"), ("cache_no_cascade", "no_cascade")):
-            if other in recs:
+        for other, name in ((base_mode, "no_cache"), ("cache", "no_cascade")):
+            if other in recs and (name == "no_cache" or mode == "cache_cascade"):
                 base = recs[other][key]
                 r["speedup_vs_" + name] = ratio(r, base, per_turn)
                 r["ttft_p50_vs_" + name] = r["ttft_ms_p50"] / max(base["ttft_ms_p50"], 1e-9)
@@ -186,7 +186,7 @@ for mode in modes:
     per_turn = {t: [recs[mode][("multi_turn", str(t), s)]["ttft_ms_p50"] for s in seeds]
                 for t in range(1, last_turn + 1)}
     r = {"bench": "prefix_cache", "workload": "multi_turn_summary", "mode": mode,
-         "prefix_caching": mode != "no_cache", "cascade": mode != "cache_no_cascade",
+         "prefix_caching": mode != "no_cache", "cascade": mode == "cache_cascade",
          "seeds": seeds, "command": command, "gpu": gpu,
          "ttft_ms_p50_by_turn_runs": per_turn,
          "ttft_ms_p50_by_turn_median": {t: median(v) for t, v in per_turn.items()},
@@ -195,8 +195,8 @@ for mode in modes:
     if mode == "cache":
         r["target"] = "TTFT p50 of the last turn <= 1.2x turn 1's (medians over runs)"
         r["meets_target"] = r["ttft_vs_turn_1"] <= 1.2
-    for other, name in ((base_mode, "no_cache"), ("cache_no_cascade", "no_cascade")):
-        if other in recs and other != mode:
+    for other, name in ((base_mode, "no_cache"), ("cache", "no_cascade")):
+        if other in recs and (name == "no_cache" or mode == "cache_cascade"):
             base = [recs[other][("multi_turn", str(last_turn), s)]["ttft_ms_p50"] for s in seeds]
             r[f"last_turn_ttft_speedup_vs_{name}"] = median(base) / median(per_turn[last_turn])
     lines.append(r)

@@ -19,7 +19,8 @@ void CascadePlan::clear() {
 
 void CascadePlan::build(const StepPlan& s, int bs, const CascadeConfig& cfg) {
   clear();
-  FS_CHECK(bs > 0 && cfg.part_blocks > 0 && cfg.row_multiple > 0 && cfg.min_group_size >= 2,
+  FS_CHECK(bs > 0 && cfg.part_blocks > 0 && cfg.row_multiple > 0 && cfg.min_group_size >= 2 &&
+               (!cfg.enabled || cfg.kv_bytes_per_token > 0),
            "cascade: bad config");
   const bool pure_decode = s.max_q_len == 1 && int(s.tokens.size()) == s.num_seqs;
   if (!cfg.enabled || !pure_decode || s.num_seqs < cfg.min_group_size) return;
@@ -60,8 +61,8 @@ void CascadePlan::split(const StepPlan& s, int bs, const CascadeConfig& cfg,
   while (p < limit && std::all_of(bucket.begin(), bucket.end(),
                                   [&](int b) { return block(b, p) == block(bucket[0], p); }))
     ++p;
-  const int64_t saved = int64_t(bucket.size() - 1) * p * bs;
-  if (p > 0 && saved >= cfg.min_saved_keys) {
+  const int64_t saved = int64_t(bucket.size() - 1) * p * bs * cfg.kv_bytes_per_token;
+  if (p > 0 && saved >= cfg.min_saved_bytes) {
     groups.push_back({std::move(bucket), p});
     return;
   }

@@ -9,8 +9,8 @@
 // prefix the longest run of equal ids over all its members (never the block holding a member's
 // last key, which it writes this step); a bucket whose prefix is too short to pay splits by the
 // block where its members part, and its sub-buckets are tried in turn (one level of sharing per
-// sequence: no nested cascades). A group pays when it saves at least min_saved_keys key reads per
-// kv head and layer: (members - 1) * shared tokens.
+// sequence: no nested cascades). A group pays when it saves at least min_saved_bytes of K/V reads
+// per layer: (members - 1) * shared tokens * kv_bytes_per_token.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +23,14 @@ namespace flashserve {
 struct CascadeConfig {
   bool enabled = false;
   int min_group_size = 2;
-  // Reads saved per kv head and layer, in keys: (members - 1) * shared blocks * block_size. The
-  // three extra launches per layer cost a few microseconds; at TinyLlama's 1 KiB of K/V per key
-  // and layer, 16k keys are 16 MiB of reads, ~6 us at H100 bandwidth.
-  int64_t min_saved_keys = 16384;
+  // K/V bytes of one token in one layer (2 * kv heads * head_dim * element size; the model sets
+  // it), and the reads per layer a group must save to pay. Measured on an H100 (TinyLlama's
+  // shape, docs/PREFIX_CACHE.md): the cascade's launches cost 14-25 us per layer more than plain
+  // decode, which reads shared blocks (L2-resident) at ~6.4 GB per ms, so below ~100-160 MB of
+  // saved reads per layer cascade is slower. 160 MiB is the break-even estimate, not yet measured
+  // at a shape where cascade wins.
+  int64_t kv_bytes_per_token = 0;
+  int64_t min_saved_bytes = int64_t(160) << 20;
   // Shared blocks per part (one packed sequence of the prefix pass): parts are what the prefix
   // pass spreads over the GPU, so a long prefix is cut into several.
   int part_blocks = 8;

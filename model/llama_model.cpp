@@ -91,6 +91,12 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
   backend_.copy_from_host(inv_freq_.tensor, inv.data());
 }
 
+void LlamaModel::set_cascade(const CascadeConfig& config) {
+  cascade_config_ = config;
+  cascade_config_.kv_bytes_per_token = int64_t(2) * config_.num_kv_heads * config_.head_dim *
+                                       int64_t(dtype_size(backend_.compute_dtype()));
+}
+
 Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names) {
   std::vector<TensorView> parts;
   for (const std::string& n : names) parts.push_back(model.tensor(n));

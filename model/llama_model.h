@@ -40,8 +40,9 @@ class LlamaModel {
   uint64_t graphs_recorded() const { return graphs_.captures(); }
 
   // Cascade attention for decode steps whose sequences share leading KV blocks
-  // (model/cascade_plan.h); off unless set. cascade_steps(): forwards that ran it.
-  void set_cascade(const CascadeConfig& config) { cascade_config_ = config; }
+  // (model/cascade_plan.h; its kv_bytes_per_token is filled in here); off unless set.
+  // cascade_steps(): steps planned with it.
+  void set_cascade(const CascadeConfig& config);
   uint64_t cascade_steps() const { return cascade_steps_; }
 
  private:

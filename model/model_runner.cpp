@@ -14,12 +14,10 @@
 namespace flashserve {
 namespace {
 
-// The cascade configuration a runner uses: the options', else on for CUDA and off for the CPU,
-// FLASHSERVE_CASCADE=0|1 overriding that default.
-CascadeConfig cascade_config(const ModelRunnerOptions& o, Device device) {
+// The cascade configuration a runner uses: the options', else off unless FLASHSERVE_CASCADE=1.
+CascadeConfig cascade_config(const ModelRunnerOptions& o) {
   if (o.cascade) return *o.cascade;
   CascadeConfig c;
-  c.enabled = device == Device::kCuda;
   if (const char* v = std::getenv("FLASHSERVE_CASCADE")) {
     const std::string_view s(v);
     FS_CHECK(s == "0" || s == "1", "FLASHSERVE_CASCADE must be 0 or 1, got '", s, "'");
@@ -61,7 +59,7 @@ class BackendModelRunner final : public ModelRunner {
     cache_ = std::make_unique<KvCache>(*backend_, kv);
     FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
     if (backend_->device() == Device::kCuda) model_.set_graph_max_batch(o.graph_max_batch);
-    model_.set_cascade(cascade_config(o, backend_->device()));
+    model_.set_cascade(cascade_config(o));
   }
 
   const ModelConfig& config() const override { return model_.config(); }

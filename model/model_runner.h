@@ -28,9 +28,9 @@ struct ModelRunnerOptions {
   // bucket); 0 = every step runs eagerly (--enforce-eager). Ignored on the CPU.
   int graph_max_batch = 256;
   // Cascade attention in decode steps whose sequences share leading KV blocks (the prefix cache
-  // shares them; model/cascade_plan.h). Unset: on for CUDA, off for the CPU (whose reference
-  // attention keeps batch and chunking bitwise invariant; tests turn it on), and the
-  // environment's FLASHSERVE_CASCADE=0 or 1 overrides that default (A/B benchmarks).
+  // shares them; model/cascade_plan.h). Unset: off (measured slower than plain decode on an H100
+  // at every shape of TinyLlama tried, docs/PREFIX_CACHE.md), unless the environment has
+  // FLASHSERVE_CASCADE=1 (the benchmark's A/B; 0 is off too).
   std::optional<CascadeConfig> cascade;
 };
 

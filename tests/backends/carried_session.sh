@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU-machine session over binaries built on the development machine (sm_90a) instead of a build
 # there: the GPU machine has no cpp-httplib, and building costs device time. Pack them here with
-#   tests/backends/carried_session.sh pack [BUILD_DIR]    (default build/release)
+#   tests/backends/carried_session.sh pack [BUILD_DIR]    (default build/release; configured
+#   with -DFS_MODELS_DIR=/work/shared/models, where run links the carried models, or the tests
+#   that load stories260K fail with "model path does not exist")
 # which writes .carry/bin.tar.xz (binaries) and .carry/lib (the shared libraries they need that a
 # CUDA Ubuntu image may lack); .carry/models must hold stories260K and llama2-tokenizer. Then on
 # the GPU machine (device tool, carry .carry):
@@ -272,7 +274,7 @@ for l in open('$OUT/serve.jsonl'):
       name=$(basename $t)
       timeout 120 "$B/$t" > "$OUT/$name.log" 2>&1 || rc=1
       echo "$name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
-      grep -E "FAILED  \]|Failure|per layer|rel Frobenius|NMSE" "$OUT/$name.log" | head -20
+      grep -E "FAILED  \]|Failure|per layer|sequences sharing|rel Frobenius|NMSE" "$OUT/$name.log" | head -30
     done
     FS_MODELS=$M FS_PC_OUT="$OUT/prefix_cache_v2.jsonl" timeout 400 bench/prefix_cache.sh "$B" \
       2> "$OUT/prefix_cache.log" || rc=1

@@ -73,7 +73,8 @@ Tensor upload_bf16(Backend& be, DeviceStep& ds, const std::vector<float>& values
 CascadeConfig any_sharing(int part_blocks = CascadeConfig{}.part_blocks) {
   CascadeConfig cfg;
   cfg.enabled = true;
-  cfg.min_saved_keys = 1;
+  cfg.min_saved_bytes = 1;
+  cfg.kv_bytes_per_token = 1;  // set by the model; here the step is planned directly
   cfg.part_blocks = part_blocks;
   return cfg;
 }
@@ -207,38 +208,43 @@ TEST(CascadeAttention, GraphReplayEqualsEagerAndTimes) {
   // First the prefix-cache benchmark's decode: 64 sequences sharing a 1,024-token system prompt
   // (64 blocks), each with its own question and reply so far (1..192 tokens), TinyLlama's heads,
   // 22 layers (their caches together exceed L2, as in the model); then smaller groups, shorter
-  // prefixes and other part sizes, for where cascade pays (docs/PREFIX_CACHE.md).
+  // prefixes and other part sizes, and Llama-2-7B's heads (16 KiB of K/V per token and layer,
+  // 4 layers: already past L2), for where cascade pays (docs/PREFIX_CACHE.md).
   auto be = make_cuda_backend(0);
-  const Shape sh{32, 4, 64};
-  const int layers = 22;
   const float scale = 0.125f;
   struct Timed {
     int members, shared_blocks, part_blocks;
+    Shape shape{32, 4, 64};
+    int layers = 22, own_tokens = 192;
   };
-  const Timed cases[] = {{64, 64, 8}, {64, 64, 4}, {64, 64, 16}, {64, 64, 64}, {32, 64, 8},
-                         {16, 64, 8}, {8, 64, 8},  {4, 64, 8},   {2, 64, 8},   {64, 16, 8},
-                         {16, 16, 8}, {4, 16, 8},  {64, 128, 8}, {64, 128, 16}};
-  std::printf("decode attention per layer, hq 32 hkv 4 d64, block 16, 1..192 own tokens each, "
-              "22 layers in a CUDA graph:\n");
+  const Shape llama7b{32, 32, 128};
+  const Timed cases[] = {{64, 64, 8},  {64, 64, 4},  {64, 64, 16},  {64, 64, 64},
+                         {32, 64, 8},  {16, 64, 8},  {8, 64, 8},    {4, 64, 8},
+                         {2, 64, 8},   {64, 16, 8},  {16, 16, 8},   {4, 16, 8},
+                         {64, 128, 8}, {64, 128, 16}, {64, 64, 8, llama7b, 4, 64},
+                         {16, 64, 8, llama7b, 4, 64}, {4, 16, 8, llama7b, 4, 64}};
+  std::printf("decode attention per layer, block 16, the layers' graph replayed:\n");
   for (const Timed& t : cases) {
+    const Shape sh = t.shape;
     SCOPED_TRACE(::testing::Message() << t.members << " sharing " << t.shared_blocks << " blocks, parts of "
-                                      << t.part_blocks);
-    auto ds = make_device_step(*be, SharedStepSpec{{t.members}, {t.shared_blocks}, 192, 16}, sh,
-                               layers, 11, any_sharing(t.part_blocks));
+                                      << t.part_blocks << ", hkv " << sh.hkv << " d " << sh.d);
+    auto ds = make_device_step(*be, SharedStepSpec{{t.members}, {t.shared_blocks}, t.own_tokens, 16}, sh,
+                               t.layers, 11, any_sharing(t.part_blocks));
+    const float sc = sh.d == 64 ? scale : 1.f / std::sqrt(float(sh.d));
     // Eager first (sizes every workspace before recording), on the last layer's cache.
-    be->paged_attention(ds->out, ds->q, ds->k.back(), ds->v.back(), ds->cascade, scale);
+    be->paged_attention(ds->out, ds->q, ds->k.back(), ds->v.back(), ds->cascade, sc);
     const std::vector<double> eager = download(*be, ds->out);
-    const double cascade_s = time_graph(*be, *ds, ds->cascade, scale, layers, 50);
+    const double cascade_s = time_graph(*be, *ds, ds->cascade, sc, t.layers, 50);
     EXPECT_EQ(download(*be, ds->out), eager) << "the graph's last layer differs from the eager call";
-    be->paged_attention(ds->out, ds->q, ds->k.back(), ds->v.back(), ds->plain, scale);
+    be->paged_attention(ds->out, ds->q, ds->k.back(), ds->v.back(), ds->plain, sc);
     EXPECT_LE(errors(eager, download(*be, ds->out)).second,
               decode_tolerance(DType::kBF16).max_abs_frac);
-    const double plain_s = time_graph(*be, *ds, ds->plain, scale, layers, 50);
-    std::printf("  %2d sequences sharing %4d tokens, parts of %2d blocks: plain %6.1f us, cascade "
-                "%6.1f us (x%.2f; %d parts, %d prefix rows)\n",
-                t.members, t.shared_blocks * 16, t.part_blocks, plain_s / layers * 1e6,
-                cascade_s / layers * 1e6, plain_s / cascade_s, ds->plan.num_parts,
-                ds->plan.num_prefix_rows);
+    const double plain_s = time_graph(*be, *ds, ds->plain, sc, t.layers, 50);
+    std::printf("  hq %d hkv %2d d%-3d %2d sequences sharing %4d tokens (+1..%d own), parts of %2d "
+                "blocks: plain %6.1f us, cascade %6.1f us (x%.2f; %d parts, %d prefix rows)\n",
+                sh.hq, sh.hkv, sh.d, t.members, t.shared_blocks * 16, t.own_tokens, t.part_blocks,
+                plain_s / t.layers * 1e6, cascade_s / t.layers * 1e6, plain_s / cascade_s,
+                ds->plan.num_parts, ds->plan.num_prefix_rows);
   }
 }
 
@@ -253,7 +259,7 @@ TEST(CascadeAttention, ForwardPassWithGraphsMatchesPlainAttention) {
     o.kv_cache_tokens = 16384;
     CascadeConfig c;
     c.enabled = cascade;
-    c.min_saved_keys = 1;
+    c.min_saved_bytes = 1;
     c.part_blocks = 2;
     o.cascade = c;
     return ModelRunner::create(*model, o);

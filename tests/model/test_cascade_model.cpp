@@ -24,7 +24,7 @@ TEST(CascadeModel, DecodeLogitsEqualPlainAttentionOnTheCpu) {
     o.kv_cache_tokens = 4096;
     CascadeConfig c;
     c.enabled = cascade;
-    c.min_saved_keys = 1;  // a small test: any sharing pays
+    c.min_saved_bytes = 1;  // a small test: any sharing pays
     c.part_blocks = 2;
     o.cascade = c;
     return ModelRunner::create(*model, o);

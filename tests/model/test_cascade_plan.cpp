@@ -14,10 +14,12 @@
 namespace flashserve::test {
 namespace {
 
+// Counting one byte of K/V per token, so that min_saved_bytes counts keys.
 CascadeConfig config(int64_t min_saved_keys = 1, int part_blocks = 4, int row_multiple = 1) {
   CascadeConfig c;
   c.enabled = true;
-  c.min_saved_keys = min_saved_keys;
+  c.kv_bytes_per_token = 1;
+  c.min_saved_bytes = min_saved_keys;
   c.part_blocks = part_blocks;
   c.row_multiple = row_multiple;
   return c;
@@ -97,6 +99,24 @@ TEST(CascadePlan, OnlyPureDecodeStepsWithGroupsThatPay) {
   EXPECT_FALSE(p.active()) << "a step with a prefill chunk runs plain attention";
   EXPECT_EQ(p.shape_key(), 0u);
   EXPECT_TRUE(p.suffix_kv_lens.empty()) << "nothing left of the previous plan";
+}
+
+TEST(CascadePlan, TheDefaultRulePaysForLargeKvOnly) {
+  // The prefix-cache benchmark's decode: 64 sequences sharing 64 blocks of 16 tokens. At
+  // TinyLlama's 1 KiB of K/V per token and layer that saves 63 MiB of reads per layer, below the
+  // break-even measured on an H100; at Llama-2-7B's 16 KiB it saves 1 GiB.
+  StepPlan s;
+  make_shared_step(SharedStepSpec{{64}, {64}, 192, 16}, 1, &s);
+  CascadeConfig c;
+  c.enabled = true;
+  c.kv_bytes_per_token = 2 * 4 * 64 * 2;  // TinyLlama: 4 kv heads of 64, bf16, K and V
+  CascadePlan p;
+  p.build(s, 16, c);
+  EXPECT_FALSE(p.active());
+  c.kv_bytes_per_token = 2 * 32 * 128 * 2;  // Llama-2-7B: 32 kv heads of 128
+  p.build(s, 16, c);
+  EXPECT_TRUE(p.active());
+  EXPECT_EQ(p.groups.size(), 1u);
 }
 
 TEST(CascadePlan, ABucketTooShortToPaySplitsWhereItsMembersPart) {
