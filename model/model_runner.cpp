@@ -3,6 +3,8 @@
 #include "model/model_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/error.h"
 #include "backends/backend.h"
@@ -11,6 +13,18 @@
 
 namespace flashserve {
 namespace {
+
+// The cascade configuration a runner uses: the options', else off unless FLASHSERVE_CASCADE=1.
+CascadeConfig cascade_config(const ModelRunnerOptions& o) {
+  if (o.cascade) return *o.cascade;
+  CascadeConfig c;
+  if (const char* v = std::getenv("FLASHSERVE_CASCADE")) {
+    const std::string_view s(v);
+    FS_CHECK(s == "0" || s == "1", "FLASHSERVE_CASCADE must be 0 or 1, got '", s, "'");
+    c.enabled = s == "1";
+  }
+  return c;
+}
 
 class BackendModelRunner final : public ModelRunner {
  public:
@@ -45,6 +59,7 @@ class BackendModelRunner final : public ModelRunner {
     cache_ = std::make_unique<KvCache>(*backend_, kv);
     FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
     if (backend_->device() == Device::kCuda) model_.set_graph_max_batch(o.graph_max_batch);
+    model_.set_cascade(cascade_config(o));
   }
 
   const ModelConfig& config() const override { return model_.config(); }
@@ -52,6 +67,7 @@ class BackendModelRunner final : public ModelRunner {
   int block_size() const override { return cache_->config().block_size; }
   int num_kv_blocks() const override { return cache_->config().num_blocks; }
   uint64_t graphs_recorded() const override { return model_.graphs_recorded(); }
+  uint64_t cascade_steps() const override { return model_.cascade_steps(); }
 
   void step(StepPlan& plan, std::vector<float>* logits,
             std::vector<int32_t>* sampled_ids) override {
