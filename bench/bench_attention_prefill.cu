@@ -3,7 +3,7 @@
 // (shape, implementation): the public launcher ("flashserve"), the mma.sync kernel's own choice
 // ("flashserve:fa2") and each of its tile variants ("flashserve:<variant>"), and on Hopper each
 // variant of the wgmma kernel ("flashserve:sm90:<variant>"). FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
-// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter]
+// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter, '$' at the end: exact]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -60,6 +60,12 @@ __global__ void max_abs_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, siz
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     m = fmaxf(m, fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
   atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // non-negative floats order as ints
+}
+
+// Substring filter; a trailing '$' asks for the exact name.
+bool impl_matches(const std::string& impl, const std::string& filter) {
+  if (!filter.empty() && filter.back() == '$') return impl == filter.substr(0, filter.size() - 1);
+  return impl.find(filter) != std::string::npos;
 }
 
 double visible_pairs(const Shape& s) {
@@ -142,7 +148,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
       impls.push_back({std::string("flashserve:sm90:") + fd::prefill_sm90_variant_name(d, v), 3, v});
   for (const Impl& im : impls) {
     const std::string& impl = im.name;
-    if (!impl_filter.empty() && impl.find(impl_filter) == std::string::npos) continue;
+    if (!impl_matches(impl, impl_filter)) continue;
     auto fn = [&] {
       switch (im.kernel) {
         case 0:

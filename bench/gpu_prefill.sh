@@ -38,11 +38,17 @@ sed -i '1i function HGMMA HMMA LDSM MUFU STL LDL SYNCS BAR total' "$DEST/sass.tx
 grep -E "sm90_kernel" "$DEST/sass.txt" | sed 's/_ZN10flashserve4cuda6detail4sm9029attention_prefill_sm90_kernelINS2_10Sm90Traits//' | tee -a "$LOG"
 step bench
 BUILD=$B ITERS=${ITERS:-40} timeout 200 bench/run_prefill_bench.sh "$DEST" 2>&1 | tee -a "$LOG" | grep -vE "^(b|c)[0-9a-z_]+ +flashserve:m" 
-if [ "${PROFILE:-0}" = 1 ]; then  # optional: ncu of the default kernel on one shape
+if [ "${PROFILE:-0}" = 1 ]; then  # optional: ncu of Hopper kernel variants (NCU_IMPLS) on one shape
   step ncu
-  timeout 90 ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-    --section Occupancy --section MemoryWorkloadAnalysis -k regex:attention_prefill --launch-skip 1 \
-    --launch-count 1 $B/bench/bench_attention_prefill 30 b1_h8_l8192 flashserve:sm90:wg2 >>"$DEST/ncu.txt" 2>&1
+  for impl in ${NCU_IMPLS:-flashserve:sm90:wg2_s2_tma_pp}; do
+    echo "##### $impl" >>"$DEST/ncu.txt"
+    timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+      --section Occupancy --section MemoryWorkloadAnalysis \
+      --metrics sm__pipe_tensor_op_hgmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+      -k regex:attention_prefill_sm90 --launch-skip 1 --launch-count 1 \
+      $B/bench/bench_attention_prefill 30 ${NCU_SHAPE:-b1_h8_l8192} "$impl\$" >>"$DEST/ncu.txt" 2>&1
+  done
+  grep -E "#####|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|hgmma|pipe_xu|Stall|Warp Cycles Per Issued|Issued Warp" "$DEST/ncu.txt" | head -60 | tee -a "$LOG"
 fi
 if [ "${2:-}" != skip-sanitizer ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

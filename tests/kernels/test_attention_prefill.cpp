@@ -57,6 +57,10 @@ std::vector<PrefillCase> default_cases() {
   add("tile_edges_d128", {{128, 128}, {127, 255}, {129, 257}, {256, 256}, {64, 383}}, 4, 2, 128, 16,
       true);
   add("tile_edges_d64_bs32", {{128, 128}, {65, 129}, {192, 256}, {1, 384}}, 4, 4, 64, 32, false);
+  // Page sizes for the Hopper kernel's bulk copies (8-row pieces: block_size % 8 == 0) and its
+  // cp.async fallback (block_size 12).
+  add("pages_bs8_d64_g2", {{200, 333}, {129, 129}}, 4, 2, 64, 8, true);
+  add("fallback_bs12_d128", {{150, 150}, {7, 260}, {300, 700}}, 4, 1, 128, 12, true);
   return cs;
 }
 
@@ -109,7 +113,8 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
   const char* subset[] = {"one_query_long_kv_g8",  "square_17_g4_d64",     "chunked_100_over_1000_g4",
                           "ragged_causal_d128",    "ragged_noncausal_d64_bs32", "large_logits_d128",
                           "large_logits_d64_chunked", "odd_block_size_24", "q_longer_than_kv",
-                          "tile_edges_d128",       "tile_edges_d64_bs32"};
+                          "tile_edges_d128",       "tile_edges_d64_bs32", "pages_bs8_d64_g2",
+                          "fallback_bs12_d128"};
   int device = 0, smem_optin = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
@@ -151,7 +156,7 @@ TEST_P(AttentionPrefillKernel, Deterministic) {
 class AttentionPrefillSmall : public AttentionPrefillKernel {};
 
 TEST_P(AttentionPrefillSmall, SanitizerSubset) {
-  std::vector<PrefillCase> cs(2);
+  std::vector<PrefillCase> cs(3);
   cs[0].name = "san_ragged_d128";
   cs[0].seqs = {{1, 17}, {33, 33}, {0, 5}, {70, 150}, {130, 300}};
   cs[0].num_q_heads = 4;
@@ -163,6 +168,11 @@ TEST_P(AttentionPrefillSmall, SanitizerSubset) {
   cs[1].head_dim = 64;
   cs[1].block_size = 32;
   cs[1].causal = false;
+  cs[2].name = "san_bs12_d128";  // the Hopper kernel's cp.async fallback
+  cs[2].seqs = {{50, 140}, {3, 30}};
+  cs[2].num_q_heads = 2;
+  cs[2].num_kv_heads = 2;
+  cs[2].block_size = 12;
   for (PrefillCase c : cs) {
     c.kernel = GetParam();
     // The kernel's own choice, and for the mma.sync kernel also the large-grid default it takes

@@ -1,12 +1,15 @@
 // The Hopper (sm_90a) prefill attention kernel: warp-specialised, wgmma-based, over the paged KV
-// cache. One producer warpgroup gathers K/V pages through the block table with cp.async into a
-// ring of shared-memory stages guarded by mbarriers; one or two consumer warpgroups (64 query
-// rows each) compute S = Q K^T with wgmma from shared memory, the online softmax in registers,
-// and O += P V with P as the register A operand. Same contract and work map as the mma.sync
+// cache. One producer warpgroup fills a ring of K/V shared-memory stages guarded by mbarriers,
+// either with bulk tensor copies (TMA) of 8-row page pieces through the block table, or with
+// cp.async gathers (block sizes that are not multiples of 8, and the ragged last tile); one or
+// two consumer warpgroups (64 query rows each) compute S = Q K^T with wgmma from shared memory,
+// the online softmax in registers, and O += P V with P as the register A operand, optionally
+// taking turns on the tensor cores (ping-pong). Same contract and work map as the mma.sync
 // kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it reuses).
 // Design, timeline and measurements: docs/prefill_attention.md ("Hopper kernel").
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (the type only; maps are encoded through the runtime's driver entry point)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -22,14 +25,22 @@ namespace flashserve::cuda::detail::sm90 {
 // kHeadDim 64 or 128; kConsumers consumer warpgroups of 64 query rows (BLOCK_M = 64 * kConsumers);
 // kStages K and V buffers in the ring; kOverlap issues S_{j+1} = Q K_{j+1}^T and O += P_j V_j
 // together so the softmax of tile j+1 runs while the tensor cores work on P_j V_j; kRealloc
-// moves registers from the producer to the consumers with setmaxnreg.
-template <int kHeadDim_, int kConsumers_, int kStages_, bool kOverlap_, bool kRealloc_>
+// moves registers from the producer to the consumers with setmaxnreg; kTma loads K/V with bulk
+// tensor copies (else cp.async); kPingPong makes the consumer warpgroups issue their GEMMs in
+// turns, so one's softmax runs under the other's GEMMs.
+template <int kHeadDim_, int kConsumers_, int kStages_, bool kOverlap_, bool kRealloc_, bool kTma_,
+          bool kPingPong_>
 struct Sm90Traits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;
   static constexpr int kStages = kStages_;
   static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kRealloc = kRealloc_;
+  static constexpr bool kTma = kTma_;
+  static constexpr bool kPingPong = kPingPong_;
+  // The same configuration loading with cp.async (what runs when TMA cannot: block sizes that
+  // are not multiples of 8).
+  using CpAsync = Sm90Traits<kHeadDim_, kConsumers_, kStages_, kOverlap_, kRealloc_, false, kPingPong_>;
 
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = 128;
@@ -60,6 +71,19 @@ struct Sm90Traits {
   static_assert(!kRealloc || kConsumers == 2, "setmaxnreg only pays with two consumers");
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 opt-in shared memory");
+  static_assert(!kPingPong || (kConsumers == 2 && kOverlap), "ping-pong: two consumers, overlapped loop");
+  // Full-barrier arrivals per fill: cp.async, one per producer thread; TMA, warp 0's 32 cp.async
+  // arrivals (the ragged last tile) plus lane 0's expect-tx arrival.
+  static constexpr int kFullArrivals = kTma ? 33 : 128;
+};
+
+// The kernel's parameter block: the common one plus the K and V tensor maps (TMA variants):
+// 2-D views [rows = block * block_size + offset][num_kv_heads * head_dim] of the caches, boxes of
+// 8 rows x 64 elements with the 128-byte swizzle.
+struct Sm90Params {
+  PrefillParams p;
+  CUtensorMap tmap_k;
+  CUtensorMap tmap_v;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0 .. kHeadDim/8 - 1) of row `row` in a swizzled tile
@@ -70,8 +94,9 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int chunk, int half_byt
 
 template <class Tr, class T>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    attention_prefill_sm90_kernel(const __grid_constant__ PrefillParams p) {
+    attention_prefill_sm90_kernel(const __grid_constant__ Sm90Params sp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const PrefillParams& p = sp.p;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kHeadDim = Tr::kHeadDim;
   constexpr int kStages = Tr::kStages;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -110,8 +135,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (threadIdx.x == 0) {
     mbar_init(bar_q, 128);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bar_k_full(s), 128);  // one cp.async arrival per producer thread
-      mbar_init(bar_v_full(s), 128);
+      mbar_init(bar_k_full(s), Tr::kFullArrivals);
+      mbar_init(bar_v_full(s), Tr::kFullArrivals);
       mbar_init(bar_k_empty(s), 4 * Tr::kConsumers);  // one arrival per consumer warp
       mbar_init(bar_v_empty(s), 4 * Tr::kConsumers);
     }
@@ -139,34 +164,69 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       mbar_arrive_on_cp_async(bar_q);
     }
-    // K/V rows [32 * warp, +32) of each tile: lane l resolves key 32 * warp + l through the
-    // block table (-1 past kv_len: zero-filled, so stale NaN never reaches P.V), and the warp
-    // shares the rows with shuffles.
+    // cp.async fill of K/V rows [32 * rows_block, +32) of tile j: lane l resolves key
+    // 32 * rows_block + l through the block table (-1 past kv_len: zero-filled, so stale NaN
+    // never reaches P.V), and the warp shares the rows with shuffles.
     const int32_t* table = p.block_table + int64_t(seq) * p.max_blocks_per_seq;
     const int64_t col = int64_t(kv_head) * kHeadDim + chunk * 8;
     const T* k_src = static_cast<const T*>(p.k_cache) + col;
     const T* v_src = static_cast<const T*>(p.v_cache) + col;
-    auto copy_rows = [&](uint32_t dst_tile, const T* src, int32_t prow) {
+    auto physical_row = [&](int key) -> int32_t {
+      return key < kv_len ? __ldg(table + key / p.block_size) * p.block_size + key % p.block_size : -1;
+    };
+    auto copy_rows = [&](uint32_t dst_tile, const T* src, int j, int rows_block) {
+      const int32_t prow = physical_row(j * kBlockN + rows_block * 32 + lane);
 #pragma unroll
       for (int r = sub_row; r < 32; r += kRowsPerCopy) {
         const int32_t pr = __shfl_sync(0xffffffffu, prow, r);
-        const int row = warp * 32 + r;
+        const int row = rows_block * 32 + r;
         cp_async_16(dst_tile + tile_offset(row, chunk, Tr::kKvHalfBytes),
                     pr >= 0 ? src + int64_t(pr) * p.kv_row_stride : src, pr >= 0);
       }
     };
-    int stage = 0, use = 0;  // ring slot of tile j and how often it was filled before
-    for (int j = 0; j < n_end; ++j) {
-      const int key = j * kBlockN + warp * 32 + lane;
-      const int32_t prow =
-          key < kv_len ? __ldg(table + key / p.block_size) * p.block_size + key % p.block_size : -1;
-      if (use > 0) mbar_wait(bar_k_empty(stage), (use - 1) & 1);
-      copy_rows(smem_k + stage * Tr::kKvBytes, k_src, prow);
-      mbar_arrive_on_cp_async(bar_k_full(stage));
-      if (use > 0) mbar_wait(bar_v_empty(stage), (use - 1) & 1);
-      copy_rows(smem_v + stage * Tr::kKvBytes, v_src, prow);
-      mbar_arrive_on_cp_async(bar_v_full(stage));
-      if (++stage == kStages) stage = 0, ++use;
+    if constexpr (!Tr::kTma) {
+      // All four warps gather, one 32-row block each; one cp.async arrival per thread.
+      int stage = 0, use = 0;  // ring slot of tile j and how often it was filled before
+      for (int j = 0; j < n_end; ++j) {
+        if (use > 0) mbar_wait(bar_k_empty(stage), (use - 1) & 1);
+        copy_rows(smem_k + stage * Tr::kKvBytes, k_src, j, warp);
+        mbar_arrive_on_cp_async(bar_k_full(stage));
+        if (use > 0) mbar_wait(bar_v_empty(stage), (use - 1) & 1);
+        copy_rows(smem_v + stage * Tr::kKvBytes, v_src, j, warp);
+        mbar_arrive_on_cp_async(bar_v_full(stage));
+        if (++stage == kStages) stage = 0, ++use;
+      }
+    } else if (warp == 0) {
+      // Warp 0 alone: per full tile, lane l copies 8-row group l % 16 (inside one page, as
+      // block_size % 8 == 0) of column half l / 16 with one bulk tensor copy, and lane 0 posts the
+      // tile's bytes. The last tile, when it runs past kv_len, is gathered with zero-filling
+      // cp.async instead, and lane 0 arrives without bytes. Every lane also arrives through
+      // cp.async, so each fill counts 33 arrivals either way.
+      constexpr int kCopies = 16 * Tr::kHalves;  // bulk copies per K (or V) tile
+      const int group = lane & 15, half = lane >> 4;
+      auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j) {
+        if ((j + 1) * kBlockN <= kv_len) {
+          if (lane == 0) mbar_arrive_expect_tx(bar, Tr::kKvBytes);
+          if (lane < kCopies) {
+            const int32_t prow = physical_row(j * kBlockN + group * 8);
+            tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
+                        kv_head * kHeadDim + half * 64, prow, bar);
+          }
+        } else {
+#pragma unroll 1
+          for (int b = 0; b < 4; ++b) copy_rows(dst_tile, src, j, b);
+          if (lane == 0) mbar_arrive(bar);
+        }
+        mbar_arrive_on_cp_async(bar);
+      };
+      int stage = 0, use = 0;
+      for (int j = 0; j < n_end; ++j) {
+        if (use > 0) mbar_wait(bar_k_empty(stage), (use - 1) & 1);
+        fill(smem_k + stage * Tr::kKvBytes, k_src, &sp.tmap_k, bar_k_full(stage), j);
+        if (use > 0) mbar_wait(bar_v_empty(stage), (use - 1) & 1);
+        fill(smem_v + stage * Tr::kKvBytes, v_src, &sp.tmap_v, bar_v_full(stage), j);
+        if (++stage == kStages) stage = 0, ++use;
+      }
     }
     cp_async_wait<0>();  // nothing may land after the CTA has retired
   } else {
@@ -286,6 +346,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       fence_proxy_async();
     };
 
+    // Ping-pong: named barrier 3 + w is "warpgroup w may issue its GEMMs". Each GEMM batch (tile
+    // 0's S, then S_j with P_{j-1} V_{j-1}, then the last P V: n_end + 1 batches) waits for its
+    // turn and hands the turn to the other warpgroup; warpgroup 0 starts, and warpgroup 1 does
+    // not hand back after its last batch, so every arrival is matched.
+    auto turn_begin = [&]() {
+      if constexpr (Tr::kPingPong) named_barrier_sync(3 + wg, 256);
+    };
+    auto turn_end = [&](bool last) {
+      if constexpr (Tr::kPingPong) {
+        if (!last || wg == 0) named_barrier_arrive(4 - wg, 256);
+      }
+    };
+    if constexpr (Tr::kPingPong) {
+      if (wg == 0 && n_end > 0) named_barrier_arrive(3, 256);
+    }
+
     mbar_wait(bar_q, 0);  // also before the epilogue reuses the Q rows when no tile runs
     fence_proxy_async();
     if constexpr (!Tr::kOverlap) {
@@ -312,8 +388,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // Tile 0 alone, then per tile j >= 1: issue S_j = Q K_j^T and O += P_{j-1} V_{j-1}, wait
       // for S_j only, run the softmax of tile j while P_{j-1} V_{j-1} is on the tensor cores,
       // then wait for it, rescale O and make P_j. The last P V follows the loop.
+      turn_begin();
       wait_full(bar_k_full(0), 0);
       issue_qk(0);
+      turn_end(false);
       wgmma_wait<0>();
       fence_regs(s);
       release(bar_k_empty(0));
@@ -325,10 +403,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       int prev = 0, prev_use = 0;  // ring slot (and fill count) of tile j - 1
       int stage = kStages > 1 ? 1 : 0, use = 0;
       for (int j = 1; j < n_end; ++j) {
+        turn_begin();
         wait_full(bar_k_full(stage), use);
         issue_qk(stage);
         wait_full(bar_v_full(prev), prev_use);
         issue_pv(prev);
+        turn_end(false);
         wgmma_wait<1>();  // S_j is done, P_{j-1} V_{j-1} may still run
         fence_regs(s);
         release(bar_k_empty(stage));
@@ -343,8 +423,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         prev = stage, prev_use = use;
         if (++stage == kStages) stage = 0, ++use;
       }
+      turn_begin();
       wait_full(bar_v_full(prev), prev_use);
       issue_pv(prev);
+      turn_end(true);
       wgmma_wait<0>();
       fence_regs(o);
       release(bar_v_empty(prev));

@@ -1,6 +1,6 @@
 // Thin wrappers over the Hopper (sm_90a) PTX instructions of the wgmma prefill kernel:
-// mbarriers (init, arrive, try_wait.parity, cp.async completion arrivals), the async-proxy fence,
-// named barriers, setmaxnreg, wgmma shared-memory descriptors and wgmma.mma_async with fp32
+// mbarriers (init, arrive, expect_tx, try_wait.parity, cp.async completion arrivals), bulk tensor
+// copies (TMA), the async-proxy fence, named barriers, setmaxnreg, wgmma shared-memory descriptors and wgmma.mma_async with fp32
 // accumulators (A from shared memory or from registers, B from shared memory), plus the
 // fence/commit/wait that order them. Layout rules they rely on: docs/prefill_attention.md
 // ("Hopper kernel"). Compiled only into the sm_90a translation units (kernels/cuda/sm90/).
@@ -29,6 +29,11 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_on_cp_async(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// One arrival on `bar` that also raises the bytes the current phase waits for by `bytes` (the
+// bulk copies that complete on it count them down).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
 // Blocks until the phase with parity `parity` of `bar` has completed (try_wait suspends the
 // thread for a while inside the instruction, so the loop rarely spins).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
@@ -50,9 +55,23 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
+// Bulk tensor copy (TMA) of the 2-D box of `tmap` (a __grid_constant__ CUtensorMap) at element
+// coordinates (c0 innermost, c1) into shared memory at `dst`, in the map's swizzle; completes by
+// counting its bytes down on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32):
+// sync waits for all of them, arrive counts this warp in and goes on.
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Register reallocation between warpgroups: every warp of the warpgroup executes it.
