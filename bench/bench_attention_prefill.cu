@@ -137,15 +137,19 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   // variants, and each variant of the Hopper kernel where it runs.
   struct Impl {
     std::string name;
-    int kernel;  // 0 launcher, 1 mma.sync default, 2 mma.sync variant, 3 Hopper variant
+    int kernel;  // 0 launcher, 1 mma.sync default, 2 mma.sync variant, 3 Hopper variant, 4 diagnostic
     int variant;
   };
   std::vector<Impl> impls = {{"flashserve", 0, -1}, {"flashserve:fa2", 1, -1}};
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
-  if (fd::prefill_sm90_available())
+  if (fd::prefill_sm90_available()) {
     for (int v = 0; v < fd::prefill_sm90_num_variants(d); ++v)
       impls.push_back({std::string("flashserve:sm90:") + fd::prefill_sm90_variant_name(d, v), 3, v});
+    // Diagnostic (output not attention): the default variant without K/V copies, i.e. what the
+    // consumer warpgroups reach when loads are free.
+    impls.push_back({"diag:sm90_no_kv_loads", 4, 0});
+  }
   for (const Impl& im : impls) {
     const std::string& impl = im.name;
     if (!impl_matches(impl, impl_filter)) continue;
@@ -160,8 +164,12 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
         case 2:
           fd::attention_prefill_variant(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
           break;
-        default:
+        case 3:
           fd::attention_prefill_sm90(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          break;
+        default:
+          fd::attention_prefill_sm90_timing_only(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16,
+                                                 stream);
       }
     };
     // Poison (0x7f7f: a huge finite bf16) so rows an implementation leaves unwritten show up in

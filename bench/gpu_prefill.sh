@@ -35,6 +35,7 @@ for f in $(find $B/kernels -name 'attention_prefill*.o'); do
     /\/\*[0-9a-f]+\*\//{tot++} END{if(fn)print fn, h, hm, l, m, st, ld, sy, bar, tot}' >>"$DEST/sass.txt"
 done
 sed -i '1i function HGMMA HMMA LDSM MUFU STL LDL SYNCS BAR total' "$DEST/sass.txt"
+for f in $(find $B/kernels -name 'attention_prefill_sm90_hdim128*.o'); do cuobjdump -sass "$f" >"$DEST/sass_sm90_hdim128.txt" 2>&1; done
 grep -E "sm90_kernel" "$DEST/sass.txt" | sed 's/_ZN10flashserve4cuda6detail4sm9029attention_prefill_sm90_kernelINS2_10Sm90Traits//' | tee -a "$LOG"
 step bench
 BUILD=$B ITERS=${ITERS:-40} timeout 200 bench/run_prefill_bench.sh "$DEST" 2>&1 | tee -a "$LOG" | grep -vE "^(b|c)[0-9a-z_]+ +flashserve:m" 
@@ -47,8 +48,13 @@ if [ "${PROFILE:-0}" = 1 ]; then  # optional: ncu of Hopper kernel variants (NCU
       --metrics sm__pipe_tensor_op_hgmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
       -k regex:attention_prefill_sm90 --launch-skip 1 --launch-count 1 \
       $B/bench/bench_attention_prefill 30 ${NCU_SHAPE:-b1_h8_l8192} "$impl\$" >>"$DEST/ncu.txt" 2>&1
+    # Where the warps wait: issue-stall reasons per issued instruction.
+    timeout 90 ncu --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      -k regex:attention_prefill_sm90 --launch-skip 1 --launch-count 1 \
+      $B/bench/bench_attention_prefill 30 ${NCU_SHAPE:-b1_h8_l8192} "$impl\$" 2>&1 |
+      grep -E "stalled" | sort -k3 -n -r | head -12 >>"$DEST/ncu.txt"
   done
-  grep -E "#####|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|hgmma|pipe_xu|Stall|Warp Cycles Per Issued|Issued Warp" "$DEST/ncu.txt" | head -60 | tee -a "$LOG"
+  grep -E "#####|Duration|Compute \(SM\) Throughput|L2 Cache Throughput|pipe_xu|stalled|Warp Cycles Per Issued|highest-utilized" "$DEST/ncu.txt" | head -80 | tee -a "$LOG"
 fi
 if [ "${2:-}" != skip-sanitizer ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -59,6 +59,12 @@ const char* prefill_sm90_variant_name(int head_dim, int variant);
 void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
                             const void* q, const void* k_cache, const void* v_cache, void* out,
                             float* lse, DType dtype, cudaStream_t stream);
+// Timing diagnostic for benchmarks only: a TMA variant of the Hopper kernel with its K/V copies
+// skipped (the consumers run on whatever shared memory holds), i.e. its speed with free loads.
+// The output is NOT attention.
+void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& args, int num_tokens,
+                                        const void* q, const void* k_cache, const void* v_cache,
+                                        void* out, float* lse, DType dtype, cudaStream_t stream);
 // "sm90" or "fa2": the kernel attention_prefill runs on the current device.
 const char* prefill_default_kernel();
 }  // namespace detail

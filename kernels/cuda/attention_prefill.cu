@@ -157,9 +157,10 @@ const char* prefill_sm90_variant_name(int head_dim, int variant) {
 #endif
 }
 
-void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
-                            const void* q, const void* k_cache, const void* v_cache, void* out,
-                            float* lse, DType dtype, cudaStream_t stream) {
+namespace {
+void run_sm90(int variant, bool skip_kv_loads, const PagedAttentionArgs& args, int num_tokens,
+              const void* q, const void* k_cache, const void* v_cache, void* out, float* lse,
+              DType dtype, cudaStream_t stream) {
   const PrefillParams p = make_params(args, num_tokens, q, k_cache, v_cache, out, lse);
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
            "prefill attention supports dtypes bf16 and f16, got ", dtype_name(dtype));
@@ -169,11 +170,24 @@ void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num
   bool ran = false;
 #if FLASHSERVE_PREFILL_SM90
   const bool f16 = dtype == DType::kF16;
-  ran = args.head_dim == 64 ? run_prefill_sm90_hdim64(variant, f16, p, num_tokens, stream)
-                            : run_prefill_sm90_hdim128(variant, f16, p, num_tokens, stream);
+  ran = args.head_dim == 64 ? run_prefill_sm90_hdim64(variant, f16, p, num_tokens, skip_kv_loads, stream)
+                            : run_prefill_sm90_hdim128(variant, f16, p, num_tokens, skip_kv_loads, stream);
 #endif
   FS_CHECK(ran, "Hopper prefill variant ", variant, " is not compiled for head_dim ", args.head_dim,
            " and ", dtype_name(dtype), " (fp16 has variant 0 only)");
+}
+}  // namespace
+
+void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
+                            const void* q, const void* k_cache, const void* v_cache, void* out,
+                            float* lse, DType dtype, cudaStream_t stream) {
+  run_sm90(variant, false, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+}
+
+void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& args, int num_tokens,
+                                        const void* q, const void* k_cache, const void* v_cache,
+                                        void* out, float* lse, DType dtype, cudaStream_t stream) {
+  run_sm90(variant, true, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
 }
 
 const char* prefill_default_kernel() {

@@ -84,6 +84,10 @@ struct Sm90Params {
   PrefillParams p;
   CUtensorMap tmap_k;
   CUtensorMap tmap_v;
+  // Timing diagnostic only (TMA variants; the bench's "diag_no_kv_loads"): the producer signals
+  // every K/V stage as full without copying anything, so the kernel runs the consumers' work at
+  // the speed it would have with free loads. The output is then not attention.
+  bool skip_kv_loads;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0 .. kHeadDim/8 - 1) of row `row` in a swizzled tile
@@ -164,9 +168,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       mbar_arrive_on_cp_async(bar_q);
     }
-    // cp.async fill of K/V rows [32 * rows_block, +32) of tile j: lane l resolves key
-    // 32 * rows_block + l through the block table (-1 past kv_len: zero-filled, so stale NaN
-    // never reaches P.V), and the warp shares the rows with shuffles.
+    // K/V tiles are filled in the order K_0, K_1, V_0, K_2, V_1, ...: the K the next S = Q K^T
+    // needs goes before the V of the P V that runs beside it. The block-table rows of a tile are
+    // loaded one tile ahead, so their latency hides behind the waits for free stages.
     const int32_t* table = p.block_table + int64_t(seq) * p.max_blocks_per_seq;
     const int64_t col = int64_t(kv_head) * kHeadDim + chunk * 8;
     const T* k_src = static_cast<const T*>(p.k_cache) + col;
@@ -174,8 +178,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     auto physical_row = [&](int key) -> int32_t {
       return key < kv_len ? __ldg(table + key / p.block_size) * p.block_size + key % p.block_size : -1;
     };
-    auto copy_rows = [&](uint32_t dst_tile, const T* src, int j, int rows_block) {
-      const int32_t prow = physical_row(j * kBlockN + rows_block * 32 + lane);
+    // cp.async of K/V rows [32 * rows_block, +32) of a tile; `prow` is this lane's row (key
+    // 32 * rows_block + lane; -1 past kv_len: zero-filled, so stale NaN never reaches P V), and
+    // the warp shares the rows with shuffles.
+    auto copy_rows = [&](uint32_t dst_tile, const T* src, int32_t prow, int rows_block) {
 #pragma unroll
       for (int r = sub_row; r < 32; r += kRowsPerCopy) {
         const int32_t pr = __shfl_sync(0xffffffffu, prow, r);
@@ -184,17 +190,28 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                     pr >= 0 ? src + int64_t(pr) * p.kv_row_stride : src, pr >= 0);
       }
     };
+    // Ring slot and fill count of tile j, and the wait for that slot to be free again.
+    auto slot = [&](int j) { return j % kStages; };
+    auto wait_empty = [&](uint32_t bar, int j) {
+      if (j >= kStages) mbar_wait(bar, (j / kStages - 1) & 1);
+    };
     if constexpr (!Tr::kTma) {
       // All four warps gather, one 32-row block each; one cp.async arrival per thread.
-      int stage = 0, use = 0;  // ring slot of tile j and how often it was filled before
-      for (int j = 0; j < n_end; ++j) {
-        if (use > 0) mbar_wait(bar_k_empty(stage), (use - 1) & 1);
-        copy_rows(smem_k + stage * Tr::kKvBytes, k_src, j, warp);
-        mbar_arrive_on_cp_async(bar_k_full(stage));
-        if (use > 0) mbar_wait(bar_v_empty(stage), (use - 1) & 1);
-        copy_rows(smem_v + stage * Tr::kKvBytes, v_src, j, warp);
-        mbar_arrive_on_cp_async(bar_v_full(stage));
-        if (++stage == kStages) stage = 0, ++use;
+      int32_t next = physical_row(warp * 32 + lane), prev = -1;
+      for (int j = 0; j <= n_end; ++j) {
+        const int32_t cur = next;
+        if (j + 1 < n_end) next = physical_row((j + 1) * kBlockN + warp * 32 + lane);
+        if (j < n_end) {
+          wait_empty(bar_k_empty(slot(j)), j);
+          copy_rows(smem_k + slot(j) * Tr::kKvBytes, k_src, cur, warp);
+          mbar_arrive_on_cp_async(bar_k_full(slot(j)));
+        }
+        if (j > 0) {
+          wait_empty(bar_v_empty(slot(j - 1)), j - 1);
+          copy_rows(smem_v + slot(j - 1) * Tr::kKvBytes, v_src, prev, warp);
+          mbar_arrive_on_cp_async(bar_v_full(slot(j - 1)));
+        }
+        prev = cur;
       }
     } else if (warp == 0) {
       // Warp 0 alone: per full tile, lane l copies 8-row group l % 16 (inside one page, as
@@ -204,28 +221,39 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       // cp.async, so each fill counts 33 arrivals either way.
       constexpr int kCopies = 16 * Tr::kHalves;  // bulk copies per K (or V) tile
       const int group = lane & 15, half = lane >> 4;
-      auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j) {
-        if ((j + 1) * kBlockN <= kv_len) {
+      auto group_row = [&](int j) {
+        return lane < kCopies && (j + 1) * kBlockN <= kv_len ? physical_row(j * kBlockN + group * 8) : -1;
+      };
+      auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j,
+                      int32_t grow) {
+        if (sp.skip_kv_loads) {  // timing diagnostic: no data moves (see Sm90Params)
+          if (lane == 0) mbar_arrive(bar);
+        } else if ((j + 1) * kBlockN <= kv_len) {
           if (lane == 0) mbar_arrive_expect_tx(bar, Tr::kKvBytes);
-          if (lane < kCopies) {
-            const int32_t prow = physical_row(j * kBlockN + group * 8);
+          if (lane < kCopies)
             tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
-                        kv_head * kHeadDim + half * 64, prow, bar);
-          }
+                        kv_head * kHeadDim + half * 64, grow, bar);
         } else {
 #pragma unroll 1
-          for (int b = 0; b < 4; ++b) copy_rows(dst_tile, src, j, b);
+          for (int b = 0; b < 4; ++b)
+            copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
           if (lane == 0) mbar_arrive(bar);
         }
         mbar_arrive_on_cp_async(bar);
       };
-      int stage = 0, use = 0;
-      for (int j = 0; j < n_end; ++j) {
-        if (use > 0) mbar_wait(bar_k_empty(stage), (use - 1) & 1);
-        fill(smem_k + stage * Tr::kKvBytes, k_src, &sp.tmap_k, bar_k_full(stage), j);
-        if (use > 0) mbar_wait(bar_v_empty(stage), (use - 1) & 1);
-        fill(smem_v + stage * Tr::kKvBytes, v_src, &sp.tmap_v, bar_v_full(stage), j);
-        if (++stage == kStages) stage = 0, ++use;
+      int32_t next = group_row(0), prev = -1;
+      for (int j = 0; j <= n_end; ++j) {
+        const int32_t cur = next;
+        if (j + 1 < n_end) next = group_row(j + 1);
+        if (j < n_end) {
+          wait_empty(bar_k_empty(slot(j)), j);
+          fill(smem_k + slot(j) * Tr::kKvBytes, k_src, &sp.tmap_k, bar_k_full(slot(j)), j, cur);
+        }
+        if (j > 0) {
+          wait_empty(bar_v_empty(slot(j - 1)), j - 1);
+          fill(smem_v + slot(j - 1) * Tr::kKvBytes, v_src, &sp.tmap_v, bar_v_full(slot(j - 1)), j - 1, prev);
+        }
+        prev = cur;
       }
     }
     cp_async_wait<0>();  // nothing may land after the CTA has retired

@@ -11,11 +11,14 @@ struct PrefillParams;
 
 // Variants per head_dim (names for benchmarks and tests) and the launch of one of them; run_*
 // returns false for a variant that is not compiled (fp16 compiles variant 0 only).
+// skip_kv_loads: timing diagnostic of the TMA variants (no K/V copies; the output is not attention).
 int prefill_sm90_count_hdim64();
 int prefill_sm90_count_hdim128();
 const char* prefill_sm90_name_hdim64(int variant);
 const char* prefill_sm90_name_hdim128(int variant);
-bool run_prefill_sm90_hdim64(int variant, bool f16, const PrefillParams& p, int num_tokens, cudaStream_t s);
-bool run_prefill_sm90_hdim128(int variant, bool f16, const PrefillParams& p, int num_tokens, cudaStream_t s);
+bool run_prefill_sm90_hdim64(int variant, bool f16, const PrefillParams& p, int num_tokens,
+                             bool skip_kv_loads, cudaStream_t s);
+bool run_prefill_sm90_hdim128(int variant, bool f16, const PrefillParams& p, int num_tokens,
+                              bool skip_kv_loads, cudaStream_t s);
 
 }  // namespace flashserve::cuda::detail

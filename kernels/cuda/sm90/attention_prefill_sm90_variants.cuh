@@ -82,9 +82,11 @@ inline CUtensorMap make_kv_tensor_map(const void* cache, const PrefillParams& p,
 }
 
 template <class Tr, class T>
-void launch_sm90(const PrefillParams& params, int num_tokens, cudaStream_t stream) {
+void launch_sm90(const PrefillParams& params, int num_tokens, bool skip_kv_loads, cudaStream_t stream) {
+  FS_CHECK(!skip_kv_loads || Tr::kTma, "skipping the K/V loads is a diagnostic of the TMA variants");
   Sm90Params sp{};
   sp.p = params;
+  sp.skip_kv_loads = skip_kv_loads;
   sp.p.num_vtiles = num_tokens / Tr::kBlockM + params.num_seqs;
   const long long ctas = (long long)sp.p.num_vtiles * params.num_q_heads;
   if (num_tokens == 0 || ctas == 0) return;
@@ -103,23 +105,29 @@ void launch_sm90(const PrefillParams& params, int num_tokens, cudaStream_t strea
 // A TMA configuration copies 8-row pieces of pages, so it needs block_size % 8 == 0; otherwise
 // the same configuration runs with cp.async.
 template <class Tr, class T>
-void launch_sm90_or_cp_async(const PrefillParams& p, int num_tokens, cudaStream_t stream) {
+void launch_sm90_or_cp_async(const PrefillParams& p, int num_tokens, bool skip_kv_loads,
+                             cudaStream_t stream) {
   if constexpr (Tr::kTma) {
-    if (p.block_size % 8 != 0) return launch_sm90<typename Tr::CpAsync, T>(p, num_tokens, stream);
+    if (p.block_size % 8 != 0 && !skip_kv_loads)
+      return launch_sm90<typename Tr::CpAsync, T>(p, num_tokens, false, stream);
   }
-  launch_sm90<Tr, T>(p, num_tokens, stream);
+  launch_sm90<Tr, T>(p, num_tokens, skip_kv_loads, stream);
 }
 
 // Runs variant `variant` for head_dim kHeadDim; false if it is not compiled (fp16: variant 0 only).
 template <int kHeadDim>
-bool run_sm90(int variant, bool f16, const PrefillParams& p, int num_tokens, cudaStream_t stream) {
+bool run_sm90(int variant, bool f16, const PrefillParams& p, int num_tokens, bool skip_kv_loads,
+              cudaStream_t stream) {
   using L = typename Sm90Variants<kHeadDim>::List;
   if (f16) {
     if (variant != 0) return false;
-    launch_sm90_or_cp_async<decltype(first_traits(static_cast<L*>(nullptr))), __half>(p, num_tokens, stream);
+    launch_sm90_or_cp_async<decltype(first_traits(static_cast<L*>(nullptr))), __half>(p, num_tokens, skip_kv_loads,
+                                                                                     stream);
     return true;
   }
-  auto run = [&](auto traits) { launch_sm90_or_cp_async<decltype(traits), __nv_bfloat16>(p, num_tokens, stream); };
+  auto run = [&](auto traits) {
+    launch_sm90_or_cp_async<decltype(traits), __nv_bfloat16>(p, num_tokens, skip_kv_loads, stream);
+  };
   return variant >= 0 && dispatch_in(variant, run, static_cast<L*>(nullptr));
 }
 
