@@ -146,9 +146,9 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   if (fd::prefill_sm90_available()) {
     for (int v = 0; v < fd::prefill_sm90_num_variants(d); ++v)
       impls.push_back({std::string("flashserve:sm90:") + fd::prefill_sm90_variant_name(d, v), 3, v});
-    // Diagnostic (output not attention): the default variant without K/V copies, i.e. what the
-    // consumer warpgroups reach when loads are free.
-    impls.push_back({"diag:sm90_no_kv_loads", 4, 0});
+    // Diagnostic (output not attention): variant 1 (two consumers, TMA, ping-pong) without K/V
+    // copies, i.e. what the consumer warpgroups reach when loads are free.
+    impls.push_back({"diag:sm90_no_kv_loads", 4, 1});
   }
   for (const Impl& im : impls) {
     const std::string& impl = im.name;

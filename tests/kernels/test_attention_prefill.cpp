@@ -176,10 +176,12 @@ TEST_P(AttentionPrefillSmall, SanitizerSubset) {
   for (PrefillCase c : cs) {
     c.kernel = GetParam();
     // The kernel's own choice, and for the mma.sync kernel also the large-grid default it takes
-    // for big batches (what a long prefill runs).
+    // for big batches (what a long prefill runs), for the Hopper kernel also its TMA variant.
     std::vector<int> variants = {-1};
     if (GetParam() == PrefillKernel::kFa2)
       variants.push_back(cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32));
+    else
+      variants.push_back(1);
     for (int v : variants) {
       c.variant = v;
       const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
