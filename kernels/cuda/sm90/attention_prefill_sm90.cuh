@@ -1,6 +1,6 @@
 // The Hopper (sm_90a) prefill attention kernel: warp-specialised, wgmma-based, over the paged KV
 // cache. One producer warpgroup fills a ring of K/V shared-memory stages guarded by mbarriers,
-// either with bulk tensor copies (TMA) of page pieces through the block table, or with
+// either with bulk tensor copies (TMA) of 8-row page pieces through the block table, or with
 // cp.async gathers (block sizes that are not multiples of 8, and the ragged last tile); one or
 // two consumer warpgroups (64 query rows each) compute S = Q K^T with wgmma from shared memory,
 // the online softmax in registers, and O += P V with P as the register A operand, optionally
@@ -79,13 +79,11 @@ struct Sm90Traits {
 
 // The kernel's parameter block: the common one plus the K and V tensor maps (TMA variants):
 // 2-D views [rows = block * block_size + offset][num_kv_heads * head_dim] of the caches, boxes of
-// box_rows rows x 64 elements with the 128-byte swizzle. box_rows (8..128) divides both the block
-// size and the 128-key tile, so a box never crosses a page.
+// 8 rows x 64 elements with the 128-byte swizzle.
 struct Sm90Params {
   PrefillParams p;
   CUtensorMap tmap_k;
   CUtensorMap tmap_v;
-  int box_rows;
   // Timing diagnostic only (TMA variants; the bench's "diag_no_kv_loads"): the producer signals
   // every K/V stage as full without copying anything, so the kernel runs the consumers' work at
   // the speed it would have with free loads. The output is then not attention.
@@ -216,17 +214,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         prev = cur;
       }
     } else if (warp == 0) {
-      // Warp 0 alone: per full tile, lane l copies row group l % groups (box_rows rows inside
-      // one page) of column half l / groups with one bulk tensor copy, and lane 0 posts the tile's
-      // bytes. The last tile, when it runs past kv_len, is gathered with zero-filling cp.async
-      // instead, and lane 0 arrives without bytes. Every lane also arrives through cp.async, so
-      // each fill counts 33 arrivals either way.
-      const int box_rows = sp.box_rows, groups = kBlockN / box_rows;
-      const int copies = groups * Tr::kHalves;  // bulk copies per K (or V) tile, <= 32
-      const int group = lane % groups, half = lane / groups;
+      // Warp 0 alone: per full tile, lane l copies 8-row group l % 16 (inside one page, as
+      // block_size % 8 == 0) of column half l / 16 with one bulk tensor copy, and lane 0 posts the
+      // tile's bytes. The last tile, when it runs past kv_len, is gathered with zero-filling
+      // cp.async instead, and lane 0 arrives without bytes. Every lane also arrives through
+      // cp.async, so each fill counts 33 arrivals either way.
+      constexpr int kCopies = 16 * Tr::kHalves;  // bulk copies per K (or V) tile
+      const int group = lane & 15, half = lane >> 4;
       auto group_row = [&](int j) {
-        return lane < copies && (j + 1) * kBlockN <= kv_len ? physical_row(j * kBlockN + group * box_rows)
-                                                            : -1;
+        return lane < kCopies && (j + 1) * kBlockN <= kv_len ? physical_row(j * kBlockN + group * 8) : -1;
       };
       auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j,
                       int32_t grow) {
@@ -234,8 +230,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           if (lane == 0) mbar_arrive(bar);
         } else if ((j + 1) * kBlockN <= kv_len) {
           if (lane == 0) mbar_arrive_expect_tx(bar, Tr::kKvBytes);
-          if (lane < copies)
-            tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * box_rows * 128, tmap,
+          if (lane < kCopies)
+            tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
                         kv_head * kHeadDim + half * 64, grow, bar);
         } else {
 #pragma unroll 1

@@ -17,7 +17,8 @@
 namespace flashserve::cuda::detail::sm90 {
 
 // Sm90Traits<head_dim, consumer warpgroups, stages, softmax/GEMM overlap, setmaxnreg, TMA,
-// ping-pong>. Variant 0 is the default; the rest take one technique away at a time.
+// ping-pong>. Variant 0 is the default (cp.async + ping-pong: fastest on 5 of the 7 benchmark
+// shapes on the H100, run 3); the rest add or take away one technique at a time.
 template <int kHeadDim>
 struct Sm90Variants;
 
@@ -30,13 +31,11 @@ struct Sm90Variants<128> {
                           Sm90Traits<128, 2, 2, false, true, false, false>,
                           Sm90Traits<128, 2, 2, true, false, false, false>,
                           Sm90Traits<128, 1, 2, true, false, false, false>,
-                          Sm90Traits<128, 2, 3, true, true, true, true>,
-                          Sm90Traits<128, 2, 3, true, true, false, true>>;
+                          Sm90Traits<128, 2, 3, true, true, true, true>>;
   static constexpr int kCount = List::kCount;
   static constexpr const char* kNames[kCount] = {
       "wg2_s2_cpasync_pp",     "wg2_s2_tma_pp",        "wg2_s2_tma",     "wg2_s2_cpasync",
-      "wg2_s2_cpasync_serial", "wg2_s2_cpasync_noreg", "wg1_s2_cpasync", "wg2_s3_tma_pp",
-      "wg2_s3_cpasync_pp"};
+      "wg2_s2_cpasync_serial", "wg2_s2_cpasync_noreg", "wg1_s2_cpasync", "wg2_s3_tma_pp"};
 };
 
 template <>
@@ -47,29 +46,19 @@ struct Sm90Variants<64> {
                           Sm90Traits<64, 2, 3, true, true, false, false>,
                           Sm90Traits<64, 2, 3, false, true, false, false>,
                           Sm90Traits<64, 1, 3, true, false, false, false>,
-                          Sm90Traits<64, 2, 2, true, true, true, true>,
-                          Sm90Traits<64, 2, 4, true, true, false, true>>;
+                          Sm90Traits<64, 2, 2, true, true, true, true>>;
   static constexpr int kCount = List::kCount;
   static constexpr const char* kNames[kCount] = {
       "wg2_s3_cpasync_pp",     "wg2_s3_tma_pp",  "wg2_s3_tma",    "wg2_s3_cpasync",
-      "wg2_s3_cpasync_serial", "wg1_s3_cpasync", "wg2_s2_tma_pp", "wg2_s4_cpasync_pp"};
+      "wg2_s3_cpasync_serial", "wg1_s3_cpasync", "wg2_s2_tma_pp"};
 };
 
-// Rows per bulk copy: the largest power of two from 8 to 128 that divides block_size (so a box
-// stays inside a page and tiles hold whole boxes); 0 when block_size is not a multiple of 8.
-inline int tma_box_rows(int block_size) {
-  int rows = 0;
-  for (int r = 8; r <= 128; r *= 2)
-    if (block_size % r == 0) rows = r;
-  return rows;
-}
-
 // The 2-D tensor map of one K or V cache for the bulk copies: rows of num_kv_heads * head_dim
-// elements (row = block * block_size + offset), boxes of box_rows rows x 64 elements (128 bytes,
-// the swizzle's row), 128-byte swizzle. The launcher does not know the number of blocks, so the row
+// elements (row = block * block_size + offset), boxes of 8 rows x 64 elements (128 bytes, the
+// swizzle's row), 128-byte swizzle. The launcher does not know the number of blocks, so the row
 // count is the largest the copy coordinates can address; only rows the block table names are read.
 // cuTensorMapEncodeTiled comes through the runtime's driver entry point (no -lcuda).
-inline CUtensorMap make_kv_tensor_map(const void* cache, const PrefillParams& p, int box_rows, bool f16) {
+inline CUtensorMap make_kv_tensor_map(const void* cache, const PrefillParams& p, bool f16) {
   using Encode = PFN_cuTensorMapEncodeTiled_v12000;
   static const Encode encode = [] {
     void* fn = nullptr;
@@ -83,7 +72,7 @@ inline CUtensorMap make_kv_tensor_map(const void* cache, const PrefillParams& p,
   CUtensorMap map{};
   const cuuint64_t dims[2] = {cuuint64_t(p.kv_row_stride), cuuint64_t(INT32_MAX)};
   const cuuint64_t row_bytes[1] = {cuuint64_t(p.kv_row_stride) * 2};
-  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
+  const cuuint32_t box[2] = {64, 8};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = encode(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                             const_cast<void*>(cache), dims, row_bytes, box, element_strides,
@@ -105,10 +94,8 @@ void launch_sm90(const PrefillParams& params, int num_tokens, bool skip_kv_loads
   FS_CHECK(ctas < (1ll << 31), "prefill grid too large: ", ctas, " CTAs");
   if constexpr (Tr::kTma) {
     constexpr bool kF16 = std::is_same_v<T, __half>;
-    sp.box_rows = tma_box_rows(params.block_size);
-    FS_CHECK(sp.box_rows >= 8, "bulk copies need block_size % 8 == 0, got ", params.block_size);
-    sp.tmap_k = make_kv_tensor_map(params.k_cache, params, sp.box_rows, kF16);
-    sp.tmap_v = make_kv_tensor_map(params.v_cache, params, sp.box_rows, kF16);
+    sp.tmap_k = make_kv_tensor_map(params.k_cache, params, kF16);
+    sp.tmap_v = make_kv_tensor_map(params.v_cache, params, kF16);
   }
   auto kernel = attention_prefill_sm90_kernel<Tr, T>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Tr::kSmemBytes)));
@@ -116,8 +103,8 @@ void launch_sm90(const PrefillParams& params, int num_tokens, bool skip_kv_loads
   CUDA_CHECK_LAUNCH();
 }
 
-// A TMA configuration copies pieces of pages of at least 8 rows, so it needs block_size % 8 == 0;
-// otherwise the same configuration runs with cp.async.
+// A TMA configuration copies 8-row pieces of pages, so it needs block_size % 8 == 0; otherwise
+// the same configuration runs with cp.async.
 template <class Tr, class T>
 void launch_sm90_or_cp_async(const PrefillParams& p, int num_tokens, bool skip_kv_loads,
                              cudaStream_t stream) {
