@@ -3,7 +3,8 @@
 # summary, benchmark with torch baselines, compute-sanitizer memcheck/racecheck/synccheck on a
 # small subset (both kernels). Everything lands in $1.
 # Usage (repo root, on the GPU machine): bench/gpu_prefill.sh OUT_DIR [skip-sanitizer]
-# env: B=build dir (default build/prefill-gpu); PREBUILT=1 skips configure+build (e.g. after
+# env: B=build dir (default build/prefill-gpu; on a shared GPU machine use a folder of your own
+# under /tmp: another session may have left its build in /tmp/b); PREBUILT=1 skips configure+build (e.g. after
 # `SRC=... BUILD=$B TARGETS="test_attention_prefill bench_attention_prefill"
 # tests/backends/carried_session.sh build`); ITERS=timed runs; PROFILE=1 adds ncu.
 set -uo pipefail
