@@ -1,8 +1,9 @@
 // Benchmark of the CUDA prefill attention kernel (bf16, paged KV cache, block size 16 with a
 // shuffled block table) on the shapes of docs/prefill_attention.md. One JSON line per
-// (shape, implementation): the public launcher ("flashserve") and every compiled tile variant
-// ("flashserve:<variant>"). FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
-// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter]
+// (shape, implementation): the public launcher ("flashserve"), the mma.sync kernel's own choice
+// ("flashserve:fa2") and each of its tile variants ("flashserve:<variant>"), and on Hopper each
+// variant of the wgmma kernel ("flashserve:sm90:<variant>"). FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
+// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter, '$' at the end: exact]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -61,6 +62,12 @@ __global__ void max_abs_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, siz
   atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // non-negative floats order as ints
 }
 
+// Substring filter; a trailing '$' asks for the exact name.
+bool impl_matches(const std::string& impl, const std::string& filter) {
+  if (!filter.empty() && filter.back() == '$') return impl == filter.substr(0, filter.size() - 1);
+  return impl.find(filter) != std::string::npos;
+}
+
 double visible_pairs(const Shape& s) {
   double pairs = 0;
   const long long off = (long long)s.kv_len - s.q_len;
@@ -100,20 +107,50 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   const double flops = 4.0 * h * d * visible_pairs(s);
   cudaStream_t stream = nullptr;
 
+  namespace fd = flashserve::cuda::detail;
   flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, ref_out, lse, DType::kBF16, stream);
-  const int nv = flashserve::cuda::detail::prefill_num_variants(d);
-  for (int variant = -1; variant < nv; ++variant) {  // -1: the public launcher
-    const std::string impl = variant < 0 ? std::string("flashserve")
-                                         : std::string("flashserve:") +
-                                               flashserve::cuda::detail::prefill_variant_name(d, variant);
-    if (!impl_filter.empty() && impl.find(impl_filter) == std::string::npos) continue;
+  // Implementations: the public launcher, the mma.sync kernel's own choice and each of its tile
+  // variants, and each variant of the Hopper kernel where it runs.
+  struct Impl {
+    std::string name;
+    int kernel;  // 0 launcher, 1 mma.sync default, 2 mma.sync variant, 3 Hopper variant, 4 diagnostic
+    int variant;
+  };
+  std::vector<Impl> impls = {{"flashserve", 0, -1}, {"flashserve:fa2", 1, -1}};
+  for (int v = 0; v < fd::prefill_num_variants(d); ++v)
+    impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
+  if (fd::prefill_sm90_available()) {
+    for (int v = 0; v < fd::prefill_sm90_num_variants(d); ++v)
+      impls.push_back({std::string("flashserve:sm90:") + fd::prefill_sm90_variant_name(d, v), 3, v});
+    // Diagnostic (output not attention): variant 1 (two consumers, TMA, ping-pong) without K/V
+    // copies, i.e. what the consumer warpgroups reach when loads are free.
+    impls.push_back({"diag:sm90_no_kv_loads", 4, 1});
+  }
+  for (const Impl& im : impls) {
+    const std::string& impl = im.name;
+    if (!impl_matches(impl, impl_filter)) continue;
     auto fn = [&] {
-      if (variant < 0)
-        flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
-      else
-        flashserve::cuda::detail::attention_prefill_variant(variant, a, num_tokens, q, k, v, out,
-                                                            lse, DType::kBF16, stream);
+      switch (im.kernel) {
+        case 0:
+          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          break;
+        case 1:
+          fd::attention_prefill_fa2(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          break;
+        case 2:
+          fd::attention_prefill_variant(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          break;
+        case 3:
+          fd::attention_prefill_sm90(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          break;
+        default:
+          fd::attention_prefill_sm90_timing_only(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16,
+                                                 stream);
+      }
     };
+    // Poison (0x7f7f: a huge finite bf16) so rows an implementation leaves unwritten show up in
+    // max_abs_diff_vs_default.
+    CUDA_CHECK(cudaMemset(out, 0x7f, q_elems * sizeof(__nv_bfloat16)));
     const fb::Stats st = fb::compute_stats(fb::time_runs(fn, stream, 5, iters));
     CUDA_CHECK(cudaMemset(diff, 0, 4));
     max_abs_diff<<<1024, 256, 0, stream>>>(out, ref_out, q_elems, diff);
@@ -139,6 +176,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
         .add("flop", flops)
         .add("tflops", flops / (st.p50 * 1e-6) / 1e12)
         .add("max_abs_diff_vs_default", double(h_diff))
+        .add("default_kernel", fd::prefill_default_kernel())
         .add("gpu", gpu)
         .print();
     std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,

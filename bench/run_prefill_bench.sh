@@ -25,7 +25,7 @@ for r in rows:
     if r["bench"] == "attention_prefill" and r["impl"].startswith("torch_") and "time_us_p50" in r:
         base[(r["shape"], r["impl"])] = r["time_us_p50"]
 keys = ("bench", "impl", "shape", "dtype", "batch", "num_heads", "q_len", "kv_len", "head_dim",
-        "causal", "block_size", "mask", "time_us_p50", "time_us_p10", "time_us_p90", "tflops", "gpu",
+        "causal", "block_size", "mask", "time_us_p50", "time_us_p10", "time_us_p90", "tflops", "gpu", "default_kernel",
         "max_abs_diff_vs_default", "max_abs_diff_vs_math", "error")
 with open(f"{dest}/prefill.jsonl", "w") as out:
     for r in rows:

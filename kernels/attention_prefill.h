@@ -1,6 +1,8 @@
-// Host launcher for the CUDA prefill attention kernel (FlashAttention-2 style, mma.sync) over
-// the paged KV cache. Contract (layouts, causal alignment to the end of each sequence, base-2
-// LSE, empty rows -> out 0 / lse -inf): kernels/paged_attention.h. Design: docs/prefill_attention.md.
+// Host launcher for the CUDA prefill attention kernels over the paged KV cache: the Hopper kernel
+// (wgmma, warp-specialised mbarrier pipeline; sm_90a builds on compute capability 9.x) and the
+// FlashAttention-2 style mma.sync kernel (every other GPU, and the A/B reference). Contract
+// (layouts, causal alignment to the end of each sequence, base-2 LSE, empty rows -> out 0 /
+// lse -inf): kernels/paged_attention.h. Design: docs/prefill_attention.md.
 // Plain C++17: callable from .cpp files without CUDA headers beyond cuda_runtime_api.h.
 #pragma once
 
@@ -18,8 +20,10 @@ namespace flashserve::cuda {
 // 128, dtype kBF16 or kF16, any block_size > 0, num_kv_heads dividing num_q_heads, scale > 0.
 // `num_tokens` is cu_q_lens[num_seqs] (the caller knows it; the launcher never reads device
 // memory or synchronizes). Work is a flattened list of (sequence, 128-row tile) pairs, so a
-// ragged batch launches only the tiles it has. Throws flashserve::Error on bad arguments or a
-// CUDA error.
+// ragged batch launches only the tiles it has. On compute capability 9.x (with sm_90a compiled
+// in) it runs the Hopper kernel, elsewhere the mma.sync one; FLASHSERVE_PREFILL_KERNEL=fa2 in the
+// environment forces the mma.sync kernel (A/B switch). Throws flashserve::Error on bad
+// arguments or a CUDA error.
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens,
                        const void* q,        // [num_tokens, num_q_heads, head_dim]
                        const void* k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -41,6 +45,28 @@ size_t prefill_variant_smem_bytes(int head_dim, int variant);
 void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int num_tokens,
                                const void* q, const void* k_cache, const void* v_cache, void* out,
                                float* lse, DType dtype, cudaStream_t stream);
+// The mma.sync kernel with its own default tile choice (what attention_prefill runs off Hopper).
+void attention_prefill_fa2(const PagedAttentionArgs& args, int num_tokens, const void* q,
+                           const void* k_cache, const void* v_cache, void* out, float* lse,
+                           DType dtype, cudaStream_t stream);
+
+// The Hopper kernel (kernels/cuda/sm90/). Available when the build has sm_90a and the current
+// device is compute capability 9.x. Variants (0 is the default) exist to measure each technique;
+// fp16 compiles variant 0 only. attention_prefill_sm90 throws when it is not available.
+bool prefill_sm90_available();
+int prefill_sm90_num_variants(int head_dim);  // 0 when not compiled
+const char* prefill_sm90_variant_name(int head_dim, int variant);
+void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
+                            const void* q, const void* k_cache, const void* v_cache, void* out,
+                            float* lse, DType dtype, cudaStream_t stream);
+// Timing diagnostic for benchmarks only: a TMA variant of the Hopper kernel with its K/V copies
+// skipped (the consumers run on whatever shared memory holds), i.e. its speed with free loads.
+// The output is NOT attention.
+void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& args, int num_tokens,
+                                        const void* q, const void* k_cache, const void* v_cache,
+                                        void* out, float* lse, DType dtype, cudaStream_t stream);
+// "sm90" or "fa2": the kernel attention_prefill runs on the current device.
+const char* prefill_default_kernel();
 }  // namespace detail
 
 }  // namespace flashserve::cuda

@@ -1,14 +1,20 @@
-// Host launcher of the prefill attention kernel: validates the arguments at the API edge,
-// fills the parameter block and dispatches on (head_dim, dtype, variant). Today there is one
-// path (mma.sync, sm80+); a Hopper wgmma/TMA path would be selected here by compute capability.
+// Host launcher of the prefill attention kernels: validates the arguments at the API edge,
+// fills the parameter block and dispatches on (kernel, head_dim, dtype, variant): the Hopper
+// kernel (kernels/cuda/sm90/, compiled when the build has sm_90a) on compute capability 9.x,
+// the mma.sync kernel elsewhere or when FLASHSERVE_PREFILL_KERNEL=fa2.
 #include "kernels/attention_prefill.h"
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_prefill_traits.cuh"
 #include "kernels/cuda/cuda_check.h"
+#if FLASHSERVE_PREFILL_SM90
+#include "kernels/cuda/sm90/attention_prefill_sm90.h"
+#endif
 
 namespace flashserve::cuda {
 namespace detail {
@@ -105,17 +111,96 @@ void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int 
            " and ", dtype_name(dtype), " (fp16 has variant 0 only)");
 }
 
+void attention_prefill_fa2(const PagedAttentionArgs& args, int num_tokens, const void* q,
+                           const void* k_cache, const void* v_cache, void* out, float* lse,
+                           DType dtype, cudaStream_t stream) {
+  const int variant =
+      dtype == DType::kBF16
+          ? prefill_default_variant(args.head_dim, num_tokens, args.num_seqs, args.num_q_heads)
+          : 0;  // fp16 compiles only variant 0
+  attention_prefill_variant(variant, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+}
+
+bool prefill_sm90_available() {
+#if FLASHSERVE_PREFILL_SM90
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major == 9;  // the sm_90a code runs on compute capability 9.0 only
+#else
+  return false;
+#endif
+}
+
+int prefill_sm90_num_variants(int head_dim) {
+#if FLASHSERVE_PREFILL_SM90
+  if (head_dim == 64) return prefill_sm90_count_hdim64();
+  if (head_dim == 128) return prefill_sm90_count_hdim128();
+#endif
+  return 0;
+}
+
+const char* prefill_sm90_variant_name(int head_dim, int variant) {
+  FS_CHECK(variant >= 0 && variant < prefill_sm90_num_variants(head_dim), "no Hopper prefill variant ",
+           variant, " for head_dim ", head_dim);
+#if FLASHSERVE_PREFILL_SM90
+  return head_dim == 64 ? prefill_sm90_name_hdim64(variant) : prefill_sm90_name_hdim128(variant);
+#else
+  return "";
+#endif
+}
+
+namespace {
+void run_sm90(int variant, bool skip_kv_loads, const PagedAttentionArgs& args, int num_tokens,
+              const void* q, const void* k_cache, const void* v_cache, void* out, float* lse,
+              DType dtype, cudaStream_t stream) {
+  const PrefillParams p = make_params(args, num_tokens, q, k_cache, v_cache, out, lse);
+  FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
+           "prefill attention supports dtypes bf16 and f16, got ", dtype_name(dtype));
+  FS_CHECK(prefill_sm90_available(),
+           "the Hopper prefill kernel needs a build with sm_90a and a compute capability 9.x GPU");
+  if (num_tokens == 0 || args.num_seqs == 0) return;
+  bool ran = false;
+#if FLASHSERVE_PREFILL_SM90
+  const bool f16 = dtype == DType::kF16;
+  ran = args.head_dim == 64 ? run_prefill_sm90_hdim64(variant, f16, p, num_tokens, skip_kv_loads, stream)
+                            : run_prefill_sm90_hdim128(variant, f16, p, num_tokens, skip_kv_loads, stream);
+#endif
+  FS_CHECK(ran, "Hopper prefill variant ", variant, " is not compiled for head_dim ", args.head_dim,
+           " and ", dtype_name(dtype), " (fp16 has variant 0 only)");
+}
+}  // namespace
+
+void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
+                            const void* q, const void* k_cache, const void* v_cache, void* out,
+                            float* lse, DType dtype, cudaStream_t stream) {
+  run_sm90(variant, false, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+}
+
+void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& args, int num_tokens,
+                                        const void* q, const void* k_cache, const void* v_cache,
+                                        void* out, float* lse, DType dtype, cudaStream_t stream) {
+  run_sm90(variant, true, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+}
+
+const char* prefill_default_kernel() {
+  static const bool force_fa2 = [] {
+    const char* v = std::getenv("FLASHSERVE_PREFILL_KERNEL");
+    return v != nullptr && std::strcmp(v, "fa2") == 0;
+  }();
+  return !force_fa2 && prefill_sm90_available() ? "sm90" : "fa2";
+}
+
 }  // namespace detail
 
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,
                        const void* k_cache, const void* v_cache, void* out, float* lse,
                        DType dtype, cudaStream_t stream) {
-  const int variant =
-      dtype == DType::kBF16
-          ? detail::prefill_default_variant(args.head_dim, num_tokens, args.num_seqs, args.num_q_heads)
-          : 0;  // fp16 compiles only variant 0
-  detail::attention_prefill_variant(variant, args, num_tokens, q, k_cache, v_cache, out, lse, dtype,
-                                    stream);
+  if (std::strcmp(detail::prefill_default_kernel(), "sm90") == 0) {
+    detail::attention_prefill_sm90(0, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+  } else {
+    detail::attention_prefill_fa2(args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+  }
 }
 
 }  // namespace flashserve::cuda

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 #include <cstring>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "kernels/attention_prefill.h"
 #include "kernels/cpu/paged_attention_ref.h"
@@ -155,6 +158,15 @@ void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<do
   }
 }
 
+const char* kernel_name(PrefillKernel k) {
+  switch (k) {
+    case PrefillKernel::kLauncher: return "launcher";
+    case PrefillKernel::kFa2: return "fa2";
+    case PrefillKernel::kSm90: return "sm90";
+  }
+  return "?";
+}
+
 CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint16_t>* out_bits) {
   CheckResult res;
   std::ostringstream msg;
@@ -183,12 +195,25 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   da.cu_q_lens = d_cu.as<int32_t>();
   da.kv_lens = d_kv.as<int32_t>();
   da.block_table = d_bt.as<int32_t>();
-  if (c.variant < 0) {  // the public launcher and its choice of tile shape
-    cuda::attention_prefill(da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr, d_out.ptr,
-                            d_lse.as<float>(), c.dtype, nullptr);
-  } else {
-    cuda::detail::attention_prefill_variant(c.variant, da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr,
-                                            d_out.ptr, d_lse.as<float>(), c.dtype, nullptr);
+  float* lse = d_lse.as<float>();
+  switch (c.kernel) {
+    case PrefillKernel::kLauncher:
+      cuda::attention_prefill(da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr, d_out.ptr, lse, c.dtype,
+                              nullptr);
+      break;
+    case PrefillKernel::kFa2:
+      if (c.variant < 0) {
+        cuda::detail::attention_prefill_fa2(da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr, d_out.ptr,
+                                            lse, c.dtype, nullptr);
+      } else {
+        cuda::detail::attention_prefill_variant(c.variant, da, pb.num_tokens, d_q.ptr, d_k.ptr,
+                                                d_v.ptr, d_out.ptr, lse, c.dtype, nullptr);
+      }
+      break;
+    case PrefillKernel::kSm90:
+      cuda::detail::attention_prefill_sm90(std::max(c.variant, 0), da, pb.num_tokens, d_q.ptr,
+                                           d_k.ptr, d_v.ptr, d_out.ptr, lse, c.dtype, nullptr);
+      break;
   }
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> got_bits(out_elems + kCanary);
@@ -196,10 +221,21 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   CUDA_CHECK(cudaMemcpy(got_bits.data(), d_out.ptr, got_bits.size() * 2, cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(got_lse.data(), d_lse.ptr, got_lse.size() * 4, cudaMemcpyDeviceToHost));
 
-  std::vector<double> ref_out(out_elems), ref_lse(lse_elems), naive;
-  ref::paged_attention<double>(ha, pb.q.data(), pb.k.data(), pb.v.data(), ref_out.data(),
-                               ref_lse.data());
-  naive_attention_16bit(pb, c.dtype, naive);
+  // The fp64 reference and the naive bound depend only on the problem (case name and seed), and
+  // each problem runs on several kernels: computed once per problem.
+  struct Reference {
+    std::vector<double> out, lse, naive;
+  };
+  static std::map<std::pair<std::string, uint64_t>, Reference> cache;
+  Reference& rf = cache[{c.name, seed}];
+  if (rf.out.empty()) {
+    rf.out.resize(out_elems);
+    rf.lse.resize(lse_elems);
+    ref::paged_attention<double>(ha, pb.q.data(), pb.k.data(), pb.v.data(), rf.out.data(),
+                                 rf.lse.data());
+    naive_attention_16bit(pb, c.dtype, rf.naive);
+  }
+  const std::vector<double>&ref_out = rf.out, &ref_lse = rf.lse, &naive = rf.naive;
 
   double max_ref = 0, naive_err = 0, err = 0, lse_err = 0;
   size_t worst = 0;
@@ -247,7 +283,7 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
     std::memcpy(&u, &got_lse[lse_elems + i], 4);
     if (u != 0xffffffffu) fail("lse written past the end");
   }
-  msg << "  [" << c.name << " v" << c.variant << "] tokens " << pb.num_tokens << " max_err " << err
+  msg << "  [" << c.name << " " << kernel_name(c.kernel) << " v" << c.variant << "] tokens " << pb.num_tokens << " max_err " << err
       << " naive_err " << naive_err << " tol " << tol << " lse_err " << lse_err
       << (bad ? " (" + std::to_string(bad) + " failures)" : std::string());
   res.message = msg.str();

@@ -32,6 +32,11 @@ constexpr double kLseRelTol = 1e-5;
 
 inline double unit_roundoff(DType t) { return t == DType::kF16 ? 1.0 / 2048 : 1.0 / 256; }
 
+// Which implementation a case runs: the public launcher (its own choice of kernel and tile),
+// the mma.sync kernel, or the Hopper kernel (kernels/attention_prefill.h).
+enum class PrefillKernel { kLauncher, kFa2, kSm90 };
+const char* kernel_name(PrefillKernel k);
+
 struct SeqSpec {
   int q_len;
   int kv_len;
@@ -47,7 +52,8 @@ struct PrefillCase {
   bool causal = true;
   DType dtype = DType::kBF16;
   float q_scale = 1.f;  // > 1 gives large logits (peaked softmax)
-  int variant = -1;  // -1: cuda::attention_prefill (default choice); >= 0: that tile variant
+  PrefillKernel kernel = PrefillKernel::kLauncher;
+  int variant = -1;  // kFa2 / kSm90: -1 is that kernel's default choice, >= 0 that variant
 };
 
 // Host copy of one randomly filled problem, values already rounded to the 16-bit type.
@@ -70,7 +76,7 @@ struct CheckResult {
   std::string message;  // first failures and the error summary
 };
 
-// Runs c.variant (or the public launcher) on the GPU and compares with the fp64 reference and the naive bound.
+// Runs c.kernel / c.variant on the GPU and compares with the fp64 reference and the naive bound.
 // When `out_bits` is given, the raw output is stored there (determinism checks).
 CheckResult run_and_check(const PrefillCase& c, uint64_t seed,
                           std::vector<uint16_t>* out_bits = nullptr);

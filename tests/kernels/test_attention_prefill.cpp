@@ -1,7 +1,8 @@
 // CUDA prefill attention vs the fp64 CPU reference: q_len 1..2500, chunked (q_len < kv_len),
 // causal and not, group sizes 1/4/8, head_dim 64/128, ragged batches with empty sequences,
 // block sizes 16/32/24 with shuffled tables, NaN in unowned cache slots, poisoned outputs,
-// large logits, fp16, every compiled tile variant, determinism and argument checks.
+// large logits, fp16, tile edges, every compiled tile variant, determinism and argument checks;
+// the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -43,6 +44,14 @@ std::vector<PrefillCase> default_cases() {
   // Grids of >= 2 CTAs per SM, so the public launcher takes its large-grid tile shape.
   add("large_grid_causal_d128_g4", {{1100, 1100}}, 32, 8, 128, 16, true);
   add("large_grid_noncausal_d64_g8", {{700, 700}, {300, 900}}, 32, 4, 64, 32, false);
+  // Rows and keys around the 64/128-row tiles of both kernels.
+  add("tile_edges_d128", {{128, 128}, {127, 255}, {129, 257}, {256, 256}, {64, 383}}, 4, 2, 128, 16,
+      true);
+  add("tile_edges_d64_bs32", {{128, 128}, {65, 129}, {192, 256}, {1, 384}}, 4, 4, 64, 32, false);
+  // Page sizes for the Hopper kernel's bulk copies (8-row pieces: block_size % 8 == 0) and its
+  // cp.async fallback (block_size 12).
+  add("pages_bs8_d64_g2", {{200, 333}, {129, 129}}, 4, 2, 64, 8, true);
+  add("fallback_bs12_d128", {{150, 150}, {7, 260}, {300, 700}}, 4, 1, 128, 12, true);
   return cs;
 }
 
@@ -53,6 +62,7 @@ uint64_t seed_of(const std::string& name, int variant) {
 }
 
 TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
+  std::printf("launcher runs the %s kernel\n", cuda::detail::prefill_default_kernel());
   for (const PrefillCase& c : default_cases()) {
     const CheckResult r = run_and_check(c, seed_of(c.name, 0));
     std::printf("%s\n", r.message.c_str());
@@ -60,37 +70,71 @@ TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
   }
 }
 
-TEST(AttentionPrefill, MatchesReferenceEveryVariant) {
+// The same matrix on each kernel explicitly (one harness): the mma.sync kernel everywhere, the
+// Hopper kernel where it is available (compute capability 9.x and an sm_90a build).
+class AttentionPrefillKernel : public ::testing::TestWithParam<PrefillKernel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == PrefillKernel::kSm90 && !cuda::detail::prefill_sm90_available())
+      GTEST_SKIP() << "the Hopper kernel needs an sm_90a build on a compute capability 9.x GPU";
+  }
+  int num_variants(int head_dim) const {
+    return GetParam() == PrefillKernel::kSm90 ? cuda::detail::prefill_sm90_num_variants(head_dim)
+                                              : cuda::detail::prefill_num_variants(head_dim);
+  }
+  std::string variant_name(int head_dim, int v) const {
+    return GetParam() == PrefillKernel::kSm90 ? cuda::detail::prefill_sm90_variant_name(head_dim, v)
+                                              : cuda::detail::prefill_variant_name(head_dim, v);
+  }
+  size_t variant_smem(int head_dim, int v) const {  // the Hopper kernel needs sm_90's 227 KiB
+    return GetParam() == PrefillKernel::kSm90 ? 0 : cuda::detail::prefill_variant_smem_bytes(head_dim, v);
+  }
+};
+
+TEST_P(AttentionPrefillKernel, MatchesReference) {
+  for (PrefillCase c : default_cases()) {
+    c.kernel = GetParam();  // variant -1: the kernel's own default tile choice
+    const CheckResult r = run_and_check(c, seed_of(c.name, 0));
+    std::printf("%s\n", r.message.c_str());
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
   const char* subset[] = {"one_query_long_kv_g8",  "square_17_g4_d64",     "chunked_100_over_1000_g4",
                           "ragged_causal_d128",    "ragged_noncausal_d64_bs32", "large_logits_d128",
-                          "large_logits_d64_chunked", "odd_block_size_24", "q_longer_than_kv"};
+                          "large_logits_d64_chunked", "odd_block_size_24", "q_longer_than_kv",
+                          "tile_edges_d128",       "tile_edges_d64_bs32", "pages_bs8_d64_g2",
+                          "fallback_bs12_d128"};
+  int device = 0, smem_optin = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+            cudaSuccess);
   for (PrefillCase c : default_cases()) {
     bool pick = false;
     for (const char* s : subset) pick |= c.name == s;
     if (!pick) continue;
-    int device = 0, smem_optin = 0;
-    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-    ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-              cudaSuccess);
-    for (int v = 0; v < cuda::detail::prefill_num_variants(c.head_dim); ++v) {
+    c.kernel = GetParam();
+    for (int v = 0; v < num_variants(c.head_dim); ++v) {
       c.variant = v;
-      if (cuda::detail::prefill_variant_smem_bytes(c.head_dim, v) > size_t(smem_optin)) {
+      if (variant_smem(c.head_dim, v) > size_t(smem_optin)) {
         // A test-only tile over this GPU's shared memory (sm_86/89): launch_prefill refuses it.
         std::printf("%s: %s needs more shared memory than this GPU's %d bytes: refused\n",
-                    c.name.c_str(), cuda::detail::prefill_variant_name(c.head_dim, v), smem_optin);
+                    c.name.c_str(), variant_name(c.head_dim, v).c_str(), smem_optin);
         continue;
       }
       const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
-      std::printf("%s (%s)\n", r.message.c_str(), cuda::detail::prefill_variant_name(c.head_dim, v));
+      std::printf("%s (%s)\n", r.message.c_str(), variant_name(c.head_dim, v).c_str());
       EXPECT_TRUE(r.ok) << r.message;
     }
   }
 }
 
-TEST(AttentionPrefill, Deterministic) {
+TEST_P(AttentionPrefillKernel, Deterministic) {
   for (PrefillCase c : default_cases()) {
     if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32") continue;
     std::vector<uint16_t> a, b;
+    c.kernel = GetParam();
     c.variant = 0;
     ASSERT_TRUE(run_and_check(c, 7, &a).ok);
     ASSERT_TRUE(run_and_check(c, 7, &b).ok);
@@ -98,11 +142,14 @@ TEST(AttentionPrefill, Deterministic) {
   }
 }
 
-// Small shapes for compute-sanitizer memcheck / racecheck (bench/gpu_prefill.sh runs them).
-TEST(AttentionPrefillSmall, SanitizerSubset) {
-  std::vector<PrefillCase> cs(2);
+// Small shapes for compute-sanitizer memcheck / racecheck / synccheck (bench/gpu_prefill.sh runs
+// them with --gtest_filter='*AttentionPrefillSmall*').
+class AttentionPrefillSmall : public AttentionPrefillKernel {};
+
+TEST_P(AttentionPrefillSmall, SanitizerSubset) {
+  std::vector<PrefillCase> cs(3);
   cs[0].name = "san_ragged_d128";
-  cs[0].seqs = {{1, 17}, {33, 33}, {0, 5}, {70, 150}};
+  cs[0].seqs = {{1, 17}, {33, 33}, {0, 5}, {70, 150}, {130, 300}};
   cs[0].num_q_heads = 4;
   cs[0].num_kv_heads = 2;
   cs[1].name = "san_d64_bs32";
@@ -112,11 +159,21 @@ TEST(AttentionPrefillSmall, SanitizerSubset) {
   cs[1].head_dim = 64;
   cs[1].block_size = 32;
   cs[1].causal = false;
+  cs[2].name = "san_bs12_d128";  // the Hopper kernel's cp.async fallback
+  cs[2].seqs = {{50, 140}, {3, 30}};
+  cs[2].num_q_heads = 2;
+  cs[2].num_kv_heads = 2;
+  cs[2].block_size = 12;
   for (PrefillCase c : cs) {
-    // The launcher's own choice (the small-grid variant at these sizes), and the large-grid
-    // default it takes for big batches (what a long prefill runs).
-    const int large = cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32);
-    for (int v : {-1, large}) {
+    c.kernel = GetParam();
+    // The kernel's own choice, and for the mma.sync kernel also the large-grid default it takes
+    // for big batches (what a long prefill runs), for the Hopper kernel also its TMA variant.
+    std::vector<int> variants = {-1};
+    if (GetParam() == PrefillKernel::kFa2)
+      variants.push_back(cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32));
+    else
+      variants.push_back(1);
+    for (int v : variants) {
       c.variant = v;
       const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
       std::printf("%s\n", r.message.c_str());
@@ -124,6 +181,14 @@ TEST(AttentionPrefillSmall, SanitizerSubset) {
     }
   }
 }
+
+std::string param_name(const ::testing::TestParamInfo<PrefillKernel>& info) {
+  return kernel_name(info.param);
+}
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillKernel,
+                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90), param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillSmall,
+                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90), param_name);
 
 TEST(AttentionPrefill, RejectsUnsupportedArguments) {
   // Fake but aligned device pointers: every check fires before anything is launched.
@@ -138,6 +203,13 @@ TEST(AttentionPrefill, RejectsUnsupportedArguments) {
                Error);
   EXPECT_THROW(cuda::detail::attention_prefill_variant(1, a, 8, fake, fake, fake, fake, nullptr,
                                                        DType::kF16, nullptr),
+               Error);
+  // The Hopper kernel: fp16 compiles variant 0 only, and off Hopper it is refused outright.
+  EXPECT_THROW(cuda::detail::attention_prefill_sm90(1, a, 8, fake, fake, fake, fake, nullptr,
+                                                    DType::kF16, nullptr),
+               Error);
+  EXPECT_THROW(cuda::detail::attention_prefill_sm90(0, a, 8, fake, fake, fake, fake, nullptr,
+                                                    DType::kF32, nullptr),
                Error);
   a.num_kv_heads = 3;
   EXPECT_THROW(cuda::attention_prefill(a, 8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr),

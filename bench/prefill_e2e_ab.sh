@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# End-to-end A/B of the prefill attention kernels on the GPU machine: bench_e2e on the
+# TinyLlama-1.1B shape (random weights), time to first token of one 2047-token prompt and
+# throughput of 16 x 512-token prompts with one output token each, with the Hopper kernel (the
+# default on 9.x) and with the mma.sync kernel (FLASHSERVE_PREFILL_KERNEL=fa2), alternated twice
+# in one session. Records: OUT_DIR/prefill_e2e.jsonl (bench_e2e's lines plus prefill_kernel and
+# round). Usage: bench/prefill_e2e_ab.sh BUILD_DIR OUT_DIR TOKENIZER_MODEL
+set -uo pipefail
+B=${1:?build dir}
+DEST=${2:?out dir}
+TOK=${3:?tokenizer.model}
+mkdir -p "$DEST"
+T=/tmp/fs_models/tinyllama-1.1b
+[ -f $T/config.json ] || timeout 200 "$B/weights/flashserve-random-model" --out $T \
+  --preset tinyllama-1.1b --tokenizer "$TOK" >"$DEST/random_model.log" 2>&1
+for round in 1 2; do
+  for kernel in fa2 sm90; do
+    FLASHSERVE_PREFILL_KERNEL=$kernel timeout 120 "$B/bench/bench_e2e" --model $T --backend cuda \
+      --label tinyllama-1.1b --cases decode:1x2047x1,offline:16x512x1 --no-ceilings 1 \
+      --max-seconds 60 2>>"$DEST/prefill_e2e.log" |
+      python3 -c "
+import json, sys
+for l in sys.stdin:
+    if l.strip():
+        print(json.dumps({**json.loads(l), 'prefill_kernel': '$kernel', 'round': $round}))" \
+        >>"$DEST/prefill_e2e.jsonl"
+    echo "round $round $kernel: $(grep -E '^(decode|offline)' "$DEST/prefill_e2e.log" | tail -2 | tr '\n' ' ')"
+  done
+done
