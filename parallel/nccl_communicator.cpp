@@ -103,9 +103,10 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
-  FS_CHECK(err == cudaSuccess && count >= size, "tensor-parallel-size ", size, " needs ", size,
-           " GPUs; ", err == cudaSuccess ? count : 0, " visible",
-           err == cudaSuccess ? "" : std::string(" (") + cudaGetErrorString(err) + ")");
+  if (err != cudaSuccess || count < size)
+    FS_THROW("tensor-parallel-size ", size, " needs ", size, " GPUs; ",
+             err == cudaSuccess ? count : 0, " visible",
+             err == cudaSuccess ? "" : std::string(" (") + cudaGetErrorString(err) + ")");
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // ncclCommInitAll moves it: put it back
   std::vector<ncclComm_t> comms(size_t(size), nullptr);

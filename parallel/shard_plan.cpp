@@ -9,18 +9,20 @@
 namespace flashserve {
 
 void check_tensor_parallel(const ModelConfig& c, int size) {
-  FS_CHECK(size >= 1, "tensor-parallel-size must be >= 1, got ", size);
+  // Start-up errors a user reads: plain messages, no "check failed" (FS_THROW, not FS_CHECK).
+  if (size < 1) FS_THROW("tensor-parallel-size must be >= 1, got ", size);
   const auto divides = [&](int64_t n, const char* what, const char* why) {
-    FS_CHECK(n % size == 0, "tensor-parallel-size ", size, " does not divide the model's ", what,
-             " ", n, " (", why, "): use a size that divides it");
+    if (n % size != 0)
+      FS_THROW("tensor-parallel-size ", size, " does not divide the model's ", what, " ", n, " (",
+               why, "): use a size that divides it");
   };
   divides(c.num_q_heads, "num_attention_heads", "each rank computes as many query heads");
   divides(c.intermediate_size, "intermediate_size", "each rank holds as many MLP columns");
   divides(c.vocab_size, "vocab_size", "each rank holds as many rows of the vocabulary projection");
-  FS_CHECK(c.num_kv_heads % size == 0 || (c.num_kv_heads > 0 && size % c.num_kv_heads == 0),
-           "tensor-parallel-size ", size, " and the model's num_key_value_heads ",
-           c.num_kv_heads, ": one must divide the other (KV heads are split across the ranks, or "
-           "each replicated on several ranks when there are fewer KV heads than ranks)");
+  if (c.num_kv_heads % size != 0 && (c.num_kv_heads <= 0 || size % c.num_kv_heads != 0))
+    FS_THROW("tensor-parallel-size ", size, " and the model's num_key_value_heads ",
+             c.num_kv_heads, ": one must divide the other (KV heads are split across the ranks, "
+             "or each replicated on several ranks when there are fewer KV heads than ranks)");
 }
 
 int row_parallel_slices(const ModelConfig& c, int size) {
