@@ -110,7 +110,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // ncclCommInitAll moves it: put it back
   std::vector<ncclComm_t> comms(size_t(size), nullptr);
-  std::vector<int> devices(size_t(size));
+  std::vector<int> devices(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) devices[size_t(r)] = r;
   nccl_check(ncclCommInitAll(comms.data(), size, devices.data()), "ncclCommInitAll");
   cuda_check(cudaSetDevice(device), "cudaSetDevice");
