@@ -63,7 +63,8 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   vocab_ = shard ? shard->plan.vocab : c.vocab_size;
   k_slices_ = shard ? shard->plan.k_slices : row_parallel_slices(c, 1);
   auto w = [&](const std::string& name) { return load_shard(model.tensor(name), name); };
-  LoadProgress progress("weights of " + model.path(), c.num_layers);  // silent under a second
+  const std::string rank = shard ? " (rank " + std::to_string(shard->plan.rank) + ")" : "";
+  LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
   embed_ = w("model.embed_tokens.weight");
   final_norm_ = w("model.norm.weight");
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) {
