@@ -59,8 +59,8 @@ void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
 }
 
 bool uses_cuda(const ModelRunnerOptions& o) {
-  FS_CHECK(o.backend == "cuda" || o.backend == "cpu" || o.backend == "auto", "unknown backend '",
-           o.backend, "' (cpu, cuda or auto)");
+  if (o.backend != "cuda" && o.backend != "cpu" && o.backend != "auto")
+    FS_THROW("unknown backend '", o.backend, "' (cpu, cuda or auto)");
   return o.backend == "cuda" || (o.backend == "auto" && cuda_backend_available());
 }
 

@@ -66,7 +66,7 @@ for stage in $stages; do
   build)
     SRC=$SRC BUILD=$B TARGETS="test_tensor_parallel_cuda test_parallel_unit test_tensor_parallel_cpu \
 flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
-      bash tests/backends/carried_session.sh build || { echo "build failed"; exit 1; }
+      bash tests/backends/carried_session.sh build || { echo "build failed"; rc=1; break; }
     ;;
   tests)
     for t in parallel/test_tensor_parallel_cuda parallel/test_parallel_unit parallel/test_tensor_parallel_cpu; do
