@@ -15,12 +15,12 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/bench_util.cuh"
+#include "bench/paged_batch.cuh"
 #include "core/dtype.h"
 #include "kernels/attention_decode.h"
 #include "kernels/cuda/cuda_check.h"
@@ -152,8 +152,7 @@ DecodePlan make_plan(const Shape& s, const Variant& v, const std::vector<int32_t
 // All variants run on the same data.
 void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_t stream, int num_sms) {
   const int bs = 16;
-  const int blocks_per_seq = (s.L + bs - 1) / bs;
-  const size_t num_blocks = size_t(s.B) * blocks_per_seq;
+  const size_t num_blocks = size_t(s.B) * ((s.L + bs - 1) / bs);
   const size_t cache_elems = num_blocks * bs * s.hkv * s.d;
   const size_t q_elems = size_t(s.B) * s.hq * s.d;
   // Enough KV copies that a copy is evicted before it is read again (>= 3 x L2 in between).
@@ -161,7 +160,6 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
   const int copies = g_flush ? 1 : int(std::min<size_t>(128, (3 * g_l2_bytes + kv_alloc - 1) / kv_alloc));
   std::vector<void*> k(copies), v(copies);
   void *q = nullptr, *out = nullptr;
-  int32_t *kv_lens = nullptr, *table = nullptr;
   for (int c = 0; c < copies; ++c) {
     CUDA_CHECK(cudaMalloc(&k[c], cache_elems * 2));
     CUDA_CHECK(cudaMalloc(&v[c], cache_elems * 2));
@@ -171,24 +169,10 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
   CUDA_CHECK(cudaMalloc(&q, q_elems * 2));
   CUDA_CHECK(cudaMalloc(&out, q_elems * 2));
   fill(q, q_elems, 1000);
-  std::vector<int32_t> h_lens(s.B, s.L), h_table(num_blocks);
-  std::iota(h_table.begin(), h_table.end(), 0);
-  std::shuffle(h_table.begin(), h_table.end(), std::mt19937(5));  // pages scattered as in serving
-  CUDA_CHECK(cudaMalloc(&kv_lens, s.B * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc(&table, num_blocks * sizeof(int32_t)));
-  CUDA_CHECK(cudaMemcpy(kv_lens, h_lens.data(), s.B * sizeof(int32_t), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(table, h_table.data(), num_blocks * sizeof(int32_t), cudaMemcpyHostToDevice));
-
-  PagedAttentionArgs a;
-  a.num_seqs = s.B;
-  a.kv_lens = kv_lens;
-  a.block_table = table;
-  a.max_blocks_per_seq = blocks_per_seq;
-  a.block_size = bs;
-  a.num_q_heads = s.hq;
-  a.num_kv_heads = s.hkv;
-  a.head_dim = s.d;
-  a.scale = 1.f / std::sqrt(float(s.d));
+  std::mt19937 rng(5);
+  const bench::UniformPagedBatch batch(s.B, 1, s.L, bs, rng);
+  const std::vector<int32_t>& h_lens = batch.kv_lens();
+  const PagedAttentionArgs a = batch.args(s.hq, s.hkv, s.d, true);
   const double bytes = 2.0 * s.B * double(s.L) * s.hkv * s.d * 2 + 2.0 * q_elems * 2;
 
   const DecodePlan default_plan = make_plan(s, Variant{"flashserve"}, h_lens, bs);
@@ -239,7 +223,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
     CUDA_CHECK(cudaFree(k[c]));
     CUDA_CHECK(cudaFree(v[c]));
   }
-  for (void* p : {q, out, static_cast<void*>(kv_lens), static_cast<void*>(table)}) CUDA_CHECK(cudaFree(p));
+  for (void* p : {q, out}) CUDA_CHECK(cudaFree(p));
 }
 
 }  // namespace

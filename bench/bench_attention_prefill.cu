@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/bench_util.cuh"
+#include "bench/paged_batch.cuh"
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -80,23 +80,10 @@ T* device_alloc(size_t n) {
 void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& rng,
                const std::string& impl_filter) {
   const int bs = 16, d = s.head_dim, h = s.heads;
-  const int blocks_per_seq = (s.kv_len + bs - 1) / bs;
-  const int num_blocks = blocks_per_seq * s.batch;
   const int num_tokens = s.batch * s.q_len;
-  std::vector<int32_t> cu(s.batch + 1), kv(s.batch, s.kv_len);
-  std::vector<int32_t> table(static_cast<size_t>(num_blocks));
-  for (int b = 0; b <= s.batch; ++b) cu[b] = b * s.q_len;
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);  // non-contiguous blocks, as a real cache
-
-  int32_t* d_cu = device_alloc<int32_t>(cu.size());
-  int32_t* d_kv = device_alloc<int32_t>(kv.size());
-  int32_t* d_table = device_alloc<int32_t>(table.size());
-  CUDA_CHECK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_kv, kv.data(), kv.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  const fb::UniformPagedBatch batch(s.batch, s.q_len, s.kv_len, bs, rng);
   const size_t q_elems = size_t(num_tokens) * h * d;
-  const size_t cache_elems = size_t(num_blocks) * bs * h * d;
+  const size_t cache_elems = size_t(batch.num_blocks()) * bs * h * d;
   auto* q = device_alloc<__nv_bfloat16>(q_elems);
   auto* k = device_alloc<__nv_bfloat16>(cache_elems);
   auto* v = device_alloc<__nv_bfloat16>(cache_elems);
@@ -109,18 +96,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   fill_random<<<1024, 256>>>(v, cache_elems, 3u, 0.5f);
   CUDA_CHECK_LAUNCH();
 
-  PagedAttentionArgs a;
-  a.num_seqs = s.batch;
-  a.cu_q_lens = d_cu;
-  a.kv_lens = d_kv;
-  a.block_table = d_table;
-  a.max_blocks_per_seq = blocks_per_seq;
-  a.block_size = bs;
-  a.num_q_heads = h;
-  a.num_kv_heads = h;
-  a.head_dim = d;
-  a.scale = 1.f / std::sqrt(float(d));
-  a.causal = s.causal;
+  const PagedAttentionArgs a = batch.args(h, h, d, s.causal);
   const double flops = 4.0 * h * d * visible_pairs(s);
   cudaStream_t stream = nullptr;
 
@@ -168,8 +144,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
     std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,
                  flops / (st.p50 * 1e-6) / 1e12);
   }
-  for (void* p : {(void*)d_cu, (void*)d_kv, (void*)d_table, (void*)q, (void*)k, (void*)v,
-                  (void*)out, (void*)ref_out, (void*)lse, (void*)diff})
+  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)ref_out, (void*)lse, (void*)diff})
     CUDA_CHECK(cudaFree(p));
 }
 

@@ -50,6 +50,7 @@ struct Args {
   std::string workload = "random";  // random | shared_prefix | multi_turn
   int prefix_len = 1024;            // shared_prefix: the common prefix (BOS included)
   int turns = 8, turn_tokens = 512;  // multi_turn
+  uint32_t seed = 1000;  // shared_prefix / multi_turn: worker w draws its ids from seed + w
 };
 
 // Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
@@ -78,6 +79,9 @@ Args parse_args(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--turn-tokens", a.turn_tokens, "multi_turn: tokens each turn adds")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--seed", a.seed, "shared_prefix, multi_turn: worker w draws its prompt ids from "
+                 "seed + w (another seed: other questions and conversations, the same system prompt)")
+      ->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   if (!token_range.empty()) {
     if (token_range[0] >= token_range[1]) std::exit(flashserve::cli::usage_error(app, "--token-range: LO must be below HI"));
@@ -176,11 +180,11 @@ double percentile(std::vector<double> v, double p) {
 // Runs `concurrency` workers until every sample is done; returns the wall time. Worker w calls
 // `work(w, rng)`. `fresh` seeds the workers' generators anew each run (the random workload: a
 // prompt seen by an earlier level or run would hit the server's prefix cache); otherwise worker
-// w always draws the same ids (a run with and one without the cache send the same requests).
+// w draws from seed + w (a run with and one without the cache send the same requests).
 template <typename F>
-double run_workers(int concurrency, bool fresh, F work) {
+double run_workers(int concurrency, bool fresh, uint32_t seed, F work) {
   const auto t0 = Clock::now();
-  const uint32_t base = fresh ? std::random_device{}() : 1000;
+  const uint32_t base = fresh ? std::random_device{}() : seed;
   std::vector<std::thread> workers;
   for (int w = 0; w < concurrency; ++w) {
     workers.emplace_back([&, w] {
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
     rec["model"] = model;
     rec["concurrency"] = concurrency;
     rec["max_tokens"] = a.max_tokens;
+    if (a.workload != "random") rec["seed"] = a.seed;
     rec["cpu"] = cpu;
     rec["gpu"] = gpu;
     rec["command"] = command;
@@ -269,7 +274,7 @@ int main(int argc, char** argv) {
     if (a.workload == "multi_turn") {
       // samples[turn][conversation]
       std::vector<std::vector<Sample>> samples(a.turns, std::vector<Sample>(concurrency));
-      const double wall = run_workers(concurrency, false, [&](int w, std::mt19937& rng) {
+      const double wall = run_workers(concurrency, false, a.seed, [&](int w, std::mt19937& rng) {
         json history = json::array({1});
         add_random_tokens(a, a.prompt_len - 1, rng, &history);
         for (int t = 0; t < a.turns; ++t) {
@@ -297,7 +302,7 @@ int main(int argc, char** argv) {
     }
     std::vector<Sample> samples(static_cast<size_t>(a.num_requests));
     std::atomic<int> next{0};
-    const double wall = run_workers(concurrency, a.workload == "random", [&](int, std::mt19937& rng) {
+    const double wall = run_workers(concurrency, a.workload == "random", a.seed, [&](int, std::mt19937& rng) {
       for (int i = next++; i < a.num_requests; i = next++) {
         json prompt = a.workload == "shared_prefix" ? shared : json::array({1});
         add_random_tokens(a, a.workload == "shared_prefix" ? a.prompt_len : a.prompt_len - 1, rng,

@@ -52,9 +52,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
-    const bench::HwCeilings hw = bench::measure_hw_ceilings();
-    FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);
+  return bench::run_guarded("bench_decode_ops", [&] {
+    const bench::HwCeilings hw = bench::require_hw_ceilings();
     const Shape s = shape_named(shape_name);
     auto be = make_cuda_backend(0);
     std::mt19937 rng(1);
@@ -99,18 +98,11 @@ int main(int argc, char** argv) {
     };
     Buffer pos_b = upload(positions, {m}), slot_b = upload(slots, {m}), cu_b = upload(cu, {m + 1});
     Buffer kvl_b = upload(kv_lens, {m}), table_b = upload(table, {m, blocks_per_seq});
-    StepArgs ab;
-    ab.num_seqs = ab.num_tokens = m;
-    ab.max_q_len = 1;
-    ab.max_kv_len = kv_len;
-    ab.block_size = bs;
-    ab.max_blocks_per_seq = blocks_per_seq;
-    ab.positions = pos_b.tensor;
-    ab.slot_mapping = slot_b.tensor;
-    ab.cu_q_lens = cu_b.tensor;
-    ab.kv_lens = kvl_b.tensor;
-    ab.block_table = table_b.tensor;
-    ab.host_kv_lens = kv_lens.data();
+    const StepArgs ab{.num_seqs = m, .num_tokens = m, .max_q_len = 1, .max_kv_len = kv_len, .block_size = bs,
+                      .max_blocks_per_seq = blocks_per_seq, .tokens = {} /* no embedding op */,
+                      .positions = pos_b.tensor, .slot_mapping = slot_b.tensor, .cu_q_lens = cu_b.tensor,
+                      .kv_lens = kvl_b.tensor, .block_table = table_b.tensor, .logit_rows = {},
+                      .host_kv_lens = kv_lens.data()};
     uint64_t key = 0;
     be->graph_launch_key(ab, s.hq, s.hkv, s.d, &key);  // sizes the decode workspace
     Buffer w_qkv = filled(DType::kBF16, {qkv_w, hid}, 0.02f), w_o = filled(DType::kBF16, {hid, hid}, 0.02f);
@@ -157,7 +149,7 @@ int main(int argc, char** argv) {
       j["us_per_step"] = sec * 1e6 * s.layers;
       j["bytes"] = op.bytes;
       j["frac_of_copy_bw"] = op.bytes / sec / hw.copy_bytes_per_s;
-      std::printf("%s\n", j.dump().c_str());
+      bench::print_record(j);
     }
     json j = bench::record_head("decode_layer", hw.gpu, command, s.name, m);
     j["kv_len"] = kv_len;
@@ -165,10 +157,6 @@ int main(int argc, char** argv) {
     j["layers_ms"] = layer_us * s.layers / 1e3;
     j["bytes_ms_at_copy_bw"] = layer_bytes * s.layers / hw.copy_bytes_per_s * 1e3;
     j["frac_of_copy_bw"] = layer_bytes / (layer_us * 1e-6) / hw.copy_bytes_per_s;
-    std::printf("%s\n", j.dump().c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_decode_ops: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    bench::print_record(j);
+  });
 }

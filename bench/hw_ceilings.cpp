@@ -157,4 +157,10 @@ HwCeilings measure_hw_ceilings() {
 
 #endif
 
+HwCeilings require_hw_ceilings() {
+  HwCeilings hw = measure_hw_ceilings();
+  FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);
+  return hw;
+}
+
 }  // namespace flashserve::bench

@@ -18,6 +18,8 @@ struct HwCeilings {
 };
 
 HwCeilings measure_hw_ceilings();
+// The same for benchmarks that cannot run without a GPU: throws "no GPU: <why>" instead.
+HwCeilings require_hw_ceilings();
 
 // The driver's device name, or "none" / "cpu" when there is no CUDA device.
 std::string gpu_name();

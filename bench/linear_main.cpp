@@ -86,9 +86,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
-    const bench::HwCeilings hw = bench::measure_hw_ceilings();
-    FS_CHECK(hw.available, "no GPU: ", hw.why_unavailable);
+  return bench::run_guarded("bench_linear", [&] {
+    const bench::HwCeilings hw = bench::require_hw_ceilings();
     auto gemv = make_cuda_backend(0, 8);    // skinny-matmul kernel up to m = 8
     auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
     std::mt19937 rng(1);
@@ -137,7 +136,7 @@ int main(int argc, char** argv) {
           j["copy_gb_s"] = hw.copy_bytes_per_s / 1e9;
           j["speedup_vs_cublaslt"] = sec[1] / sec[0];
           j["frac_of_copy_bw"] = bytes / sec[0] / hw.copy_bytes_per_s;
-          std::printf("%s\n", j.dump().c_str());
+          bench::print_record(j);
         }
         json j = bench::record_head("linear_weights_per_step", hw.gpu, command, s.name, m);
         j["ms"] = step_s[0] * 1e3;
@@ -145,13 +144,8 @@ int main(int argc, char** argv) {
         j["speedup_vs_cublaslt"] = step_s[1] / step_s[0];
         j["frac_of_copy_bw"] = step_bytes / step_s[0] / hw.copy_bytes_per_s;
         j["cublaslt_frac_of_copy_bw"] = step_bytes / step_s[1] / hw.copy_bytes_per_s;
-        std::printf("%s\n", j.dump().c_str());
-        std::fflush(stdout);
+        bench::print_record(j);
       }
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_linear: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

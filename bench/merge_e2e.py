@@ -56,19 +56,26 @@ def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) else "-"
 
 
+def of_bench(recs, *names):
+    return [r for r in recs if r.get("bench") in names]
+
+
+def row(name, model, case):
+    """The columns every summary row starts with."""
+    return f"{name:<12} {model:<15} {case:<14}"
+
+
 def summary(merged, hf_recs, cmp_recs):
     lines = []
-    for r in merged:
-        if r.get("bench") == "e2e_ceilings" and "error" in r:
+    for r in of_bench(merged, "e2e_ceilings"):
+        if "error" in r:
             lines.append(f"ceilings: ERROR {r['error'][:100]}")
-        elif r.get("bench") == "e2e_ceilings":
+        else:
             lines.append(f"ceilings on {r['gpu']}: copy {r['copy_gb_s']:.0f} GB/s, "
                          f"bf16 GEMM {r['bf16_tflops']:.0f} TFLOP/s ({r['gemm_shape']})")
-    lines.append(f"{'bench':<12} {'model':<15} {'case':<14} {'tokens/s':>10} {'frac':>6} "
+    lines.append(f"{row('bench', 'model', 'case')} {'tokens/s':>10} {'frac':>6} "
                  f"{'vs_eager':>8} {'vs_compile':>10}  notes")
-    for r in merged:
-        if r.get("bench") not in ("e2e_decode", "e2e_offline"):
-            continue
+    for r in of_bench(merged, "e2e_decode", "e2e_offline"):
         if "error" in r:
             lines.append(f"{r['bench']:<12} {r.get('model', '?'):<15} ERROR {r['error'][:100]}")
             continue
@@ -78,23 +85,19 @@ def summary(merged, hf_recs, cmp_recs):
         notes = [] if r.get("all_finished_by_length", True) else ["not all finished by length"]
         if r.get("timed_out"):
             notes.append("timed out")
-        lines.append(f"{r['bench']:<12} {r['model']:<15} {case:<14} {fmt(r[metric_of(r)], '10.1f')} "
+        lines.append(f"{row(r['bench'], r['model'], case)} {fmt(r[metric_of(r)], '10.1f')} "
                      f"{fmt(frac, '6.3f')} {fmt(r.get('speedup_vs_hf_eager'), '8.2f')} "
                      f"{fmt(r.get('speedup_vs_hf_static_compile'), '10.2f')}  {' '.join(notes)}")
-    for h in hf_recs:
-        if h.get("bench") != "hf_generate":
-            continue
+    for h in of_bench(hf_recs, "hf_generate"):
         case = f"{h.get('batch_size')}x{h.get('prompt_len')}/{h.get('output_len')}"
         if "error" in h or "skipped" in h:
-            lines.append(f"{h.get('impl', 'hf'):<12} {h['model']:<15} {case:<14} "
+            lines.append(f"{row(h.get('impl', 'hf'), h['model'], case)} "
                          f"{h.get('error', h.get('skipped'))[:100]}")
         else:
-            lines.append(f"{h['impl']:<12} {h['model']:<15} {case:<14} "
+            lines.append(f"{row(h['impl'], h['model'], case)} "
                          f"decode {fmt(h.get('decode_tokens_per_s'), '.1f')} tok/s, output "
                          f"{fmt(h.get('output_tokens_per_s'), '.1f')} tok/s")
-    for c in cmp_recs:
-        if c.get("bench") != "hf_compare":
-            continue
+    for c in of_bench(cmp_recs, "hf_compare"):
         head = f"compare {c['model']:<15} {c.get('candidate', '?')} vs {c.get('reference', '?')}"
         if "error" in c:
             lines.append(f"{head}: ERROR {c['error'][:100]}")

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "bench/hw_ceilings.h"
+#include "bench/record.h"
 #include "backends/backend.h"
 
 using namespace flashserve;
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", only_vocab, "only this vocabulary (0: both)")
       ->check(CLI::IsMember({0, 32000, 128256}))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
+  return bench::run_guarded("bench_sampling", [&] {
     const std::string gpu = bench::gpu_name();
     std::unique_ptr<Backend> dev = make_cuda_backend(0);
     std::mt19937 rng(7);
@@ -125,14 +126,9 @@ int main(int argc, char** argv) {
           j["speedup_vs_host_sampler"] = host_us / gpu_us;
           j["tokens_equal"] = ids_gpu == ids_host;
           j["command"] = command;
-          std::printf("%s\n", j.dump().c_str());
-          std::fflush(stdout);
+          bench::print_record(j);
         }
       }
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_sampling: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

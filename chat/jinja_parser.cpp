@@ -5,8 +5,10 @@
 #include "chat/jinja_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "chat/jinja_builtins.h"
 #include "core/error.h"
@@ -292,17 +294,23 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr e = parse_and();
-    while (accept_name("or")) e = make_op(Expr::Kind::Binary, "or", std::move(e), parse_and());
-    return e;
+  // One left-associative level: operands from `next`, joined by any of `ops` (keywords such as
+  // "or" or operator tokens such as "+").
+  template <class Next>
+  ExprPtr parse_binary(std::initializer_list<const char*> ops, Next next) {
+    ExprPtr e = next();
+    for (;;) {
+      const char* op = nullptr;
+      for (const char* o : ops)
+        if (std::isalpha(static_cast<unsigned char>(o[0])) ? is_name(o) : is_op(o)) op = o;
+      if (op == nullptr) return e;
+      advance();
+      e = make_op(Expr::Kind::Binary, op, std::move(e), next());
+    }
   }
 
-  ExprPtr parse_and() {
-    ExprPtr e = parse_not();
-    while (accept_name("and")) e = make_op(Expr::Kind::Binary, "and", std::move(e), parse_not());
-    return e;
-  }
+  ExprPtr parse_or() { return parse_binary({"or"}, [this] { return parse_and(); }); }
+  ExprPtr parse_and() { return parse_binary({"and"}, [this] { return parse_not(); }); }
 
   ExprPtr parse_not() {
     if (is_name("not")) {
@@ -345,37 +353,10 @@ class Parser {
     }
   }
 
-  ExprPtr parse_math1() {
-    ExprPtr e = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      std::string op = cur().text;
-      advance();
-      e = make_op(Expr::Kind::Binary, op, std::move(e), parse_concat());
-    }
-    return e;
-  }
-
-  ExprPtr parse_concat() {
-    ExprPtr e = parse_math2();
-    while (accept_op("~")) e = make_op(Expr::Kind::Binary, "~", std::move(e), parse_math2());
-    return e;
-  }
-
-  ExprPtr parse_math2() {
-    ExprPtr e = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      std::string op = cur().text;
-      advance();
-      e = make_op(Expr::Kind::Binary, op, std::move(e), parse_pow());
-    }
-    return e;
-  }
-
-  ExprPtr parse_pow() {
-    ExprPtr e = parse_unary(true);
-    while (accept_op("**")) e = make_op(Expr::Kind::Binary, "**", std::move(e), parse_unary(true));
-    return e;
-  }
+  ExprPtr parse_math1() { return parse_binary({"+", "-"}, [this] { return parse_concat(); }); }
+  ExprPtr parse_concat() { return parse_binary({"~"}, [this] { return parse_math2(); }); }
+  ExprPtr parse_math2() { return parse_binary({"*", "/", "//", "%"}, [this] { return parse_pow(); }); }
+  ExprPtr parse_pow() { return parse_binary({"**"}, [this] { return parse_unary(true); }); }
 
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr e;
@@ -467,28 +448,30 @@ class Parser {
     return list;
   }
 
-  ExprPtr parse_list() {
-    auto e = make(Expr::Kind::List, cur().line);
+  // A [...] or {...} literal after its opening token: comma-separated items up to `close` (a
+  // trailing comma allowed), each read by `item` into e's args.
+  template <class Item>
+  ExprPtr parse_items(Expr::Kind kind, const char* close, Item item) {
+    auto e = make(kind, cur().line);
     advance();
-    while (!accept_op("]")) {
-      if (!e->args.empty()) expect_op(",");
-      if (accept_op("]")) break;
-      e->args.push_back(parse_expression(true));
+    for (bool first = true; !accept_op(close); first = false) {
+      if (!first) expect_op(",");
+      if (accept_op(close)) break;
+      item(*e);
     }
     return e;
   }
 
+  ExprPtr parse_list() {
+    return parse_items(Expr::Kind::List, "]", [this](Expr& e) { e.args.push_back(parse_expression(true)); });
+  }
+
   ExprPtr parse_dict() {
-    auto e = make(Expr::Kind::Dict, cur().line);
-    advance();
-    while (!accept_op("}")) {
-      if (!e->args.empty()) expect_op(",");
-      if (accept_op("}")) break;
-      e->args.push_back(parse_expression(true));
+    return parse_items(Expr::Kind::Dict, "}", [this](Expr& e) {
+      e.args.push_back(parse_expression(true));  // key
       expect_op(":");
-      e->args.push_back(parse_expression(true));
-    }
-    return e;
+      e.args.push_back(parse_expression(true));  // value
+    });
   }
 
   ExprPtr parse_postfix(ExprPtr e) {

@@ -73,31 +73,15 @@ class Value {
     return v;
   }
   static Value none() { return of(Type::None); }
-  static Value boolean(bool b) {
-    Value v = of(Type::Bool);
-    v.int_ = b;
-    return v;
-  }
-  static Value integer(int64_t i) {
-    Value v = of(Type::Int);
-    v.int_ = i;
-    return v;
-  }
-  static Value number(double f) {
-    Value v = of(Type::Float);
-    v.float_ = f;
-    return v;
-  }
+  static Value boolean(bool b) { return of(Type::Bool, &Value::int_, int64_t(b)); }
+  static Value integer(int64_t i) { return of(Type::Int, &Value::int_, i); }
+  static Value number(double f) { return of(Type::Float, &Value::float_, f); }
   static Value string(Text t) {
-    Value v = of(Type::String);
-    v.text_ = std::make_shared<const Text>(std::move(t));
-    return v;
+    return of(Type::String, &Value::text_, std::make_shared<const Text>(std::move(t)));
   }
   static Value string(std::string s) { return string(Text(std::move(s))); }
   static Value list(List items) {
-    Value v = of(Type::List);
-    v.list_ = std::make_shared<const List>(std::move(items));
-    return v;
+    return of(Type::List, &Value::list_, std::make_shared<const List>(std::move(items)));
   }
   // A Python tuple: a list that prints as (a, b) and never equals a list.
   static Value tuple(List items) {
@@ -105,11 +89,7 @@ class Value {
     v.tuple_ = true;
     return v;
   }
-  static Value dict(Dict d) {
-    Value v = of(Type::Dict);
-    v.dict_ = std::make_shared<Dict>(std::move(d));
-    return v;
-  }
+  static Value dict(Dict d) { return of(Type::Dict, &Value::dict_, std::make_shared<Dict>(std::move(d))); }
   // A namespace() object: the one mutable value ({% set ns.x = ... %}), shared by reference.
   static Value namespace_(Dict d) {
     Value v = dict(std::move(d));
@@ -117,8 +97,7 @@ class Value {
     return v;
   }
   static Value callable(std::string name, Function fn) {
-    Value v = of(Type::Callable);
-    v.fn_ = std::make_shared<const Function>(std::move(fn));
+    Value v = of(Type::Callable, &Value::fn_, std::make_shared<const Function>(std::move(fn)));
     v.hint_ = std::move(name);
     return v;
   }
@@ -146,6 +125,13 @@ class Value {
   static Value of(Type t) {
     Value v;
     v.type_ = t;
+    return v;
+  }
+  // A value of type t whose payload is the member `field`.
+  template <class Field, class Payload>
+  static Value of(Type t, Field Value::*field, Payload payload) {
+    Value v = of(t);
+    v.*field = std::move(payload);
     return v;
   }
   Type type_ = Type::Undefined;

@@ -54,27 +54,26 @@ std::string render_llama2(const std::string& system, const std::vector<Turn>& tu
   return out + inst(user, first);
 }
 
-std::string render_chatml(const std::string& system, const std::vector<Turn>& turns,
-                          const std::string& user) {
-  auto block = [](const std::string& role, const std::string& text) {
-    return "<|im_start|>" + role + "\n" + text + "<|im_end|>\n";
-  };
+// ChatML and Zephyr: every message is one block, the role between `role_open` and `role_close`,
+// then its text and `end`; the prompt ends by opening the assistant's block.
+struct BlockFormat {
+  const char* role_open;
+  const char* role_close;
+  const char* end;
+};
+
+std::string render_blocks(const BlockFormat& f, const std::string& system,
+                          const std::vector<Turn>& turns, const std::string& user) {
+  auto open = [&](const std::string& role) { return f.role_open + role + f.role_close; };
+  auto block = [&](const std::string& role, const std::string& text) { return open(role) + text + f.end; };
   std::string out;
   if (!system.empty()) out += block("system", system);
   for (const Turn& t : turns) out += block("user", t.user) + block("assistant", t.assistant);
-  return out + block("user", user) + "<|im_start|>assistant\n";
+  return out + block("user", user) + open("assistant");
 }
 
-std::string render_zephyr(const std::string& system, const std::vector<Turn>& turns,
-                          const std::string& user) {
-  auto block = [](const std::string& role, const std::string& text) {
-    return "<|" + role + "|>\n" + text + "</s>\n";
-  };
-  std::string out;
-  if (!system.empty()) out += block("system", system);
-  for (const Turn& t : turns) out += block("user", t.user) + block("assistant", t.assistant);
-  return out + block("user", user) + "<|assistant|>\n";
-}
+constexpr BlockFormat kChatml = {"<|im_start|>", "\n", "<|im_end|>\n"};
+constexpr BlockFormat kZephyr = {"<|", "|>\n", "</s>\n"};
 
 }  // namespace
 
@@ -83,8 +82,8 @@ std::string render_prompt(TemplateKind kind, const std::string& system,
   switch (kind) {
     case TemplateKind::kPlain: return render_plain(system, turns, user);
     case TemplateKind::kLlama2: return render_llama2(system, turns, user);
-    case TemplateKind::kChatml: return render_chatml(system, turns, user);
-    case TemplateKind::kZephyr: return render_zephyr(system, turns, user);
+    case TemplateKind::kChatml: return render_blocks(kChatml, system, turns, user);
+    case TemplateKind::kZephyr: return render_blocks(kZephyr, system, turns, user);
     case TemplateKind::kServer: return render_plain(system, turns, user);  // size estimate only
   }
   return render_plain(system, turns, user);

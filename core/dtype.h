@@ -31,16 +31,22 @@ inline const char* dtype_name(DType t) {
   return "?";
 }
 
-inline float bf16_bits_to_float(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
+// The bits of an fp32 value and back (std::bit_cast is C++20).
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
 
+inline float bf16_bits_to_float(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+
 inline uint16_t float_to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
   return uint16_t(u >> 16);
@@ -68,23 +74,18 @@ inline float f16_bits_to_float(uint16_t h) {
   } else {
     u = sign | ((exp + 127 - 15) << 23) | (man << 13);
   }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return f32_from_bits(u);
 }
 
 inline uint16_t float_to_f16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  const uint32_t u = f32_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u); // overflow (incl. inf) -> inf
   if (abs < 0x38800000u) {                                 // subnormal or zero in f16
-    float a;
-    std::memcpy(&a, &abs, 4);
-    // a * 2^24 rounded to nearest even gives the subnormal mantissa.
-    float scaled = a * 16777216.0f;
+    // |f| * 2^24 rounded to nearest even gives the subnormal mantissa.
+    float scaled = f32_from_bits(abs) * 16777216.0f;
     uint32_t m = uint32_t(std::nearbyint(scaled));
     return uint16_t(sign | m);
   }

@@ -211,6 +211,7 @@ void EngineImpl::publish_metrics() {
   m.prefix_cache_queries_tokens_total = scheduler_.prefix_queried_tokens();
   m.prefix_cache_hits_tokens_total = scheduler_.prefix_hit_tokens();
   m.prefix_cache_evictions_total = blocks_.num_evictions();
+  m.cascade_steps_total = runner_->cascade_steps();
   m.num_preemptions = scheduler_.num_preemptions();
   m.prompt_tokens_total = prompt_tokens_;
   m.generation_tokens_total = generation_tokens_;

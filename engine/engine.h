@@ -86,6 +86,8 @@ struct EngineMetrics {
   uint64_t prefix_cache_queries_tokens_total = 0;
   uint64_t prefix_cache_hits_tokens_total = 0;
   uint64_t prefix_cache_evictions_total = 0;
+  // Decode steps whose attention read shared prefix blocks once per group (cascade attention).
+  uint64_t cascade_steps_total = 0;
   uint64_t num_preemptions = 0;          // recompute-preemptions so far
   uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
   uint64_t generation_tokens_total = 0;  // kToken events

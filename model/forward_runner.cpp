@@ -3,6 +3,8 @@
 #include "model/forward_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -66,6 +68,17 @@ bool uses_cuda(const ModelRunnerOptions& o) {
 
 std::unique_ptr<Backend> make_backend(const ModelRunnerOptions& o, int device, int threads) {
   return uses_cuda(o) ? make_cuda_backend(device) : make_cpu_backend(threads);
+}
+
+CascadeConfig cascade_config(const ModelRunnerOptions& o) {
+  if (o.cascade) return *o.cascade;
+  CascadeConfig c;
+  if (const char* v = std::getenv("FLASHSERVE_CASCADE")) {
+    const std::string_view s(v);
+    FS_CHECK(s == "0" || s == "1", "FLASHSERVE_CASCADE must be 0 or 1, got '", s, "'");
+    c.enabled = s == "1";
+  }
+  return c;
 }
 
 KvCacheConfig kv_cache_config(const Backend& backend, const ModelConfig& c, int num_kv_heads,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "model/cascade_plan.h"
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
 #include "model/step.h"
@@ -42,6 +43,12 @@ class LlamaModel {
   // replayed (model/decode_graphs.h) when the backend can; 0 turns that off (every step eager).
   void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
   uint64_t graphs_recorded() const { return graphs_.captures(); }
+
+  // Cascade attention for decode steps whose sequences share leading KV blocks
+  // (model/cascade_plan.h; its kv_bytes_per_token is filled in here); off unless set.
+  // cascade_steps(): steps planned with it.
+  void set_cascade(const CascadeConfig& config);
+  uint64_t cascade_steps() const { return cascade_steps_; }
 
  private:
   // The plan's arrays on the device (one upload): the step's StepArgs.
@@ -101,6 +108,9 @@ class LlamaModel {
   StepPlan graph_plan_;  // the padded decode step (arrays only)
   GraphCache graphs_;
   Tensor last_logits_;  // logits()
+  CascadeConfig cascade_config_;
+  CascadePlan cascade_;  // the current step's, uploaded with its metadata
+  uint64_t cascade_steps_ = 0;
 };
 
 }  // namespace flashserve

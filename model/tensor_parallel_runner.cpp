@@ -47,6 +47,7 @@ class TensorParallelRunner final : public ForwardRunner {
         kv[size_t(r)].num_blocks = blocks;
         k.cache = std::make_unique<KvCache>(*k.backend, kv[size_t(r)]);
         if (cuda) k.model->set_graph_max_batch(o.graph_max_batch);
+        k.model->set_cascade(cascade_config(o));  // the same plan on every rank, its own heads
       });
     } catch (...) {
       release();
@@ -62,6 +63,7 @@ class TensorParallelRunner final : public ForwardRunner {
   int block_size() const override { return ranks_[0].cache->config().block_size; }
   int num_kv_blocks() const override { return ranks_[0].cache->config().num_blocks; }
   uint64_t graphs_recorded() const override { return ranks_[0].model->graphs_recorded(); }
+  uint64_t cascade_steps() const override { return ranks_[0].model->cascade_steps(); }
 
  private:
   struct Rank {

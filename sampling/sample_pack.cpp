@@ -40,20 +40,12 @@ const SamplePack& SamplePacker::pack(std::span<const int64_t> logits_rows,
     FS_CHECK(q.params != nullptr, "pack_samples: request ", r, " has no parameters");
     const SamplingParams& p = *q.params;
     validate_sampling(p, vocab);
-    SampleRowArgs a;
-    a.logits_row = logits_rows[r];
-    a.seed = p.seed;
-    a.step = q.step;
-    a.temperature = p.temperature;
-    a.inv_temperature = p.temperature > 0.f ? 1.0 / double(p.temperature) : 0.0;
-    a.mass_scale = mass_scale(vocab);
-    a.top_p = p.top_p;
-    a.min_p = p.min_p;
-    a.top_k = p.top_k;
-    a.repetition_penalty = p.repetition_penalty;
-    a.presence_penalty = p.presence_penalty;
-    a.frequency_penalty = p.frequency_penalty;
-    a.edits_begin = int32_t(pack_.edits.size());
+    SampleRowArgs a{.logits_row = logits_rows[r], .seed = p.seed, .step = q.step,
+                    .inv_temperature = p.temperature > 0.f ? 1.0 / double(p.temperature) : 0.0,
+                    .mass_scale = mass_scale(vocab), .temperature = p.temperature, .top_p = p.top_p,
+                    .min_p = p.min_p, .top_k = p.top_k, .repetition_penalty = p.repetition_penalty,
+                    .presence_penalty = p.presence_penalty, .frequency_penalty = p.frequency_penalty,
+                    .edits_begin = int32_t(pack_.edits.size())};  // edits_end: once the edits are in
 
     // Biases first: count them per token, give each token a contiguous range, then fill the
     // ranges in request order (bias_end doubles as the fill cursor).

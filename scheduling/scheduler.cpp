@@ -1,5 +1,5 @@
-// Scheduler policy: decodes first, then prefill chunks under the token budget, FIFO admission,
-// LIFO recompute-preemption (see scheduler.h).
+// Scheduler policy: decodes first, then prefill chunks under the token budget (short admissions,
+// running prefills, FIFO admissions), LIFO recompute-preemption (see scheduler.h).
 #include "scheduling/scheduler.h"
 
 #include <algorithm>
@@ -152,10 +152,134 @@ void Scheduler::preempt_newest(SchedulerOutput* out, int* budget) {
   free_blocks(victim.get());
   victim->num_computed = 0;  // recompute prompt + generated tokens on resume
   victim->status = SeqStatus::kWaiting;
+  victim->num_bypassed = 0;
   ++victim->num_preemptions;
   ++num_preemptions_;
   out->preempted.push_back(victim->id);
-  waiting_.push_front(std::move(victim));
+  insert_waiting(std::move(victim));
+}
+
+void Scheduler::insert_running(std::unique_ptr<Sequence> seq) {
+  auto pos = std::upper_bound(running_.begin(), running_.end(), seq->id,
+                              [](uint64_t id, const auto& s) { return id < s->id; });
+  running_.insert(pos, std::move(seq));
+}
+
+void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) {
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq->id,
+                              [](uint64_t id, const auto& s) { return id < s->id; });
+  waiting_.insert(pos, std::move(seq));
+}
+
+void Scheduler::add_inflight(Sequence* seq) {
+  if (!config_.enable_prefix_caching || seq->num_pending() <= 1) return;  // decoding: nothing
+  extend_block_hashes(seq->cache_root, seq->tokens, config_.block_size, &seq->block_hashes);
+  for (size_t i = size_t(seq->num_published_blocks); i < seq->block_hashes.size(); ++i)
+    inflight_.insert(seq->block_hashes[i]);
+}
+
+bool Scheduler::waits_for_inflight(Sequence* seq, size_t num_hits) const {
+  if (inflight_.empty() || !may_adopt(seq)) return false;
+  const size_t max_blocks = size_t((seq->num_tokens() - 1) / config_.block_size);
+  // cached_prefix() hashed seq's full blocks; the block after its hits is the next it would adopt.
+  return num_hits < max_blocks && inflight_.count(seq->block_hashes[num_hits]) > 0;
+}
+
+bool Scheduler::could_be_short(Sequence* seq) const {
+  const int bs = config_.block_size, len = config_.short_prefill_tokens;
+  if (seq->num_tokens() <= len) return true;
+  if (!may_adopt(seq)) return false;
+  // Short needs at least `hits` adopted blocks, so block hits - 1 must be cached: one lookup
+  // rejects most long ones without walking the whole chain.
+  const int hits = (seq->num_tokens() - len + bs - 1) / bs;
+  if (hits > (seq->num_tokens() - 1) / bs) return false;
+  extend_block_hashes(seq->cache_root, seq->tokens, bs, &seq->block_hashes);
+  return blocks_->lookup(seq->block_hashes[size_t(hits - 1)]).has_value();
+}
+
+bool Scheduler::bypass_exhausted() const {
+  for (const auto& w : waiting_)
+    if (w->num_bypassed >= config_.max_bypass) return true;
+  for (const auto& r : running_)
+    if (r->num_pending() > 1 && r->num_bypassed >= config_.max_bypass) return true;
+  return false;
+}
+
+void Scheduler::count_bypasses(uint64_t newest, const SchedulerOutput& out) {
+  for (auto& w : waiting_)
+    if (w->id < newest) ++w->num_bypassed;
+  for (auto& r : running_) {
+    if (r->id >= newest || r->num_pending() <= 1) continue;
+    int got = 0;
+    for (const ScheduledChunk& c : out.chunks)
+      if (c.seq == r.get()) got = c.num_tokens;
+    if (got < r->num_pending()) ++r->num_bypassed;
+  }
+}
+
+void Scheduler::collect_inflight() {
+  inflight_.clear();
+  for (auto& r : running_) add_inflight(r.get());
+}
+
+// The head is admitted only when the free blocks, less what the running sequences need to reach
+// their next token, hold its whole pending prompt and its first generated token: admitting it
+// into blocks that a running decode takes next step would only get it preempted and its prefill
+// thrown away, step after step (admission thrash). With nothing running it is admitted as soon
+// as a chunk fits, so the queue always makes progress. In the FIFO lane a sequence that does not
+// fit stops admission (it is never skipped for a later one); only sequences waiting for an
+// in-flight block are passed over (they adopt it next step).
+uint64_t Scheduler::admit(AdmitLane lane, SchedulerOutput* out, int* budget) {
+  const bool short_lane = lane == AdmitLane::kShort;
+  // Cached blocks nobody holds count as available: allocation evicts them when needed.
+  int available = blocks_->num_available();
+  for (const auto& r : running_) available -= blocks_to_next_token(r.get());
+  uint64_t newest = 0;
+  size_t i = 0, looked = 0;
+  while (i < waiting_.size() && *budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_[i].get();
+    if (short_lane && (++looked > kShortLaneLookahead)) break;
+    if (short_lane && !could_be_short(seq)) {
+      ++i;
+      continue;
+    }
+    // With a cached prefix it needs new blocks only for the rest, but adopting a cached block
+    // that nobody holds takes it out of the available ones too.
+    const std::vector<BlockId> hit = cached_prefix(seq);
+    const int remainder = seq->num_tokens() - static_cast<int>(hit.size()) * config_.block_size;
+    if (waits_for_inflight(seq, hit.size()) ||
+        (short_lane && (remainder > config_.short_prefill_tokens || remainder > *budget))) {
+      ++i;
+      continue;
+    }
+    int adopted_unheld = 0;
+    for (BlockId b : hit) adopted_unheld += blocks_->is_cached(b) ? 1 : 0;
+    const int need = blocks_to_next_token(seq) - static_cast<int>(hit.size()) + adopted_unheld;
+    if (!running_.empty() && need > available) break;
+    adopt(seq, hit);
+    const int n = fit(seq, std::min(seq->num_pending(), *budget));
+    if (n == 0) {  // give the adopted blocks back (they stay cached) and wait
+      free_blocks(seq);
+      seq->num_computed = 0;
+      break;
+    }
+    available -= need;
+    if (may_adopt(seq)) {
+      prefix_queried_tokens_ += static_cast<uint64_t>(seq->num_tokens());
+      prefix_hit_tokens_ += static_cast<uint64_t>(seq->num_computed);
+    }
+    std::unique_ptr<Sequence> owned = std::move(waiting_[i]);
+    waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
+    seq->status = SeqStatus::kRunning;
+    insert_running(std::move(owned));
+    FS_CHECK(reserve(seq, n));
+    out->chunks.push_back({seq, n, logits_for(seq, n)});
+    *budget -= n;
+    add_inflight(seq);  // later waiting sequences sharing its blocks wait for them
+    newest = std::max(newest, seq->id);
+  }
+  return newest;
 }
 
 SchedulerOutput Scheduler::schedule() {
@@ -178,11 +302,24 @@ SchedulerOutput Scheduler::schedule() {
     budget -= 1;
   }
 
-  // 2. Prefill chunks of running sequences (partly prefilled, or resumed), oldest first; a chunk
+  // 2. Short admissions: waiting sequences that need little prefill go ahead of long ones (and
+  //    of running prefills) unless someone was passed over max_bypass times already. Not in a
+  //    step that preempted (the freed blocks would be taken straight back).
+  collect_inflight();
+  const size_t first_short = out.chunks.size();
+  uint64_t newest_short = 0;
+  if (out.preempted.empty() && config_.short_prefill_tokens > 0 && !bypass_exhausted())
+    newest_short = admit(AdmitLane::kShort, &out, &budget);
+  const auto admitted_short = [&](const Sequence* seq) {
+    return std::any_of(out.chunks.begin() + ptrdiff_t(first_short), out.chunks.end(),
+                       [&](const ScheduledChunk& c) { return c.seq == seq; });
+  };
+
+  // 3. Prefill chunks of running sequences (partly prefilled, or resumed), oldest first; a chunk
   //    shrinks to the free blocks, and preempts the newest only when not one token fits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i].get();
-    if (seq->num_pending() <= 1) continue;
+    if (seq->num_pending() <= 1 || (newest_short > 0 && admitted_short(seq))) continue;
     int n = fit(seq, std::min(seq->num_pending(), budget));
     bool self_preempted = false;
     while (n == 0) {
@@ -197,47 +334,9 @@ SchedulerOutput Scheduler::schedule() {
     budget -= n;
   }
 
-  // 3. Admission in arrival order. Not in a step that preempted (the freed blocks would be
-  //    taken straight back), and the head of the queue is never skipped for a later request.
-  //    The head is admitted only when the free blocks, less what the running sequences need to
-  //    reach their next token, hold its whole pending prompt and its first generated token:
-  //    admitting it into blocks that a running decode takes next step would only get it
-  //    preempted and its prefill thrown away, step after step (admission thrash). With nothing
-  //    running it is admitted as soon as a chunk fits, so the queue always makes progress.
-  if (out.preempted.empty()) {
-    // Cached blocks nobody holds count as available: allocation evicts them when needed.
-    int available = blocks_->num_available();
-    for (const auto& r : running_) available -= blocks_to_next_token(r.get());
-    while (!waiting_.empty() && budget > 0 &&
-           static_cast<int>(running_.size()) < config_.max_num_seqs) {
-      Sequence* seq = waiting_.front().get();
-      // With a cached prefix the head needs new blocks only for the rest, but adopting a cached
-      // block that nobody holds takes it out of the available ones too.
-      const std::vector<BlockId> hit = cached_prefix(seq);
-      int adopted_unheld = 0;
-      for (BlockId b : hit) adopted_unheld += blocks_->is_cached(b) ? 1 : 0;
-      const int need = blocks_to_next_token(seq) - static_cast<int>(hit.size()) + adopted_unheld;
-      if (!running_.empty() && need > available) break;
-      adopt(seq, hit);
-      int n = fit(seq, std::min(seq->num_pending(), budget));
-      if (n == 0) {  // give the adopted blocks back (they stay cached) and wait
-        free_blocks(seq);
-        seq->num_computed = 0;
-        break;
-      }
-      available -= need;
-      if (may_adopt(seq)) {
-        prefix_queried_tokens_ += static_cast<uint64_t>(seq->num_tokens());
-        prefix_hit_tokens_ += static_cast<uint64_t>(seq->num_computed);
-      }
-      running_.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
-      seq->status = SeqStatus::kRunning;
-      FS_CHECK(reserve(seq, n));
-      out.chunks.push_back({seq, n, logits_for(seq, n)});
-      budget -= n;
-    }
-  }
+  // 4. Admission in arrival order, if nothing was preempted.
+  if (out.preempted.empty()) admit(AdmitLane::kFifo, &out, &budget);
+  if (newest_short > 0) count_bypasses(newest_short, out);
   return out;
 }
 

@@ -3,19 +3,30 @@
 //
 // Scheduler: continuous-batching policy, no threads and no device memory. Each step it picks
 // decodes first (one token per running sequence), then fills what is left of the token budget
-// with prefill chunks — running prefills first, then new admissions in arrival (FIFO) order,
-// each only when its whole prompt fits beside what the running sequences need next.
+// with prefill chunks:
+//   - short admissions: waiting sequences whose uncached remainder (after adopting cached
+//     blocks) is at most short_prefill_tokens, in arrival order, ahead of everything below
+//     (a request that resends a cached conversation gets its first token in the next step
+//     instead of waiting behind a long prompt);
+//   - running prefills (partly prefilled, or resumed), oldest first;
+//   - admissions in arrival (FIFO) order, each only when its whole prompt fits beside what the
+//     running sequences need next.
+// Bypass is bounded: a sequence with prompt left to compute that later arrivals went ahead of
+// in max_bypass steps turns the short lane off until its prompt is done, so long prompts are
+// never starved. A waiting sequence whose next uncached block a running prefill is computing
+// right now waits for it (it adopts the block once published instead of computing it again).
 // With prefix caching, an admitted sequence first adopts the longest run of cached full blocks
 // matching its tokens (shared read-only with whoever holds them) and computes only the rest; the
 // blocks a step completes are published to the cache (docs/PREFIX_CACHE.md).
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
-// blocks are freed and it goes back to the front of the waiting queue with its generated tokens,
-// to be run again from position 0 when resumed.
+// blocks are freed and it goes back to the waiting queue (at its place in arrival order) with
+// its generated tokens, to be run again from position 0 when resumed.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "scheduling/block_allocator.h"
@@ -29,6 +40,12 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int block_size = 16;               // tokens per KV block
   bool enable_prefix_caching = true;  // adopt cached prefixes and publish full blocks
+  // Short-prefill-first: a waiting sequence with at most this many tokens left to compute goes
+  // ahead of longer ones and of running prefills; 0 = strict arrival order.
+  int short_prefill_tokens = 256;
+  // Steps a sequence with prompt left may be passed over by later arrivals before the short
+  // lane closes until its prompt is done.
+  int max_bypass = 4;
 };
 
 struct ScheduledChunk {
@@ -91,6 +108,29 @@ class Scheduler {
   int blocks_to_next_token(const Sequence* seq) const;
   // Preempts running_.back(), dropping its chunk from `out` if it was already scheduled.
   void preempt_newest(SchedulerOutput* out, int* budget);
+  // Admits waiting sequences into this step. kShort: only those whose remainder after adoption
+  // is at most short_prefill_tokens (and fits the budget whole), in arrival order; kFifo: in
+  // arrival order, stopping at the first that does not fit. Both skip sequences waiting for a
+  // block a running prefill computes (inflight). Returns the largest id admitted, 0 if none.
+  enum class AdmitLane { kShort, kFifo };
+  uint64_t admit(AdmitLane lane, SchedulerOutput* out, int* budget);
+  // Hashes of the full blocks running prefills have yet to compute and publish (all of them,
+  // or seq's), and whether the block a waiting seq would adopt next after its num_hits cached
+  // ones is among them.
+  void collect_inflight();
+  void add_inflight(Sequence* seq);
+  bool waits_for_inflight(Sequence* seq, size_t num_hits) const;
+  // False when seq's remainder certainly exceeds short_prefill_tokens (one cache lookup).
+  bool could_be_short(Sequence* seq) const;
+  // The short lane looks this far down the waiting queue (each look may walk the cache).
+  static constexpr size_t kShortLaneLookahead = 256;
+  // A sequence with prompt left has been passed over max_bypass times: no more short lane.
+  bool bypass_exhausted() const;
+  // After a step whose short lane admitted sequences up to id `newest`: counts a bypass for
+  // every older sequence that still has prompt left to compute.
+  void count_bypasses(uint64_t newest, const SchedulerOutput& out);
+  void insert_running(std::unique_ptr<Sequence> seq);
+  void insert_waiting(std::unique_ptr<Sequence> seq);
   void free_blocks(Sequence* seq);
   // Prefix caching: whether seq may adopt cached blocks (not while it needs every prompt
   // position's logits), the cached blocks it would adopt (at most (num_tokens - 1) / block_size,
@@ -104,10 +144,11 @@ class Scheduler {
 
   SchedulerConfig config_;
   BlockAllocator* blocks_;
-  // Both sorted by id: every running id is smaller than every waiting id, because admission
-  // takes the oldest waiting and preemption returns the newest running to the front.
+  // Both sorted by id (arrival order). Without the short lane every running id is smaller than
+  // every waiting id; with it a short later arrival may run while an older sequence waits.
   std::vector<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::unordered_set<BlockHash, BlockHashHasher> inflight_;  // collect_inflight()
   uint64_t last_added_id_ = 0;
   bool any_added_ = false;
   uint64_t num_preemptions_ = 0;

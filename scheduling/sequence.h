@@ -24,6 +24,10 @@ struct Sequence {
   std::vector<BlockId> block_table;  // KV blocks covering positions 0 .. num_computed-1 (+ chunk)
   SeqStatus status = SeqStatus::kWaiting;
   int num_preemptions = 0;
+  // Steps in which sequences that arrived later were given prefill work ahead of this one while
+  // it still had prompt to compute (short-prefill-first admission, scheduler.h); reset when
+  // it is preempted.
+  int num_bypassed = 0;
   // Prefix caching: the root of this request's hash chain (from its cache salt), the hashes of
   // its full token blocks so far (block_hashes[i] covers tokens[i*bs .. (i+1)*bs-1]), how many
   // leading blocks of block_table were offered to the cache, and how many prompt tokens the

@@ -121,13 +121,8 @@ std::optional<ApiError> Completion::start() {
         c->stream = ctx_.engine->submit(std::move(g));
         if (!c->stream) {
           cancel_all();
-          ApiError e;
-          e.status = 503;
-          e.type = "server_error";
-          e.code = "server_overloaded";
-          e.message = "The server is overloaded (admission queue full); retry later";
-          e.retry_after_s = 1;
-          return e;
+          return server_error(503, "server_overloaded",
+                              "The server is overloaded (admission queue full); retry later");
         }
       }
       choices_.push_back(std::move(c));
@@ -252,23 +247,13 @@ bool Completion::pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas
 std::optional<ApiError> Completion::failure() const {
   for (const auto& c : choices_) {
     if (!c->error.empty()) {
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.code = "engine_error";
-      e.message = "The engine failed this request: " + c->error;
-      return e;
+      return server_error(500, "engine_error", "The engine failed this request: " + c->error);
     }
   }
   for (const auto& c : choices_) {
     if (c->aborted) {
-      ApiError e;
-      e.status = 503;
-      e.type = "server_error";
-      e.code = "request_aborted";
-      e.message = "The request was aborted (the server is shutting down)";
-      e.retry_after_s = 1;
-      return e;
+      return server_error(503, "request_aborted",
+                          "The request was aborted (the server is shutting down)");
     }
   }
   return std::nullopt;

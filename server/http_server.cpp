@@ -213,13 +213,7 @@ struct HttpServer::Impl {
   void handle_completion(const httplib::Request& req, httplib::Response& res,
                          ResponseFormat format) {
     if (draining.load()) {
-      ApiError e;
-      e.status = 503;
-      e.type = "server_error";
-      e.code = "shutting_down";
-      e.message = "The server is shutting down";
-      e.retry_after_s = 1;
-      return send_error(res, e);
+      return send_error(res, server_error(503, "shutting_down", "The server is shutting down"));
     }
     auto parsed = format == ResponseFormat::kChat
                       ? parse_chat_request(req.body, model, tokenizer)

@@ -26,6 +26,16 @@ ApiError bad_request(std::string message, std::string param, std::string code) {
   return e;
 }
 
+ApiError server_error(int status, std::string code, std::string message) {
+  ApiError e;
+  e.status = status;
+  e.type = "server_error";
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.retry_after_s = status == 503 ? 1 : 0;
+  return e;
+}
+
 namespace {
 
 const std::set<std::string>& known_fields() {

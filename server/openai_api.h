@@ -36,6 +36,8 @@ struct ApiError {
 };
 
 ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+// A failure on our side (type "server_error"); a 503 also asks the client to retry in a second.
+ApiError server_error(int status, std::string code, std::string message);
 nlohmann::json error_json(const ApiError& e);
 
 struct ServedModel {

@@ -4,6 +4,7 @@
 #include "tokenizer/hf_decoder.h"
 
 #include "tokenizer/hf_regex.h"
+#include "tokenizer/hf_sequence.h"
 #include "tokenizer/hf_text.h"
 
 namespace flashserve::hf {
@@ -144,20 +145,7 @@ class Replace final : public Decoder {
       : pattern_(required(j, "pattern", "decoder Replace"), "decoder Replace"),
         content_(field<std::string>(j, "content", "", "decoder Replace")) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    std::vector<std::pair<size_t, size_t>> matches;
-    for (std::string& t : tokens) {
-      pattern_.find_all(t, matches);
-      if (matches.empty()) continue;
-      std::string out;
-      size_t prev = 0;
-      for (const auto& [b, e] : matches) {
-        out.append(t, prev, b - prev);
-        out += content_;
-        prev = e;
-      }
-      out.append(t, prev, std::string::npos);
-      t = std::move(out);
-    }
+    for (std::string& t : tokens) pattern_.replace_all(t, content_);
   }
 
  private:
@@ -165,20 +153,13 @@ class Replace final : public Decoder {
   std::string content_;
 };
 
-class Sequence final : public Decoder {
+class Sequence final : public StageSequence<Decoder> {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
+  explicit Sequence(const json& j) : StageSequence(j, "decoders", "decoder Sequence", parse_decoder) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (const auto& s : steps_) s->decode_chain(tokens);
+    run_all(&Decoder::decode_chain, tokens);
   }
-  bool has_byte_fallback() const override {
-    for (const auto& s : steps_)
-      if (s->has_byte_fallback()) return true;
-    return false;
-  }
-
- private:
-  std::vector<std::unique_ptr<Decoder>> steps_;
+  bool has_byte_fallback() const override { return any_step(&Decoder::has_byte_fallback); }
 };
 
 }  // namespace
@@ -210,14 +191,7 @@ std::unique_ptr<Decoder> parse_decoder(const json& j) {
       strip_first = field<std::string>(j, "prepend_scheme", "always", c) != "never";
     return std::make_unique<Metaspace>(r, strip_first);
   }
-  if (type == "Sequence") {
-    const json& list = required(j, "decoders", "decoder Sequence");
-    if (!list.is_array()) config_error("decoder Sequence: 'decoders' is not a list");
-    std::vector<std::unique_ptr<Decoder>> steps;
-    for (const json& s : list)
-      if (auto d = parse_decoder(s)) steps.push_back(std::move(d));
-    return std::make_unique<Sequence>(std::move(steps));
-  }
+  if (type == "Sequence") return std::make_unique<Sequence>(j);
   unsupported("decoder", type);
 }
 

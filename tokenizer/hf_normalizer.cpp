@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tokenizer/hf_regex.h"
+#include "tokenizer/hf_sequence.h"
 
 namespace flashserve::hf {
 
@@ -50,20 +51,7 @@ class Replace final : public Normalizer {
   explicit Replace(const json& j)
       : pattern_(required(j, "pattern", "normalizer Replace"), "normalizer Replace"),
         content_(field<std::string>(j, "content", "", "normalizer Replace")) {}
-  void normalize(std::string& text) const override {
-    std::vector<std::pair<size_t, size_t>> matches;
-    pattern_.find_all(text, matches);
-    if (matches.empty()) return;
-    std::string out;
-    size_t prev = 0;
-    for (const auto& [b, e] : matches) {
-      out.append(text, prev, b - prev);
-      out += content_;
-      prev = e;
-    }
-    out.append(text, prev, std::string::npos);
-    text = std::move(out);
-  }
+  void normalize(std::string& text) const override { pattern_.replace_all(text, content_); }
   bool can_shrink() const override {
     return pattern_.is_regex() || content_.size() < pattern_.literal().size();
   }
@@ -73,20 +61,11 @@ class Replace final : public Normalizer {
   std::string content_;
 };
 
-class Sequence final : public Normalizer {
+class Sequence final : public StageSequence<Normalizer> {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> steps) : steps_(std::move(steps)) {}
-  void normalize(std::string& text) const override {
-    for (const auto& s : steps_) s->normalize(text);
-  }
-  bool can_shrink() const override {
-    for (const auto& s : steps_)
-      if (s->can_shrink()) return true;
-    return false;
-  }
-
- private:
-  std::vector<std::unique_ptr<Normalizer>> steps_;
+  explicit Sequence(const json& j) : StageSequence(j, "normalizers", "normalizer Sequence", parse_normalizer) {}
+  void normalize(std::string& text) const override { run_all(&Normalizer::normalize, text); }
+  bool can_shrink() const override { return any_step(&Normalizer::can_shrink); }
 };
 
 }  // namespace
@@ -94,19 +73,11 @@ class Sequence final : public Normalizer {
 std::unique_ptr<Normalizer> parse_normalizer(const json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = type_of(j, "normalizer");
-  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(false);
-  if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(true);
+  if (type == "NFC" || type == "NFKC") return std::make_unique<UnicodeNormalizer>(type == "NFKC");
   if (type == "Prepend")
     return std::make_unique<Prepend>(field<std::string>(j, "prepend", "", "normalizer Prepend"));
   if (type == "Replace") return std::make_unique<Replace>(j);
-  if (type == "Sequence") {
-    const json& list = required(j, "normalizers", "normalizer Sequence");
-    if (!list.is_array()) config_error("normalizer Sequence: 'normalizers' is not a list");
-    std::vector<std::unique_ptr<Normalizer>> steps;
-    for (const json& s : list)
-      if (auto n = parse_normalizer(s)) steps.push_back(std::move(n));
-    return std::make_unique<Sequence>(std::move(steps));
-  }
+  if (type == "Sequence") return std::make_unique<Sequence>(j);
   unsupported("normalizer", type);
 }
 

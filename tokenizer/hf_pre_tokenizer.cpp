@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "tokenizer/hf_regex.h"
+#include "tokenizer/hf_sequence.h"
 #include "tokenizer/hf_text.h"
 
 namespace flashserve::hf {
@@ -238,20 +239,12 @@ class Digits final : public PreTokenizer {
   bool individual_;
 };
 
-class Sequence final : public PreTokenizer {
+class Sequence final : public StageSequence<PreTokenizer> {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
-  void apply(std::vector<Piece>& pieces) const override {
-    for (const auto& s : steps_) s->apply(pieces);
-  }
-  bool can_drop_text() const override {
-    for (const auto& s : steps_)
-      if (s->can_drop_text()) return true;
-    return false;
-  }
-
- private:
-  std::vector<std::unique_ptr<PreTokenizer>> steps_;
+  explicit Sequence(const json& j)
+      : StageSequence(j, "pretokenizers", "pre_tokenizer Sequence", parse_pre_tokenizer) {}
+  void apply(std::vector<Piece>& pieces) const override { run_all(&PreTokenizer::apply, pieces); }
+  bool can_drop_text() const override { return any_step(&PreTokenizer::can_drop_text); }
 };
 
 }  // namespace
@@ -263,14 +256,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j) {
   if (type == "Split") return std::make_unique<Split>(j);
   if (type == "Metaspace") return std::make_unique<Metaspace>(j);
   if (type == "Digits") return std::make_unique<Digits>(j);
-  if (type == "Sequence") {
-    const json& list = required(j, "pretokenizers", "pre_tokenizer Sequence");
-    if (!list.is_array()) config_error("pre_tokenizer Sequence: 'pretokenizers' is not a list");
-    std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (const json& s : list)
-      if (auto p = parse_pre_tokenizer(s)) steps.push_back(std::move(p));
-    return std::make_unique<Sequence>(std::move(steps));
-  }
+  if (type == "Sequence") return std::make_unique<Sequence>(j);
   unsupported("pre_tokenizer", type);
 }
 

@@ -101,4 +101,19 @@ void Pattern::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>
     out.emplace_back(pos, pos + literal_.size());
 }
 
+void Pattern::replace_all(std::string& s, const std::string& content) const {
+  thread_local std::vector<std::pair<size_t, size_t>> matches;  // reused: no allocation per call
+  find_all(s, matches);
+  if (matches.empty()) return;
+  std::string out;
+  size_t prev = 0;
+  for (const auto& [b, e] : matches) {
+    out.append(s, prev, b - prev);
+    out += content;
+    prev = e;
+  }
+  out.append(s, prev, std::string::npos);
+  s = std::move(out);
+}
+
 }  // namespace flashserve::hf

@@ -40,6 +40,8 @@ class Pattern {
   // Reads {"String": "..."} or {"Regex": "..."}; errors name `what`.
   Pattern(const nlohmann::json& j, const std::string& what);
   void find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const;
+  // Replaces every match in `s` by `content` (the normalizer and the decoder Replace).
+  void replace_all(std::string& s, const std::string& content) const;
   bool is_regex() const { return regex_ != nullptr; }
   const std::string& literal() const { return literal_; }
 

@@ -1,7 +1,8 @@
 // The CPU backend: plain fp32 loops over host memory. Weights are converted to f32 at load.
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
 // ranges of query rows; each output element is computed by the same code whatever the split, so results
-// do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention.
+// do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention
+// (ref::cascade_attention for a decode step that carries a cascade plan: off by default here).
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "kernels/cpu/cascade_attention_ref.h"
 #include "kernels/cpu/paged_attention_ref.h"
 #include "parallel/reduction_order.h"
 
@@ -436,6 +438,13 @@ class CpuBackend final : public Backend {
     const PagedAttentionArgs args =
         paged_attention_args(b, num_q_heads, int(k_cache.dim(2)), head_dim, scale);
     check_same(out, q, "paged_attention");
+    if (b.cascade.active()) {  // the twin of the CUDA cascade path, for tests (one thread)
+      ref::cascade_attention<float>(cascade_attention_args(b, num_q_heads, args.num_kv_heads,
+                                                           head_dim, scale),
+                                    q.as<float>(), k_cache.as<float>(), v_cache.as<float>(),
+                                    out.as<float>());
+      return;
+    }
     // Work pieces of query rows, so one long prefill still uses every thread. Rows [r0, r1) of
     // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): causal
     // alignment carries over, and each row is computed exactly as in one call.

@@ -1,7 +1,8 @@
 // The CUDA backend: weights and activations bf16 on one GPU, logits f32. Linear layers through
 // cuBLASLt (bf16 inputs, fp32 accumulation; one descriptor set + heuristic per shape, cached;
 // workspace allocated once); attention through the FlashAttention-2 prefill kernel (any step
-// with a chunk longer than 1) or split-K decode (every chunk of length 1), for head_dim 64/128;
+// with a chunk longer than 1) or split-K decode (every chunk of length 1; cascade attention when
+// the step's sequences share leading blocks), for head_dim 64/128;
 // other head dims (stories260K has 8) go through a generic fp32 kernel, named in name().
 // Elementwise ops are backends/cuda/ops.cu. Everything runs on one stream; host copies
 // synchronise it. Compiles to the no-CUDA stubs unless FLASHSERVE_HAS_CUDA.
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "backends/cuda/ops.h"
+#include "kernels/attention_cascade.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
@@ -349,6 +351,15 @@ class CudaBackend final : public Backend {
                                            out.data, stream_, generic_kv_len(b.max_kv_len, a.head_dim));
         return;
       case AttentionPath::kDecode: {
+        if (b.cascade.active()) {  // shared prefixes read once per group
+          const CascadeAttentionArgs c = cascade_attention_args(b, a.num_q_heads, a.num_kv_heads,
+                                                                a.head_dim, scale);
+          const DecodePlan& plan = decode_plan(b.cascade.host_suffix_kv_lens, a);
+          ensure_cascade_workspace(c, plan);
+          cuda::attention_cascade(c, q.data, k_cache.data, v_cache.data, out.data, DType::kBF16,
+                                  plan, cascade_ws_.get(), cascade_ws_bytes_, stream_);
+          return;
+        }
         const DecodePlan& plan = decode_plan(b.host_kv_lens, a);
         ensure_decode_workspace(a, plan);
         cuda::attention_decode(a, q.data, k_cache.data, v_cache.data, out.data, nullptr,
@@ -373,8 +384,12 @@ class CudaBackend final : public Backend {
     if (path == AttentionPath::kGeneric) {
       k |= uint64_t(generic_kv_len(b.max_kv_len, a.head_dim)) << 8;
     } else if (path == AttentionPath::kDecode) {
-      const DecodePlan& plan = decode_plan(b.host_kv_lens, a);
-      ensure_decode_workspace(a, plan);  // never allocate while recording
+      const bool cascade = b.cascade.active();  // its shape is in the model's graph key
+      const DecodePlan& plan = decode_plan(cascade ? b.cascade.host_suffix_kv_lens : b.host_kv_lens, a);
+      if (cascade)  // never allocate while recording
+        ensure_cascade_workspace(cascade_attention_args(b, num_q_heads, num_kv_heads, head_dim, 0.f), plan);
+      else
+        ensure_decode_workspace(a, plan);
       FS_CHECK(plan.num_splits < 256 && plan.chunk_len < (1 << 28) && plan.kv_heads_per_block < 16,
                "decode plan out of the graph key's range");
       k |= uint64_t(plan.num_splits) << 8;
@@ -444,6 +459,15 @@ class CudaBackend final : public Backend {
     ++epoch_;  // recorded graphs point at the old workspace
   }
 
+  void ensure_cascade_workspace(const CascadeAttentionArgs& c, const DecodePlan& plan) {
+    const size_t ws = cuda::attention_cascade_workspace_bytes(c, DType::kBF16, plan);
+    if (ws <= cascade_ws_bytes_) return;
+    cascade_ws_ = nullptr;
+    cascade_ws_ = allocate_bytes(ws + ws / 2);
+    cascade_ws_bytes_ = ws + ws / 2;
+    ++epoch_;  // recorded graphs point at the old workspace
+  }
+
   static void expect_bf16(const Tensor& t, const char* what) {
     FS_CHECK(t.dtype == DType::kBF16 && t.device == Device::kCuda, what, " must be a bf16 CUDA ",
              "tensor, got ", dtype_name(t.dtype));
@@ -508,6 +532,8 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> plan_kv_lens_;
   std::shared_ptr<void> decode_ws_;
   size_t decode_ws_bytes_ = 0;
+  std::shared_ptr<void> cascade_ws_;  // kernels/attention_cascade.h's workspace
+  size_t cascade_ws_bytes_ = 0;
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;

@@ -57,14 +57,7 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
            "attention_decode: null pointer");
 
   detail::DecodeParams p{};
-  p.q = q;
-  p.k_cache = k_cache;
-  p.v_cache = v_cache;
-  p.out = out;
-  p.lse = lse;
-  p.kv_lens = a.kv_lens;
-  p.block_table = a.block_table;
-  p.max_blocks_per_seq = a.max_blocks_per_seq;
+  detail::set_paged_tensors(p, a, q, k_cache, v_cache, out, lse);
   p.block_size_log2 = bs_log2;
   p.num_q_heads = a.num_q_heads;
   p.num_kv_heads = a.num_kv_heads;

@@ -18,6 +18,7 @@
 
 #include "kernels/attention_state.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/paged_params.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 

@@ -33,16 +33,9 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
              "q, k_cache, v_cache and out must be 16-byte aligned");
   }
   PrefillParams p{};
-  p.q = q;
-  p.k_cache = k_cache;
-  p.v_cache = v_cache;
-  p.out = out;
-  p.lse = lse;
+  set_paged_tensors(p, a, q, k_cache, v_cache, out, lse);
   p.cu_q_lens = a.cu_q_lens;
-  p.kv_lens = a.kv_lens;
-  p.block_table = a.block_table;
   p.num_seqs = a.num_seqs;
-  p.max_blocks_per_seq = a.max_blocks_per_seq;
   p.block_size = a.block_size;
   p.num_q_heads = a.num_q_heads;
   p.group_size = a.num_q_heads / a.num_kv_heads;

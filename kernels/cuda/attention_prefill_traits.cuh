@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/cuda/paged_params.cuh"
+
 namespace flashserve::cuda::detail {
 
 // kHeadDim: 64 or 128. kBlockM query rows per CTA, kBlockN keys per KV tile, kNumWarps warps

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU-machine session over binaries built on the development machine (sm_90a) instead of a build
 # there: the GPU machine has no cpp-httplib, and building costs device time. Pack them here with
-#   tests/backends/carried_session.sh pack [BUILD_DIR]    (default build/release)
+#   tests/backends/carried_session.sh pack [BUILD_DIR]    (default build/release; configured
+#   with -DFS_MODELS_DIR=/work/shared/models, where run links the carried models, or the tests
+#   that load stories260K fail with "model path does not exist")
 # which writes .carry/bin.tar.xz (binaries) and .carry/lib (the shared libraries they need that a
 # CUDA Ubuntu image may lack); .carry/models must hold stories260K and llama2-tokenizer. Then on
 # the GPU machine (device tool, carry .carry):
@@ -21,8 +23,8 @@
 # compiled on the same cases in one call), soak_wide (256 concurrent streaming clients on CUDA),
 # sampling_test (test_cuda_sampling alone), soak_long, profile, ab_e2e (bench_e2e of an
 # older build against this one, alternated), families (the other architectures of the Llama
-# family against transformers), prefix_cache (bench/prefix_cache.sh over the carried binaries +
-# the prefix-cache engine test on CUDA) (see each below).
+# family against transformers), prefix_cache (the prefix-cache engine test on CUDA and the
+# cascade attention test, then bench/prefix_cache.sh over the carried binaries) (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -32,7 +34,8 @@ bins=(server/flashserve tools/flashserve-generate weights/flashserve-random-mode
       tests/backends/test_cuda_backend tests/backends/test_cuda_ops
       tests/backends/test_cuda_sampling
       tests/kernels/test_attention_decode tests/kernels/test_attention_prefill
-      tests/soak/test_soak tests/engine/test_prefix_cache_engine)
+      tests/soak/test_soak tests/engine/test_prefix_cache_engine
+      tests/backends/test_cascade_attention)
 
 if [ "${1:-}" = pack ]; then
   build=${2:-build/release}
@@ -263,13 +266,18 @@ for l in open('$OUT/serve.jsonl'):
     j = json.loads(l); print({k: j.get(k) for k in ('label','concurrency','requests_per_s','output_tokens_per_s','ttft_ms_p50','ttft_ms_p99','tpot_ms_p50','tpot_ms_p99','errors')})
 "
     ;;
-  prefix_cache)  # automatic prefix caching: shared system prompt + multi-turn chat, with and
-                 # without (bench/prefix_cache.sh), then its engine test with the cuda parameter
-    FS_MODELS=$M FS_PC_OUT="$OUT/prefix_cache_v1.jsonl" timeout 500 bench/prefix_cache.sh "$B" \
+  prefix_cache)  # automatic prefix caching: its GPU tests (the engine test with the cuda
+                 # parameter, cascade attention vs plain decode), then shared system prompt +
+                 # multi-turn chat with caching, with caching but no cascade, and without
+                 # (bench/prefix_cache.sh)
+    for t in tests/engine/test_prefix_cache_engine tests/backends/test_cascade_attention; do
+      name=$(basename $t)
+      timeout 120 "$B/$t" > "$OUT/$name.log" 2>&1 || rc=1
+      echo "$name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
+      grep -E "FAILED  \]|Failure|per layer|sequences sharing|rel Frobenius|NMSE" "$OUT/$name.log" | head -30
+    done
+    FS_MODELS=$M FS_PC_OUT="$OUT/prefix_cache_v2.jsonl" timeout 400 bench/prefix_cache.sh "$B" \
       2> "$OUT/prefix_cache.log" || rc=1
-    timeout 90 "$B/tests/engine/test_prefix_cache_engine" > "$OUT/test_prefix_cache_engine.log" 2>&1 || rc=1
-    echo "test_prefix_cache_engine: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_prefix_cache_engine.log" | tr '\n' ' ')"
-    grep -E "FAILED  \]|Failure" "$OUT/test_prefix_cache_engine.log" | head -20
     ;;
   e2e_7b_compile)  # what the 10-minute e2e calls left out: Llama-2-7B bench + eager baseline,
                    # and transformers' static cache + torch.compile baseline for TinyLlama

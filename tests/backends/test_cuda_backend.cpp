@@ -139,20 +139,11 @@ Err compare(const std::vector<float>& gpu, const std::vector<float>& cpu) {
   return e;
 }
 
-struct RandomCase {
-  const char* name;
-  int hidden, q_heads, kv_heads, head_dim;
-  bool tied;
-  DType file_dtype;
-  const char* arch = "LlamaForCausalLM";
-};
-
-class CudaRandomModel : public ::testing::TestWithParam<RandomCase> {};
+class CudaRandomModel : public ::testing::TestWithParam<RandomModelShape> {};
 
 TEST_P(CudaRandomModel, LogitsCloseToCpu) {
-  const RandomCase rc = GetParam();
-  ModelConfig c = small_config(rc.hidden, rc.q_heads, rc.kv_heads, rc.head_dim, rc.tied);
-  set_architecture(c, rc.arch);
+  const RandomModelShape rc = GetParam();
+  ModelConfig c = rc.config();
   c.vocab_size = 512;
   c.max_position_embeddings = 1024;
   const std::string dir = fresh_dir(rc.name);
@@ -188,17 +179,17 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaRandomModel,
-    ::testing::Values(RandomCase{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
-                      RandomCase{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
-                      RandomCase{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
-                      RandomCase{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
-                      RandomCase{"d32_generic_untied_bf16", 128, 4, 2, 32, false,
+    ::testing::Values(RandomModelShape{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
+                      RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
+                      RandomModelShape{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
+                      RandomModelShape{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
+                      RandomModelShape{"d32_generic_untied_bf16", 128, 4, 2, 32, false,
                                  DType::kBF16},
-                      RandomCase{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
+                      RandomModelShape{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
                                  DType::kBF16, "MistralForCausalLM"},
-                      RandomCase{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                      RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
                                  "Qwen2ForCausalLM"},
-                      RandomCase{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
+                      RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
                                  DType::kBF16, "Qwen3ForCausalLM"}),
     [](const auto& info) { return std::string(info.param.name); });
 

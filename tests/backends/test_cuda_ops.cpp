@@ -274,25 +274,17 @@ TEST_F(Ops, RopeWriteKvAttention) {
     expect_close(q2, kTol, "rope q");
     expect_close(k2, kTol, "rope k");
 
-    StepArgs ab[2];
     Pair cup = make_raw(DType::kI32, cu.data(), {seqs + 1});
     Pair kvl = make_raw(DType::kI32, kv_lens.data(), {seqs});
     Pair tab = make_raw(DType::kI32, table.data(), {seqs, max_blocks});
-    for (int which = 0; which < 2; ++which) {
-      StepArgs& b = ab[which];
-      b.num_seqs = seqs;
-      b.num_tokens = n;
-      b.max_q_len = max_q;
-      b.max_kv_len = max_kv;
-      b.block_size = bs;
-      b.max_blocks_per_seq = max_blocks;
-      b.positions = which ? pos.gpu.tensor : pos.cpu.tensor;
-      b.slot_mapping = which ? slot.gpu.tensor : slot.cpu.tensor;
-      b.cu_q_lens = which ? cup.gpu.tensor : cup.cpu.tensor;
-      b.kv_lens = which ? kvl.gpu.tensor : kvl.cpu.tensor;
-      b.block_table = which ? tab.gpu.tensor : tab.cpu.tensor;
-      b.host_kv_lens = kv_lens.data();
-    }
+    auto step_args = [&](bool gpu) {  // the step over one side's copies of the arrays
+      auto on = [gpu](const Pair& p) { return gpu ? p.gpu.tensor : p.cpu.tensor; };
+      return StepArgs{.num_seqs = seqs, .num_tokens = n, .max_q_len = max_q, .max_kv_len = max_kv,
+                      .block_size = bs, .max_blocks_per_seq = max_blocks, .tokens = {}, .positions = on(pos),
+                      .slot_mapping = on(slot), .cu_q_lens = on(cup), .kv_lens = on(kvl),
+                      .block_table = on(tab), .logit_rows = {}, .host_kv_lens = kv_lens.data()};
+    };
+    const StepArgs ab[2] = {step_args(false), step_args(true)};
     Pair out = make_zero({n, hq, d});
     const float scale = float(1.0 / std::sqrt(double(d)));
     cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], scale);

@@ -54,27 +54,22 @@ class Generator:
         if depth <= 0 or self.rng.random() < 0.25:
             return self.pick(ATOMS)
         sub = lambda: self.expr(depth - 1)  # noqa: E731
-        shape = self.rng.randrange(10)
-        if shape == 0:
-            return f"({sub()} {self.pick(OPERATORS)} {sub()})"
-        if shape == 1:
-            return f"{sub()} | {self.pick(FILTERS)}"
-        if shape == 2:
+
+        def test():  # draws its negation before its operand, as the generated corpus expects
             negate = "not " if self.rng.random() < 0.3 else ""
             return f"({sub()} is {negate}{self.pick(TESTS)})"
-        if shape == 3:
-            return f"({sub()}){self.pick(METHODS)}"
-        if shape == 4:
-            return f"({sub()} if {sub()} else {sub()})"
-        if shape == 5:
-            return f"({sub()} if {sub()})"
-        if shape == 6:
-            return f"(not {sub()})"
-        if shape == 7:
-            return f"-{self.pick(NUMBERS)}"
-        if shape == 8:
-            return f"[{sub()}, {sub()}]"
-        return f"{self.pick(STRINGS)} ~ {sub()}"
+
+        shapes = [lambda: f"({sub()} {self.pick(OPERATORS)} {sub()})",
+                  lambda: f"{sub()} | {self.pick(FILTERS)}",
+                  test,
+                  lambda: f"({sub()}){self.pick(METHODS)}",
+                  lambda: f"({sub()} if {sub()} else {sub()})",
+                  lambda: f"({sub()} if {sub()})",
+                  lambda: f"(not {sub()})",
+                  lambda: f"-{self.pick(NUMBERS)}",
+                  lambda: f"[{sub()}, {sub()}]",
+                  lambda: f"{self.pick(STRINGS)} ~ {sub()}"]
+        return shapes[self.rng.randrange(len(shapes))]()
 
     def tag(self, body):
         left, right = self.pick(["", "", "-", "+"]), self.pick(["", "", "-", "+"])

@@ -49,25 +49,28 @@ TEST(ChatTemplate, Llama2) {
   EXPECT_NE(std::find(stops.begin(), stops.end(), "</s>"), stops.end());
 }
 
+// A block format: the prompt alone, and after a system prompt and one exchange; `stop` ends a reply.
+void expect_block_format(TemplateKind kind, const std::string& alone, const std::string& full,
+                         const std::string& stop) {
+  EXPECT_EQ(render_prompt(kind, "", {}, "Tell me"), alone);
+  EXPECT_EQ(render_prompt(kind, "Be brief.", {{"Hi", "Hello!"}}, "Bye"), full);
+  auto stops = stop_strings(kind);
+  EXPECT_NE(std::find(stops.begin(), stops.end(), stop), stops.end());
+}
+
 TEST(ChatTemplate, Chatml) {
-  EXPECT_EQ(render_prompt(TemplateKind::kChatml, "", {}, "Tell me"),
-            "<|im_start|>user\nTell me<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render_prompt(TemplateKind::kChatml, "Be brief.", {{"Hi", "Hello!"}}, "Bye"),
-            "<|im_start|>system\nBe brief.<|im_end|>\n"
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
-            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
-  auto stops = stop_strings(TemplateKind::kChatml);
-  EXPECT_NE(std::find(stops.begin(), stops.end(), "<|im_end|>"), stops.end());
+  expect_block_format(TemplateKind::kChatml, "<|im_start|>user\nTell me<|im_end|>\n<|im_start|>assistant\n",
+                      "<|im_start|>system\nBe brief.<|im_end|>\n"
+                      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                      "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n",
+                      "<|im_end|>");
 }
 
 TEST(ChatTemplate, Zephyr) {
-  EXPECT_EQ(render_prompt(TemplateKind::kZephyr, "", {}, "Tell me"),
-            "<|user|>\nTell me</s>\n<|assistant|>\n");
-  EXPECT_EQ(render_prompt(TemplateKind::kZephyr, "Be brief.", {{"Hi", "Hello!"}}, "Bye"),
-            "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n"
-            "<|user|>\nBye</s>\n<|assistant|>\n");
-  auto stops = stop_strings(TemplateKind::kZephyr);
-  EXPECT_NE(std::find(stops.begin(), stops.end(), "</s>"), stops.end());
+  expect_block_format(TemplateKind::kZephyr, "<|user|>\nTell me</s>\n<|assistant|>\n",
+                      "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n"
+                      "<|user|>\nBye</s>\n<|assistant|>\n",
+                      "</s>");
 }
 
 // Every template keeps every message, in order, in the rendered prompt.

@@ -92,14 +92,10 @@ TEST_F(ChatTmux, StreamsRepliesRunsCommandsAndQuits) {
            s.size() > 2 && s.substr(s.size() - 2) == "\n>";
   })) << "expected the reply '" << first_line << "' and a new prompt:\n" << pane.screen();
 
-  pane.type("/temp 1.5");
-  EXPECT_TRUE(pane.wait_for_text("[temperature 1.5]")) << pane.screen();
-  pane.type("/temp 7");
-  EXPECT_TRUE(pane.wait_for_text("usage: /temp X")) << pane.screen();
-  pane.type("/help");
-  EXPECT_TRUE(pane.wait_for_text("/system TEXT")) << pane.screen();
-  pane.type("/bogus");
-  EXPECT_TRUE(pane.wait_for_text("unknown command /bogus")) << pane.screen();
+  EXPECT_TRUE(pane.type_and_wait("/temp 1.5", "[temperature 1.5]")) << pane.screen();
+  EXPECT_TRUE(pane.type_and_wait("/temp 7", "usage: /temp X")) << pane.screen();
+  EXPECT_TRUE(pane.type_and_wait("/help", "/system TEXT")) << pane.screen();
+  EXPECT_TRUE(pane.type_and_wait("/bogus", "unknown command /bogus")) << pane.screen();
 
   pane.type("/quit");
   EXPECT_EQ(pane.exit_status(), 0) << pane.screen();
@@ -135,8 +131,7 @@ TEST_F(ChatTmux, CtrlCStopsTheReplyAndTheServerCancelsIt) {
   // The client is still there: Ctrl-C on a half-typed line discards it, commands still work.
   pane.type("half a line", false);
   pane.key("C-c");
-  pane.type("/help");
-  EXPECT_TRUE(pane.wait_for_text("Ctrl-C stops the reply")) << pane.screen();
+  EXPECT_TRUE(pane.type_and_wait("/help", "Ctrl-C stops the reply")) << pane.screen();
   pane.key("C-d");  // end of input leaves too
   EXPECT_EQ(pane.exit_status(), 0) << pane.screen();
 }
@@ -206,10 +201,8 @@ TEST_F(ChatTmux, UpArrowRecallsThePreviousLineWithLibedit) {
   }
   TmuxPane pane(chat_command(server_.port(), "--temp 0 --max 20"));
   ASSERT_TRUE(pane.wait_for_text("Type a message")) << pane.screen();
-  pane.type("/temp 0.25");
-  ASSERT_TRUE(pane.wait_for_text("[temperature 0.25]")) << pane.screen();
-  pane.type("/max 7");
-  ASSERT_TRUE(pane.wait_for_text("[max tokens 7]")) << pane.screen();
+  ASSERT_TRUE(pane.type_and_wait("/temp 0.25", "[temperature 0.25]")) << pane.screen();
+  ASSERT_TRUE(pane.type_and_wait("/max 7", "[max tokens 7]")) << pane.screen();
   pane.key("Up");
   pane.key("Up");  // two lines back: /temp 0.25
   pane.key("Enter");

@@ -78,6 +78,11 @@ class TmuxPane {
     return wait_for([&](const std::string& s) { return s.find(text) != std::string::npos; },
                     timeout_s);
   }
+  // Types `line` (and Enter), then waits for `answer` on the screen.
+  bool type_and_wait(const std::string& line, const std::string& answer) {
+    type(line);
+    return wait_for_text(answer);
+  }
 
   // After the command ended: its exit status; -1 while it still runs (waits up to timeout_s).
   int exit_status(double timeout_s = 5) {

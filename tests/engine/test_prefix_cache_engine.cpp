@@ -104,6 +104,15 @@ std::vector<Collected> one_by_one(Engine& e, const std::vector<GenerationRequest
   return out;
 }
 
+// Every request submitted first, then each collected: they run side by side.
+std::vector<Collected> all_at_once(Engine& e, const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) streams.push_back(e.submit(r));
+  std::vector<Collected> out;
+  for (auto& s : streams) out.push_back(collect(*s));
+  return out;
+}
+
 TEST_P(PrefixCacheEngine, SamePromptTwice) {
   for (int i : {0, 1}) {  // greedy, seeded
     const auto p = random_prompt(70, 1 + i);
@@ -138,13 +147,7 @@ TEST_P(PrefixCacheEngine, ConcurrentRequestsShareAPrefix) {
   for (int i = 0; i < 6; ++i) reqs.push_back(req(concat(prefix, random_prompt(3 + i, 60 + i)), i));
   EngineMetrics m;
   auto out = same_with_and_without(
-      [&](Engine& e) {
-        std::vector<std::shared_ptr<RequestStream>> streams;
-        for (const auto& r : reqs) streams.push_back(e.submit(r));
-        std::vector<Collected> res;
-        for (auto& s : streams) res.push_back(collect(*s));
-        return res;
-      },
+      [&](Engine& e) { return all_at_once(e, reqs); },
       &m, 4096, /*batched=*/32);
   EXPECT_GT(m.prefix_cache_hits_tokens_total, 0u);
 }
@@ -176,13 +179,7 @@ TEST_P(PrefixCacheEngine, PreemptionInTheMiddle) {
   }
   EngineMetrics m;
   same_with_and_without(
-      [&](Engine& e) {
-        std::vector<std::shared_ptr<RequestStream>> streams;
-        for (const auto& r : reqs) streams.push_back(e.submit(r));
-        std::vector<Collected> res;
-        for (auto& s : streams) res.push_back(collect(*s));
-        return res;
-      },
+      [&](Engine& e) { return all_at_once(e, reqs); },
       &m, /*kv_tokens=*/10 * kBlock, /*batched=*/64);
   EXPECT_GT(m.num_preemptions, 0u);
   EXPECT_GT(m.prefix_cache_hits_tokens_total, 0u);

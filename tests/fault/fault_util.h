@@ -110,6 +110,11 @@ inline int raw_connect_from(int port, const char* source_ip, int recv_timeout_ms
   return fd;
 }
 
+// `n` connections from `source_ip` (-1 for any that failed), appended to `fds`.
+inline void raw_connect_many(int port, const char* source_ip, int n, std::vector<int>& fds) {
+  for (int i = 0; i < n; ++i) fds.push_back(raw_connect_from(port, source_ip));
+}
+
 // Raises this process's soft open-file limit to the hard one; returns the new soft limit.
 // (Tests that hold hundreds of sockets; the soft limit is often 1024.)
 inline long raise_fd_limit() {

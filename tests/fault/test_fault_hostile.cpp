@@ -143,7 +143,7 @@ TEST(FaultHostile, ConnectionCapsAnswer503AndClose) {
   ASSERT_TRUE(server.started()) << server.log();
   const int port = server.port();
   std::vector<int> held;
-  for (int i = 0; i < 4; ++i) held.push_back(raw_connect_from(port, "127.0.0.2"));
+  raw_connect_many(port, "127.0.0.2", 4, held);
   std::this_thread::sleep_for(100ms);  // the acceptor has counted them
   // A fifth from the same address: 503 and closed at once.
   int fd = raw_connect_from(port, "127.0.0.2");
@@ -156,7 +156,7 @@ TEST(FaultHostile, ConnectionCapsAnswer503AndClose) {
   EXPECT_NE(got.find("Connection: close"), std::string::npos);
   EXPECT_LT(since(t0), 1.0);
   // Another address still gets in, up to the total cap of 8.
-  for (int i = 0; i < 4; ++i) held.push_back(raw_connect_from(port, "127.0.0.3"));
+  raw_connect_many(port, "127.0.0.3", 4, held);
   std::this_thread::sleep_for(100ms);
   fd = raw_connect_from(port, "127.0.0.4");
   got = raw_read_all(fd, 2000ms);

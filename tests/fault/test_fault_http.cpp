@@ -191,16 +191,15 @@ TEST(FaultHttp, StalledClientsHoldNoThreadAndAreTimedOut) {
   // get 408 when the body deadline passes (2 s here) and are closed.
   ServerProcess server({"--http-threads", "2", "--request-body-timeout-ms", "2000"});
   ASSERT_TRUE(server.started()) << server.log();
-  const int port = server.port();
   std::vector<int> stalled;
   for (int i = 0; i < 2; ++i) {
-    int fd = raw_connect(port, 20000);
+    int fd = raw_connect(server.port(), 20000);
     ASSERT_GE(fd, 0);
     raw_send(fd, "POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"prompt\"");
     stalled.push_back(fd);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ok_completion(port), 200);
+  EXPECT_EQ(ok_completion(server.port()), 200);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(waited, 1.0);
   for (int fd : stalled) {

@@ -39,6 +39,17 @@ const Tokenizer& family(size_t i) {
   return *t[i];
 }
 
+// decode(ids) is valid UTF-8, and streaming the ids through the detokenizer gives the same text.
+void check_decode(const Tokenizer& tok, const std::vector<int32_t>& ids, const char* what) {
+  const std::string all = tok.decode(ids);
+  FUZZ_ASSERT(is_valid_utf8(all), (std::string(what) + ": decode is not valid UTF-8").c_str());
+  IncrementalDetokenizer detok(tok);
+  std::string streamed;
+  for (int32_t id : ids) streamed += detok.push(id);
+  streamed += detok.flush();
+  FUZZ_ASSERT(streamed == all, (std::string(what) + ": streamed text != decode(all)").c_str());
+}
+
 void check_round_trip(const Tokenizer& tok, const std::string& text) {
   const bool valid = is_valid_utf8(text);
   std::vector<int32_t> ids, parsed;
@@ -52,13 +63,7 @@ void check_round_trip(const Tokenizer& tok, const std::string& text) {
   FUZZ_ASSERT(valid, "invalid UTF-8 was encoded");
   for (int32_t id : parsed) FUZZ_ASSERT(id >= 0 && id < tok.vocab_size(), "id out of range");
   for (int32_t id : ids) FUZZ_ASSERT(id >= 0 && id < tok.vocab_size(), "id out of range");
-  const std::string all = tok.decode(ids);
-  FUZZ_ASSERT(is_valid_utf8(all), "decode is not valid UTF-8");
-  IncrementalDetokenizer detok(tok);
-  std::string streamed;
-  for (int32_t id : ids) streamed += detok.push(id);
-  streamed += detok.flush();
-  FUZZ_ASSERT(streamed == all, "streamed text != decode(all)");
+  check_decode(tok, ids, "encoded text");
 }
 
 const std::string& family_json(size_t i) {
@@ -116,12 +121,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int32_t> ids;  // the same bytes as ids, two bytes each
   for (size_t i = 2; i + 1 < size; i += 2)
     ids.push_back(int32_t((data[i] | (data[i + 1] << 8)) % uint32_t(tok.vocab_size())));
-  const std::string all = tok.decode(ids);
-  FUZZ_ASSERT(is_valid_utf8(all), "decode of arbitrary ids is not valid UTF-8");
-  IncrementalDetokenizer detok(tok);
-  std::string streamed;
-  for (int32_t id : ids) streamed += detok.push(id);
-  streamed += detok.flush();
-  FUZZ_ASSERT(streamed == all, "streamed arbitrary ids != decode(all)");
+  check_decode(tok, ids, "arbitrary ids");
   return 0;
 }

@@ -106,18 +106,10 @@ PrefillProblem make_problem(const PrefillCase& c, uint64_t seed) {
     pb.q[i] = from_bits(c.dtype, pb.q_bits[i]);
   }
 
-  PagedAttentionArgs& a = pb.args;
-  a.num_seqs = num_seqs;
-  a.cu_q_lens = pb.cu_q_lens.data();
-  a.kv_lens = pb.kv_lens.data();
-  a.block_table = pb.block_table.data();
-  a.max_blocks_per_seq = max_blocks_per_seq;
-  a.block_size = bs;
-  a.num_q_heads = hq;
-  a.num_kv_heads = hkv;
-  a.head_dim = d;
-  a.scale = 1.f / std::sqrt(float(d));
-  a.causal = c.causal;
+  pb.args = {.num_seqs = num_seqs, .cu_q_lens = pb.cu_q_lens.data(), .kv_lens = pb.kv_lens.data(),
+             .block_table = pb.block_table.data(), .max_blocks_per_seq = max_blocks_per_seq, .block_size = bs,
+             .num_q_heads = hq, .num_kv_heads = hkv, .head_dim = d, .scale = 1.f / std::sqrt(float(d)),
+             .causal = c.causal};
   return pb;
 }
 

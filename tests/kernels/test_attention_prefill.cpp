@@ -17,17 +17,8 @@ std::vector<PrefillCase> default_cases() {
   std::vector<PrefillCase> cs;
   auto add = [&](std::string name, std::vector<SeqSpec> seqs, int hq, int hkv, int d, int bs,
                  bool causal, DType dt = DType::kBF16, float q_scale = 1.f) {
-    PrefillCase c;
-    c.name = std::move(name);
-    c.seqs = std::move(seqs);
-    c.num_q_heads = hq;
-    c.num_kv_heads = hkv;
-    c.head_dim = d;
-    c.block_size = bs;
-    c.causal = causal;
-    c.dtype = dt;
-    c.q_scale = q_scale;
-    cs.push_back(c);
+    cs.push_back({.name = std::move(name), .seqs = std::move(seqs), .num_q_heads = hq, .num_kv_heads = hkv,
+                  .head_dim = d, .block_size = bs, .causal = causal, .dtype = dt, .q_scale = q_scale});
   };
   add("single_token", {{1, 1}}, 4, 4, 128, 16, true);
   add("one_query_long_kv_g8", {{1, 1000}}, 8, 1, 128, 16, true);
@@ -135,16 +126,11 @@ TEST(AttentionPrefillSmall, SanitizerSubset) {
 }
 
 TEST(AttentionPrefill, RejectsUnsupportedArguments) {
-  PagedAttentionArgs a;
-  a.num_seqs = 1;
-  a.num_q_heads = 4;
-  a.num_kv_heads = 2;
-  a.head_dim = 96;
-  a.scale = 0.1f;
-  a.max_blocks_per_seq = 1;
   // Fake but aligned device pointers: every check fires before anything is launched.
   auto* fake = reinterpret_cast<int32_t*>(uintptr_t(256));
-  a.cu_q_lens = a.kv_lens = a.block_table = fake;
+  PagedAttentionArgs a{.num_seqs = 1, .cu_q_lens = fake, .kv_lens = fake, .block_table = fake,
+                       .max_blocks_per_seq = 1, .num_q_heads = 4, .num_kv_heads = 2, .head_dim = 96,
+                       .scale = 0.1f};
   EXPECT_THROW(cuda::attention_prefill(a, 8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr),
                Error);
   a.head_dim = 128;

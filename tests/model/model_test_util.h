@@ -1,10 +1,9 @@
-// Helpers for the model tests: temporary folders, a random-weight HF model on disk, a
+// Helpers for the model tests: temporary folders (tests/common/temp_dir.h), a small model shape, a
 // block pool that hands out shuffled block ids (so sequences interleave in the cache), one
 // sequence's KV bookkeeping, and comparisons of logit arrays.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,21 +16,14 @@
 #include <vector>
 
 #include "model/model_runner.h"
+#include "tests/common/temp_dir.h"
+#include "weights/hf_config.h"
 #include "weights/model.h"
 #include "weights/random_model.h"
 
 namespace flashserve::test {
 
 namespace fs = std::filesystem;
-
-inline std::string fresh_dir(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path p = fs::temp_directory_path() /
-               ("fs_engine_" + std::to_string(::getpid()) + "_" + info->name() + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_dim, bool tied) {
   ModelConfig c;
@@ -47,6 +39,21 @@ inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_
   c.tie_word_embeddings = tied;
   return c;
 }
+
+// A small random model of a Llama-family architecture, as the parameterised model tests list
+// them: a name (the test's suffix), the shape small_config takes, and the weight files' dtype.
+struct RandomModelShape {
+  const char* name;
+  int hidden, q_heads, kv_heads, head_dim;
+  bool tied;
+  DType file_dtype;
+  const char* arch = "LlamaForCausalLM";
+  ModelConfig config() const {
+    ModelConfig c = small_config(hidden, q_heads, kv_heads, head_dim, tied);
+    set_architecture(c, arch);
+    return c;
+  }
+};
 
 // Hands out block ids in a fixed shuffled order.
 class BlockPool {

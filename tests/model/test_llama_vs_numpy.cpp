@@ -60,31 +60,26 @@ std::vector<float> runner_logits(const LoadedModel& model, const std::vector<int
 }
 
 struct Case {
-  const char* name;
-  int hidden, q_heads, kv_heads, head_dim;
-  bool tied;
-  DType dtype;
-  int shards;
-  bool llama3;
-  const char* arch = "LlamaForCausalLM";
+  RandomModelShape model;
+  int shards;   // weight files
+  bool llama3;  // llama3 rope scaling
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model.name; }
 
 class RandomHf : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RandomHf, LogitsMatchNumpy) {
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy not available";
   const Case& k = GetParam();
-  ModelConfig c = small_config(k.hidden, k.q_heads, k.kv_heads, k.head_dim, k.tied);
-  set_architecture(c, k.arch);
+  ModelConfig c = k.model.config();
   if (k.llama3) {  // bands chosen so positions 0..19 cross all three (wavelengths 6 .. 6e4)
     c.rope_scaling.type = "llama3";
     c.rope_scaling.factor = 8.f;
     c.rope_scaling.original_max_position_embeddings = 64;
   }
-  const std::string dir = fresh_dir(k.name);
-  write_random_hf_model(dir, c, 1234, k.dtype, k.shards, 0.08f);
+  const std::string dir = fresh_dir(k.model.name);
+  write_random_hf_model(dir, c, 1234, k.model.file_dtype, k.shards, 0.08f);
   auto model = load_model(dir);
   const auto ids = random_tokens(20, c.vocab_size, 7);
   const auto want = numpy_logits(dir, ids, dir + "/ref_logits.f64");
@@ -93,28 +88,28 @@ TEST_P(RandomHf, LogitsMatchNumpy) {
   ASSERT_EQ(want.size(), got.size());
   const double err = max_rel_diff(got, want);
   EXPECT_LT(err, kTol);
-  std::printf("%s: max |diff| / max |logit| = %.3g\n", k.name, err);
+  std::printf("%s: max |diff| / max |logit| = %.3g\n", k.model.name, err);
   fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Models, RandomHf,
     ::testing::Values(
-        Case{"gqa_tied_d64_f32_llama3", 256, 8, 2, 64, true, DType::kF32, 1, true},
-        Case{"gqa_untied_d128_bf16_3shards", 256, 4, 2, 128, false, DType::kBF16, 3, false},
-        Case{"mha_untied_d64_f16_2shards", 256, 4, 4, 64, false, DType::kF16, 2, false},
-        Case{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16, 1, false},
-        Case{"mistral_gqa_untied_d64_f16", 256, 4, 2, 64, false, DType::kF16, 1, false,
-             "MistralForCausalLM"},
-        Case{"qwen2_gqa_tied_d64_bf16_2shards", 256, 4, 2, 64, true, DType::kBF16, 2, false,
-             "Qwen2ForCausalLM"},
-        Case{"qwen2_mha_untied_d128_f32_llama3", 256, 2, 2, 128, false, DType::kF32, 1, true,
-             "Qwen2ForCausalLM"},
-        Case{"qwen3_gqa_tied_d128_bf16", 256, 4, 2, 128, true, DType::kBF16, 1, false,
-             "Qwen3ForCausalLM"},
-        Case{"qwen3_gqa_untied_d64_f32", 512, 4, 1, 64, false, DType::kF32, 1, false,
-             "Qwen3ForCausalLM"}),
-    [](const auto& info) { return std::string(info.param.name); });
+        Case{{"gqa_tied_d64_f32_llama3", 256, 8, 2, 64, true, DType::kF32}, 1, true},
+        Case{{"gqa_untied_d128_bf16_3shards", 256, 4, 2, 128, false, DType::kBF16}, 3, false},
+        Case{{"mha_untied_d64_f16_2shards", 256, 4, 4, 64, false, DType::kF16}, 2, false},
+        Case{{"gqa8_tied_d128_bf16", 512, 8, 1, 128, true, DType::kBF16}, 1, false},
+        Case{{"mistral_gqa_untied_d64_f16", 256, 4, 2, 64, false, DType::kF16, "MistralForCausalLM"},
+             1, false},
+        Case{{"qwen2_gqa_tied_d64_bf16_2shards", 256, 4, 2, 64, true, DType::kBF16, "Qwen2ForCausalLM"},
+             2, false},
+        Case{{"qwen2_mha_untied_d128_f32_llama3", 256, 2, 2, 128, false, DType::kF32, "Qwen2ForCausalLM"},
+             1, true},
+        Case{{"qwen3_gqa_tied_d128_bf16", 256, 4, 2, 128, true, DType::kBF16, "Qwen3ForCausalLM"},
+             1, false},
+        Case{{"qwen3_gqa_untied_d64_f32", 512, 4, 1, 64, false, DType::kF32, "Qwen3ForCausalLM"},
+             1, false}),
+    [](const auto& info) { return std::string(info.param.model.name); });
 
 TEST(Stories260K, LogitsMatchNumpy) {
   const std::string bin = std::string(FS_MODELS_DIR) + "/stories260K/stories260K.bin";

@@ -94,11 +94,20 @@ void check_step(const Scheduler& sched, const BlockAllocator& blocks, const Sche
     if (n > 1) ASSERT_TRUE(cfg.enable_prefix_caching) << "block " << b << " shared";
   }
   blocks.check_consistent();
+  // Arrival order holds, except that a short request may pass a longer one (at most max_bypass
+  // times each) and a request may wait a step for a block another one is computing.
+  const bool strict_fifo = cfg.short_prefill_tokens == 0 && !cfg.enable_prefix_caching;
   for (const auto& s : sched.waiting()) {
     ASSERT_TRUE(s->block_table.empty()) << "waiting sequence holds blocks";
     ASSERT_EQ(s->num_computed, 0);
-    ASSERT_GT(s->id, max_running) << "a newer request runs while an older one waits";
+    if (strict_fifo) ASSERT_GT(s->id, max_running) << "a newer request runs while an older one waits";
+    ASSERT_LE(s->num_bypassed, cfg.max_bypass) << "sequence " << s->id;
   }
+  for (const auto& s : sched.running()) ASSERT_LE(s->num_bypassed, cfg.max_bypass);
+  for (size_t i = 1; i < sched.running().size(); ++i)
+    ASSERT_LT(sched.running()[i - 1]->id, sched.running()[i]->id) << "running not in arrival order";
+  for (size_t i = 1; i < sched.waiting().size(); ++i)
+    ASSERT_LT(sched.waiting()[i - 1]->id, sched.waiting()[i]->id) << "waiting not in arrival order";
   ASSERT_EQ(static_cast<int>(holders.size()), blocks.num_used()) << "leaked or double-counted blocks";
   std::set<const Sequence*> seen;
   for (const ScheduledChunk& c : out.chunks) {
@@ -436,6 +445,14 @@ std::vector<int32_t> prefix_tokens(int n, int32_t base) {
   return t;
 }
 
+// Runs a request with `tokens` as its prompt to its first token and removes it: its full blocks
+// stay cached.
+void leave_cached(Scheduler& sched, uint64_t id, std::vector<int32_t> tokens) {
+  sched.add(seq_with_tokens(id, std::move(tokens), 1));
+  run_until_generated(sched, id, 1);
+  sched.remove(id);
+}
+
 TEST(SchedulerPrefixCache, SecondRequestAdoptsAllButTheBlockOfItsLastToken) {
   for (int len : {40, 47, 48, 49}) {
     SCOPED_TRACE(::testing::Message() << "prompt of " << len << " tokens");
@@ -481,9 +498,7 @@ TEST(SchedulerPrefixCache, DifferentSaltOrTokenNeverHits) {
 TEST(SchedulerPrefixCache, PromptLogprobsComputeTheWholePrompt) {
   BlockAllocator blocks(16);
   Scheduler sched({8, 512, 16}, &blocks);
-  sched.add(seq_with_tokens(1, prefix_tokens(40, 3), 1));
-  run_until_generated(sched, 1, 1);
-  sched.remove(1);
+  leave_cached(sched, 1, prefix_tokens(40, 3));
   auto s = seq_with_tokens(2, prefix_tokens(40, 3), 1);
   s->need_prompt_logprobs = true;
   sched.add(std::move(s));
@@ -507,16 +522,20 @@ TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes
     ASSERT_EQ(blocks.num_cached(), 3);
     ASSERT_EQ(blocks.num_free(), 2);
   };
+  // After the set-up, a prompt of the cached 48 tokens and `extra` new ones asks to be admitted.
+  auto extend_cached = [&](BlockAllocator& blocks, Scheduler& sched, int extra) {
+    setup(blocks, sched);
+    auto t = prefix_tokens(48, 3);
+    for (int i = 0; i < extra; ++i) t.push_back(900 + i);
+    sched.add(seq_with_tokens(3, t, 1));
+    return sched.schedule();
+  };
   {
     // 68 tokens: adopts the 3 cached blocks (taking them from the available ones) and needs 2
     // new ones: 5 > 4, so it waits (admitting it would take the block R needs next).
     BlockAllocator blocks(6);
     Scheduler sched({8, 512, 16}, &blocks);
-    setup(blocks, sched);
-    auto t = prefix_tokens(48, 3);
-    for (int i = 0; i < 20; ++i) t.push_back(900 + i);
-    sched.add(seq_with_tokens(3, t, 1));
-    SchedulerOutput out = sched.schedule();
+    extend_cached(blocks, sched, 20);
     EXPECT_EQ(sched.num_waiting(), 1);
     EXPECT_EQ(blocks.num_cached(), 3) << "nothing adopted by a request left waiting";
   }
@@ -524,11 +543,7 @@ TEST(SchedulerPrefixCache, AdmissionCountsCachedBlocksAsFreeExceptTheAdoptedOnes
     // 52 tokens: 3 adopted + 1 new = 4 <= 4: admitted, computing only its last 4 tokens.
     BlockAllocator blocks(6);
     Scheduler sched({8, 512, 16}, &blocks);
-    setup(blocks, sched);
-    auto t = prefix_tokens(48, 3);
-    for (int i = 0; i < 4; ++i) t.push_back(900 + i);
-    sched.add(seq_with_tokens(3, t, 1));
-    SchedulerOutput out = sched.schedule();
+    SchedulerOutput out = extend_cached(blocks, sched, 4);
     EXPECT_EQ(sched.num_waiting(), 0);
     ASSERT_EQ(out.chunks.size(), 2u);
     EXPECT_EQ(out.chunks[1].num_tokens, 4);
@@ -612,6 +627,127 @@ TEST(SchedulerSim, SharedPrefixesHitTheCacheAndStillMatchSolo) {
   }
 }
 
+// Runs one step and appends token 7 to every sequence that got a logits row; returns the output.
+SchedulerOutput step_and_sample(Scheduler& sched) {
+  SchedulerOutput out = sched.schedule();
+  sched.commit(out);
+  for (const ScheduledChunk& c : out.chunks)
+    if (c.logits != LogitsWanted::kNone) c.seq->tokens.push_back(7);
+  return out;
+}
+
+int tokens_of(const SchedulerOutput& out, uint64_t id) {
+  for (const ScheduledChunk& c : out.chunks)
+    if (c.seq->id == id) return c.num_tokens;
+  return 0;
+}
+
+TEST(SchedulerShortLane, ACachedConversationGoesAheadOfALongPrompt) {
+  // 1 leaves a 64-token conversation cached. Then 2 (a long new prompt) and 3 (the conversation
+  // plus 8 new tokens) arrive in that order: 3 adopts the 4 cached blocks, needs 8 tokens of
+  // prefill and runs at once, ahead of 2.
+  BlockAllocator blocks(64);
+  Scheduler sched({8, 128, 16}, &blocks);
+  leave_cached(sched, 1, prefix_tokens(64, 3));
+  sched.add(seq_with_tokens(2, prefix_tokens(400, 2000), 4));
+  auto turn = prefix_tokens(64, 3);
+  for (int i = 0; i < 8; ++i) turn.push_back(900 + i);
+  sched.add(seq_with_tokens(3, turn, 4));
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.chunks[0].seq->id, 3u) << "the short one is scheduled first";
+  EXPECT_EQ(out.chunks[0].num_tokens, 8);
+  EXPECT_EQ(out.chunks[0].logits, LogitsWanted::kLast);
+  EXPECT_EQ(out.chunks[1].seq->id, 2u);
+  EXPECT_EQ(out.chunks[1].num_tokens, 128 - 8) << "the long prompt takes the rest";
+  // Both run, in arrival order.
+  ASSERT_EQ(sched.running().size(), 2u);
+  EXPECT_EQ(sched.running()[0]->id, 2u);
+  EXPECT_EQ(sched.running()[1]->id, 3u);
+  EXPECT_EQ(sched.running()[0]->num_bypassed, 1) << "2 was passed over once";
+}
+
+TEST(SchedulerShortLane, OffMeansArrivalOrder) {
+  BlockAllocator blocks(64);
+  SchedulerConfig cfg{8, 128, 16};
+  cfg.short_prefill_tokens = 0;
+  Scheduler sched(cfg, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(400, 2000), 4));
+  sched.add(seq_with_tokens(2, prefix_tokens(8, 3), 4));
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].seq->id, 1u);
+  EXPECT_EQ(out.chunks[0].num_tokens, 128);
+}
+
+TEST(SchedulerShortLane, ALongPromptIsPassedOverAtMostMaxBypassSteps) {
+  // Four new 16-token requests arrive every step, enough to fill the 64-token budget on their
+  // own. The 200-token prompt that came first would never get a token if shorts always went
+  // first; after max_bypass steps without progress the short lane closes until its prompt is
+  // done.
+  for (int max_bypass : {0, 2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "max_bypass " << max_bypass);
+    BlockAllocator blocks(4096);
+    SchedulerConfig cfg{256, 64, 16};
+    cfg.max_bypass = max_bypass;
+    Scheduler sched(cfg, &blocks);
+    uint64_t id = 1;
+    sched.add(seq_with_tokens(id++, prefix_tokens(200, 5000), 1));
+    int starved_steps = 0, steps = 0;
+    for (; steps < 200; ++steps) {
+      for (int i = 0; i < 4; ++i) sched.add(seq_with_tokens(id, prefix_tokens(16, int32_t(id * 20)), 1)), ++id;
+      Sequence* long_one = sched.find(1);
+      if (long_one == nullptr || long_one->num_generated() > 0) break;
+      SchedulerOutput out = step_and_sample(sched);
+      if (tokens_of(out, 1) == 0) ++starved_steps;
+      for (const auto& s : sched.running()) ASSERT_LE(s->num_bypassed, max_bypass);
+      for (const auto& s : sched.waiting()) ASSERT_LE(s->num_bypassed, max_bypass);
+      std::vector<uint64_t> done;
+      for (const auto& s : sched.running())
+        if (s->num_generated() > 0 && s->id != 1) done.push_back(s->id);
+      for (uint64_t d : done) sched.remove(d);
+    }
+    EXPECT_EQ(starved_steps, max_bypass) << "passed over exactly max_bypass times";
+    EXPECT_LE(steps, max_bypass + 4 + 1) << "then 200 tokens at 64 per step";
+  }
+}
+
+TEST(SchedulerShortLane, ARequestWaitsForThePrefixAnotherIsComputing) {
+  // Two requests with one 64-token system prompt arrive together, nothing cached. The second
+  // does not compute the prompt again beside the first: it waits one step and adopts it.
+  BlockAllocator blocks(64);
+  Scheduler sched({8, 512, 16}, &blocks);
+  auto a = prefix_tokens(64, 3), b = prefix_tokens(64, 3);
+  for (int i = 0; i < 8; ++i) a.push_back(100 + i), b.push_back(200 + i);
+  sched.add(seq_with_tokens(1, a, 4));
+  sched.add(seq_with_tokens(2, b, 4));
+  SchedulerOutput first = step_and_sample(sched);
+  ASSERT_EQ(first.chunks.size(), 1u);
+  EXPECT_EQ(first.chunks[0].seq->id, 1u);
+  EXPECT_EQ(sched.num_waiting(), 1);
+  SchedulerOutput second = step_and_sample(sched);
+  ASSERT_EQ(second.chunks.size(), 2u);
+  EXPECT_EQ(tokens_of(second, 1), 1) << "1 decodes";
+  EXPECT_EQ(tokens_of(second, 2), 8) << "2 adopted the 4 prompt blocks";
+  EXPECT_EQ(sched.find(2)->num_cached_prompt_tokens, 64);
+  // Without caching there is nothing to wait for: both prefill at once.
+  BlockAllocator blocks2(64);
+  Scheduler plain({8, 512, 16, /*enable_prefix_caching=*/false}, &blocks2);
+  plain.add(seq_with_tokens(1, a, 4));
+  plain.add(seq_with_tokens(2, b, 4));
+  EXPECT_EQ(plain.schedule().chunks.size(), 2u);
+}
+
+TEST(SchedulerShortLane, PromptLogprobRequestsDoNotWaitForInflightBlocks) {
+  BlockAllocator blocks(64);
+  Scheduler sched({8, 512, 16}, &blocks);
+  sched.add(seq_with_tokens(1, prefix_tokens(72, 3), 4));
+  auto s = seq_with_tokens(2, prefix_tokens(72, 3), 4);
+  s->need_prompt_logprobs = true;  // computes its whole prompt anyway
+  sched.add(std::move(s));
+  EXPECT_EQ(sched.schedule().chunks.size(), 2u);
+}
+
 TEST(SchedulerSim, RandomConfigs) {
   std::mt19937 rng(99);
   uint64_t total_preemptions = 0;
@@ -621,10 +757,14 @@ TEST(SchedulerSim, RandomConfigs) {
     cfg.block_size = 1 + rng() % 32;
     cfg.max_num_seqs = 1 + rng() % 12;
     cfg.max_num_batched_tokens = 1 + rng() % 100;
+    cfg.short_prefill_tokens = trial % 4 == 0 ? 0 : static_cast<int>(rng() % 50);
+    cfg.max_bypass = static_cast<int>(rng() % 6);
     int num_blocks = 2 + rng() % 40;
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " bs " << cfg.block_size << " seqs "
                                       << cfg.max_num_seqs << " budget "
-                                      << cfg.max_num_batched_tokens << " blocks " << num_blocks);
+                                      << cfg.max_num_batched_tokens << " blocks " << num_blocks
+                                      << " short " << cfg.short_prefill_tokens << " bypass "
+                                      << cfg.max_bypass);
     SimResult r = simulate(cfg, num_blocks, 40, 1000 + trial, 80, 40, trial % 2 ? 40 : 0);
     total_preemptions += r.preemptions;
     if (HasFailure()) break;

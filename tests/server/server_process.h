@@ -83,6 +83,20 @@ class ServerProcess {
     return s.str();
   }
   bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Resident memory of the server in KiB (VmRSS in /proc/PID/status); -1 if it cannot be read.
+  long rss_kib() const {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+    std::string key;
+    while (f >> key) {
+      if (key == "VmRSS:") {
+        long value = -1;
+        f >> value;
+        return value;
+      }
+      f.ignore(1 << 20, '\n');
+    }
+    return -1;
+  }
 
   // SIGTERM, then waits (bounded); returns the exit status, or -1 (killed, or a crash).
   int stop(int signal_number = SIGTERM) {
@@ -144,9 +158,11 @@ struct StreamResult {
   std::string finish_reason;
 };
 
-inline StreamResult stream_completion(int port, const nlohmann::json& body) {
+// POSTs a streaming request to `path` and reads the SSE answer. Choice 0's deltas are its "text"
+// (/v1/completions) or its "delta"."content" (/v1/chat/completions).
+inline StreamResult stream_post(int port, const std::string& path, const nlohmann::json& body) {
   StreamResult s;
-  http::Response r = http::request(port, "POST", "/v1/completions", body.dump());
+  http::Response r = http::request(port, "POST", path, body.dump());
   s.status = r.status;
   for (const auto& d : http::sse_data(r.body)) {
     if (d == "[DONE]") {
@@ -158,11 +174,18 @@ inline StreamResult stream_completion(int port, const nlohmann::json& body) {
     if (!j.contains("choices")) continue;
     for (const auto& c : j["choices"]) {
       if (c["index"] != 0) continue;
-      s.text += c["text"].get<std::string>();
+      const bool chat = c.contains("delta");
+      const nlohmann::json& delta = chat ? c["delta"] : c;
+      const char* key = chat ? "content" : "text";
+      if (delta.contains(key)) s.text += delta[key].get<std::string>();
       if (!c["finish_reason"].is_null()) s.finish_reason = c["finish_reason"];
     }
   }
   return s;
+}
+
+inline StreamResult stream_completion(int port, const nlohmann::json& body) {
+  return stream_post(port, "/v1/completions", body);
 }
 
 inline nlohmann::json complete(int port, const nlohmann::json& body, int* status = nullptr) {

@@ -8,12 +8,23 @@
 #include <deque>
 
 #include "server/completion.h"
+#include "server/http_client.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve {
 namespace {
 
 using json = nlohmann::json;
+
+// The JSON payloads of an SSE stream, up to its [DONE].
+std::vector<json> sse_chunks(const std::string& written) {
+  std::vector<json> chunks;
+  for (const std::string& d : http::sse_data(written)) {
+    if (d == "[DONE]") break;
+    chunks.push_back(json::parse(d));
+  }
+  return chunks;
+}
 
 class ScriptedStream : public RequestStream {
  public:
@@ -117,6 +128,15 @@ class CompletionTest : public ::testing::Test {
     r.stop = std::move(stop);
     return r;
   }
+  // The SSE bytes a streamed run of `r` writes to a client that stays.
+  std::string streamed(CompletionRequest r) {
+    r.stream = true;
+    Completion c(ctx, r);
+    EXPECT_FALSE(c.start().has_value());
+    RecordingConnection conn;
+    EXPECT_TRUE(c.stream(conn));
+    return conn.written;
+  }
   // Non-streamed text, and the streamed deltas concatenated (finish reasons too).
   std::pair<json, std::string> run_both(const CompletionRequest& r, std::string* stream_finish) {
     Completion plain(ctx, r);
@@ -124,26 +144,15 @@ class CompletionTest : public ::testing::Test {
     RecordingConnection c1;
     CompletionResult res = plain.run(c1);
     EXPECT_EQ(res.status, 200) << res.body.dump();
-    CompletionRequest sr = r;
-    sr.stream = true;
-    Completion streamed(ctx, sr);
-    EXPECT_FALSE(streamed.start().has_value());
-    RecordingConnection c2;
-    EXPECT_TRUE(streamed.stream(c2));
+    const std::string sse = streamed(r);
     std::string text;
-    size_t pos = 0;
-    while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
-      size_t end = c2.written.find("\n\n", pos);
-      std::string d = c2.written.substr(pos + 6, end - pos - 6);
-      pos = end;
-      if (d == "[DONE]") break;
-      json j = json::parse(d);
-      for (const auto& ch : j["choices"]) {
+    for (const json& j : sse_chunks(sse)) {
+      for (const auto& ch : j.at("choices")) {
         text += ch["text"].get<std::string>();
         if (!ch["finish_reason"].is_null()) *stream_finish = ch["finish_reason"];
       }
     }
-    EXPECT_NE(c2.written.find("data: [DONE]\n\n"), std::string::npos);
+    EXPECT_NE(sse.find("data: [DONE]\n\n"), std::string::npos);
     return {res.body, text};
   }
 };
@@ -245,16 +254,12 @@ TEST_F(CompletionTest, UsageCountsEachPromptOnce) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 12);  // 4 choices x 3 tokens
   EXPECT_EQ(body["usage"]["total_tokens"], 17);
   EXPECT_EQ(c.prompt_tokens(), 5);  // the request log line's count
-  r.stream = true;
   r.include_usage = true;
-  Completion s(ctx, r);
-  ASSERT_FALSE(s.start().has_value());
-  RecordingConnection sc;
-  ASSERT_TRUE(s.stream(sc));
-  const size_t at = sc.written.find("\"usage\":");
-  ASSERT_NE(at, std::string::npos) << sc.written;
-  const size_t begin = sc.written.rfind("data: ", at) + 6;
-  json last = json::parse(sc.written.substr(begin, sc.written.find("\n\n", at) - begin));
+  const std::string sse = streamed(r);
+  const size_t at = sse.find("\"usage\":");
+  ASSERT_NE(at, std::string::npos) << sse;
+  const size_t begin = sse.rfind("data: ", at) + 6;
+  json last = json::parse(sse.substr(begin, sse.find("\n\n", at) - begin));
   EXPECT_EQ(last["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(last["usage"]["completion_tokens"], 12);
 }
@@ -269,14 +274,9 @@ TEST_F(CompletionTest, EngineErrorIs500OrAnErrorEvent) {
   CompletionResult r = c.run(conn);
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(r.body["error"]["type"], "server_error");
-  CompletionRequest sr = request();
-  sr.stream = true;
-  Completion s(ctx, sr);
-  ASSERT_FALSE(s.start().has_value());
-  RecordingConnection sc;
-  s.stream(sc);
-  EXPECT_NE(sc.written.find("data: {\"error\":"), std::string::npos) << sc.written;
-  EXPECT_NE(sc.written.find("data: [DONE]"), std::string::npos);
+  const std::string sse = streamed(request());
+  EXPECT_NE(sse.find("data: {\"error\":"), std::string::npos) << sse;
+  EXPECT_NE(sse.find("data: [DONE]"), std::string::npos);
 }
 
 TEST_F(CompletionTest, DisconnectCancels) {
@@ -362,21 +362,9 @@ TEST_F(CompletionTest, ChatFormatShapes) {
   ASSERT_EQ(choice["logprobs"]["content"].size(), 3u);
   EXPECT_EQ(choice["logprobs"]["content"][0]["token"], " upon");
 
-  r.stream = true;
   r.include_usage = true;
-  Completion streamed(ctx, r);
-  ASSERT_FALSE(streamed.start().has_value());
-  RecordingConnection c2;
-  ASSERT_TRUE(streamed.stream(c2));
-  std::vector<json> chunks;
-  size_t pos = 0;
-  while ((pos = c2.written.find("data: ", pos)) != std::string::npos) {
-    size_t end = c2.written.find("\n\n", pos);
-    std::string d = c2.written.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (d == "[DONE]") break;
-    chunks.push_back(json::parse(d));
-  }
+  const std::string sse = streamed(r);
+  const std::vector<json> chunks = sse_chunks(sse);
   ASSERT_GE(chunks.size(), 5u);
   std::vector<std::string> texts(2);
   std::vector<int> roles(2), finishes(2), lp(2);
@@ -409,7 +397,7 @@ TEST_F(CompletionTest, ChatFormatShapes) {
   }
   EXPECT_EQ(chunks.back()["choices"], json::array());
   EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 6);
-  EXPECT_NE(c2.written.find("data: [DONE]\n\n"), std::string::npos);
+  EXPECT_NE(sse.find("data: [DONE]\n\n"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "sampling/sampler.h"
 #include "server/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
+#include "tests/server/shared_request_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -52,25 +53,15 @@ TEST_F(OpenAiApi, Defaults) {
 }
 
 TEST_F(OpenAiApi, EveryFieldIsRead) {
-  CompletionRequest r = ok(R"({"model":"stories","prompt":"x","max_tokens":5,"temperature":0.5,
-      "top_p":0.9,"top_k":7,"min_p":0.1,"n":2,"stop":["\n","END"],"stream":true,
-      "stream_options":{"include_usage":true},"seed":-3,"presence_penalty":0.5,
-      "frequency_penalty":-0.5,"repetition_penalty":1.3,"logit_bias":{"5":-100,"4":2.5},
-      "logprobs":3,"echo":true,"best_of":2,"suffix":null,"user":"u1","ignore_eos":true})");
+  json body = testing::shared_request_fields();
+  body.update(json::parse(R"({"model":"stories","prompt":"x","max_tokens":5,"seed":-3,
+      "logit_bias":{"5":-100,"4":2.5},"logprobs":3,"echo":true,"best_of":2,"suffix":null,
+      "user":"u1","ignore_eos":true})"));
+  CompletionRequest r = ok(body.dump());
+  testing::expect_shared_request_fields(r);
   EXPECT_EQ(r.max_tokens, 5);
-  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
-  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
-  EXPECT_EQ(r.sampling.top_k, 7);
-  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
-  EXPECT_EQ(r.n, 2);
-  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));
-  EXPECT_TRUE(r.stream);
-  EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.has_seed);
   EXPECT_EQ(r.sampling.seed, static_cast<uint64_t>(-3));
-  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
-  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
-  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.3f);
   ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
   EXPECT_EQ(r.sampling.logit_bias[0], (std::pair<int32_t, float>{4, 2.5f}));  // sorted by id
   EXPECT_EQ(r.sampling.logit_bias[1], (std::pair<int32_t, float>{5, -100.f}));

@@ -27,33 +27,9 @@ json post_chat(int port, const json& body, int* status = nullptr) {
   return json::parse(r.body, nullptr, false);
 }
 
-struct ChatStream {
-  int status = 0;
-  std::vector<json> chunks;
-  std::string text;  // choice 0's content deltas
-  std::string finish_reason;
-  bool done = false;
-};
-
-ChatStream stream_chat(int port, json body) {
+StreamResult stream_chat(int port, json body) {
   body["stream"] = true;
-  ChatStream s;
-  http::Response r = http::request(port, "POST", "/v1/chat/completions", body.dump());
-  s.status = r.status;
-  for (const auto& d : http::sse_data(r.body)) {
-    if (d == "[DONE]") {
-      s.done = true;
-      continue;
-    }
-    json j = json::parse(d);
-    s.chunks.push_back(j);
-    for (const auto& c : j["choices"]) {
-      if (c["index"] != 0) continue;
-      if (c["delta"].contains("content")) s.text += c["delta"]["content"].get<std::string>();
-      if (!c["finish_reason"].is_null()) s.finish_reason = c["finish_reason"];
-    }
-  }
-  return s;
+  return stream_post(port, "/v1/chat/completions", body);
 }
 
 json user_says(const std::string& text) {
@@ -104,7 +80,7 @@ TEST_F(ChatStories, StreamedEqualsWhole) {
   EXPECT_EQ(whole["usage"]["total_tokens"].get<int>(),
             whole["usage"]["prompt_tokens"].get<int>() + whole["usage"]["completion_tokens"].get<int>());
   body["stream_options"] = {{"include_usage", true}};
-  ChatStream s = stream_chat(port(), body);
+  StreamResult s = stream_chat(port(), body);
   ASSERT_EQ(s.status, 200);
   EXPECT_TRUE(s.done);
   EXPECT_EQ(s.text, text);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -14,20 +13,6 @@ namespace flashserve::testing {
 namespace {
 
 using json = nlohmann::json;
-
-long rss_kib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long value = -1;
-  while (f >> key) {
-    if (key == "VmRSS:") {
-      f >> value;
-      return value;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return value;
-}
 
 struct Tally {
   std::atomic<int> ok{0}, rejected{0}, hung_up{0}, bad{0};
@@ -88,13 +73,13 @@ TEST(ServerLoad, SoakWithRandomDisconnects) {
   Tally t;
   round(port, 1, &t);  // warm-up: allocator pools, thread stacks
   ASSERT_EQ(wait_metric(port, "flashserve_kv_blocks_used", 0, std::chrono::seconds(2)), 0);
-  const long rss_warm = rss_kib(server.pid());
+  const long rss_warm = server.rss_kib();
   for (int r = 2; r <= 3; ++r) round(port, r, &t);
   EXPECT_TRUE(server.alive());
   EXPECT_EQ(wait_metric(port, "flashserve_kv_blocks_used", 0, std::chrono::seconds(2)), 0);
   EXPECT_EQ(metric(port, "flashserve_requests_running"), 0);
   EXPECT_EQ(metric(port, "flashserve_requests_waiting"), 0);
-  const long rss_end = rss_kib(server.pid());
+  const long rss_end = server.rss_kib();
   const int total = 3 * 32 * 6;
   EXPECT_EQ(t.ok + t.rejected + t.hung_up, total) << "bad: " << t.bad;
   EXPECT_EQ(t.bad, 0);

@@ -35,20 +35,6 @@ std::vector<std::string> split_args(const char* s) {
   return out;
 }
 
-long rss_kib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long value = -1;
-  while (f >> key) {
-    if (key == "VmRSS:") {
-      f >> value;
-      return value;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return value;
-}
-
 // Every sample of the /metrics page: "name{labels}" -> value.
 std::map<std::string, double> scrape(int port) {
   std::map<std::string, double> out;
@@ -87,12 +73,12 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
   t.probes_exact = env_int("FS_SOAK_PROBES_EXACT", 1) != 0;
   std::atomic<int64_t> next{0};
   std::atomic<bool> running{true};
-  long rss_start = rss_kib(server.pid()), rss_max = rss_start;
+  long rss_start = server.rss_kib(), rss_max = rss_start;
   int64_t metrics_polls = 0;
   // Samples the peak RSS under load.
   std::thread sampler([&] {
     while (running) {
-      rss_max = std::max(rss_max, rss_kib(server.pid()));
+      rss_max = std::max(rss_max, server.rss_kib());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
@@ -126,14 +112,14 @@ TEST(Soak, RandomLoadWithHangUpsLeavesNothingBehind) {
   run_clients(total / 2, 1);
   double seconds = seconds_since(t0);  // the clients' time, not the quiet pauses
   quiet();
-  const long rss_warm = rss_kib(server.pid());
+  const long rss_warm = server.rss_kib();
   next = total / 2;  // each client's last draw went past the first half's end
   t0 = Clock::now();
   run_clients(total, 1 + uint64_t(concurrency));
   seconds += seconds_since(t0);
   ASSERT_TRUE(server.alive()) << server.log().substr(0, 4000);
   std::map<std::string, double> m = quiet();
-  const long rss_end = rss_kib(server.pid());
+  const long rss_end = server.rss_kib();
   running = false;
   sampler.join();
 

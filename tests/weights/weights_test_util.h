@@ -1,11 +1,10 @@
-// Helpers for the weights tests: small model shapes, a fresh temporary folder per test, whole-file
-// reads, and a check
-// that a pointer lies in a memory mapping of a given file (/proc/self/maps), which proves the
-// loader mapped the file instead of reading it into a copy.
+// Helpers for the weights tests: small model shapes, a fresh temporary folder per test
+// (tests/common/temp_dir.h), whole-file reads, and a check that a pointer lies in a memory
+// mapping of a given file (/proc/self/maps), which proves the loader mapped the file instead of
+// reading it into a copy.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/temp_dir.h"
 #include "weights/model.h"
 
 namespace flashserve::test {
@@ -32,26 +32,6 @@ inline ModelConfig small_config(const SmallShape& s) {
   c.vocab_size = s.vocab, c.max_position_embeddings = s.max_positions;
   c.tie_word_embeddings = s.tied;
   return c;
-}
-
-// Folders made by fresh_dir, removed when the test program exits.
-struct TempDirs {
-  std::vector<fs::path> paths;
-  ~TempDirs() {
-    std::error_code ec;
-    for (const auto& p : paths) fs::remove_all(p, ec);
-  }
-};
-inline TempDirs temp_dirs;
-
-inline std::string fresh_dir(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path p = fs::temp_directory_path() /
-               ("fs_weights_" + std::to_string(::getpid()) + "_" + info->name() + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  temp_dirs.paths.push_back(p);
-  return p.string();
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {

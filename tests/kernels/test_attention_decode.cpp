@@ -4,6 +4,7 @@
 // block sizes 8/16/32, group sizes 1-8, bf16/fp16, planned and forced split counts (1, empty
 // splits), large logits and tied keys; the merge kernel alone with -inf states. Thresholds:
 // decode_tolerance.h.
+#include <cuda_runtime.h>  // the typed cudaMalloc<T> overload
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -239,152 +240,91 @@ TEST(AttentionDecode, SweepDtypeHeadDimBlockSizeGroupSize) {
     for (int d : {64, 128})
       for (int bs : {8, 16, 32})
         for (int group = 1; group <= 8; ++group) {
-          Case c;
-          c.dtype = dt;
-          c.head_dim = d;
-          c.block_size = bs;
-          c.num_kv_heads = seed % 3 == 0 ? 3 : 2;  // odd: one kv head per block even at d 64
-          c.num_q_heads = c.num_kv_heads * group;
-          for (int b = 0; b < 4; ++b) c.kv_lens.push_back(kEdgeLens[rng() % std::size(kEdgeLens)]);
+          const int hkv = seed % 3 == 0 ? 3 : 2;  // odd: one kv head per block even at d 64
+          std::vector<int> lens;
+          for (int b = 0; b < 4; ++b) lens.push_back(kEdgeLens[rng() % std::size(kEdgeLens)]);
           const int forced[] = {2, 3, 5, 16};
-          c.splits = {0, 1, forced[seed % 4]};
-          c.want_lse = seed % 5 != 0;
-          c.seed = seed++;
-          run_case(c);
+          run_case({.dtype = dt, .head_dim = d, .block_size = bs, .num_q_heads = hkv * group, .num_kv_heads = hkv,
+                    .kv_lens = lens, .splits = {0, 1, forced[seed % 4]}, .want_lse = seed % 5 != 0, .seed = seed});
+          ++seed;
           if (HasFailure()) return;
         }
 }
 
 TEST(AttentionDecode, LongRaggedSequences) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
-    Case c;
-    c.dtype = dt;
-    c.kv_lens = {32768, 1, 20001, 300};
-    c.splits = {0, 1, 64, 200};  // 200: most splits empty for every sequence but the first
-    c.seed = 7;
-    run_case(c);
-    Case e = c;
-    e.head_dim = 64;
-    e.block_size = 32;
-    e.num_q_heads = 16;  // group 8
-    e.kv_lens = {32768, 4097};
-    e.splits = {0, 1, 31};
-    e.seed = 8;
-    run_case(e);
+    // 200 splits: most are empty for every sequence but the first.
+    run_case({.dtype = dt, .kv_lens = {32768, 1, 20001, 300}, .splits = {0, 1, 64, 200}, .seed = 7});
+    run_case({.dtype = dt, .head_dim = 64, .block_size = 32, .num_q_heads = 16 /* group 8 */,
+              .kv_lens = {32768, 4097}, .splits = {0, 1, 31}, .seed = 8});
   }
 }
 
 TEST(AttentionDecode, EmptySequencesAndEmptySplits) {
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    Case c;
-    c.dtype = dt;
-    c.kv_lens = {0, 1, 2, 64, 65, 0};
-    c.splits = {0, 1, 2, 4, 9};  // chunks of 64: splits 2.. are empty everywhere
-    c.seed = 9;
-    run_case(c);
-  }
+  for (DType dt : {DType::kBF16, DType::kF16})  // chunks of 64: splits 2.. are empty everywhere
+    run_case({.dtype = dt, .kv_lens = {0, 1, 2, 64, 65, 0}, .splits = {0, 1, 2, 4, 9}, .seed = 9});
 }
 
 TEST(AttentionDecode, LargeLogitsAndTiedKeys) {
   for (DType dt : {DType::kBF16, DType::kF16})
-    for (int d : {64, 128}) {
-      Case c;
-      c.dtype = dt;
-      c.head_dim = d;
-      c.num_q_heads = 16;
-      c.kv_lens = {4097, 777, 64};
-      c.q_scale = 20.f;
-      c.tied_keys = true;
-      c.splits = {0, 1, 6};
-      c.seed = 10 + d;
-      run_case(c);
-    }
+    for (int d : {64, 128})
+      run_case({.dtype = dt, .head_dim = d, .num_q_heads = 16, .kv_lens = {4097, 777, 64}, .splits = {0, 1, 6},
+                .q_scale = 20.f, .tied_keys = true, .seed = 10u + d});
 }
 
 TEST(AttentionDecode, NoGqaManyHeads) {
-  for (int d : {64, 128}) {
-    Case c;
-    c.head_dim = d;
-    c.num_q_heads = 32;
-    c.num_kv_heads = 32;
-    c.kv_lens = {3000, 50, 1};
-    c.splits = {0, 1, 3};
-    c.seed = 12 + d;
-    run_case(c);
-  }
+  for (int d : {64, 128})
+    run_case({.head_dim = d, .num_q_heads = 32, .num_kv_heads = 32, .kv_lens = {3000, 50, 1},
+              .splits = {0, 1, 3}, .seed = 12u + d});
+}
+
+// `lens` at head_dim 64 over four kv heads with each group size of `groups`, in both 16-bit
+// types; the case's seed is seed_base + group.
+void run_head_dim_64(std::initializer_list<int> groups, const Case& lens, uint32_t seed_base) {
+  for (int group : groups)
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c = lens;
+      c.dtype = dt;
+      c.head_dim = 64;
+      c.num_kv_heads = 4;
+      c.num_q_heads = 4 * group;
+      c.seed = seed_base + group;
+      run_case(c);
+    }
 }
 
 // head_dim 64 with two kv heads per block: the largest group that pairs (8 -> 16 rows), the
 // smallest (1), and group 5 (rows 0-4 / 5-9 straddle the fragment's row halves g and g + 8).
 TEST(AttentionDecode, HeadDim64PairedHeads) {
-  for (int group : {1, 5, 8})
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      Case c;
-      c.dtype = dt;
-      c.head_dim = 64;
-      c.num_kv_heads = 4;
-      c.num_q_heads = 4 * group;
-      c.kv_lens = {2500, 129, 1, 64};
-      c.splits = {0, 1, 5};
-      c.seed = 20 + group;
-      run_case(c);
-    }
+  run_head_dim_64({1, 5, 8}, {.kv_lens = {2500, 129, 1, 64}, .splits = {0, 1, 5}}, 20);
 }
 
 // One sequence split as finely as the plan and the merge allow (one-tile chunks, up to 256 splits,
-// several rounds of merge loads per thread), for head_dim 128 and paired head_dim 64.
+// several rounds of merge loads per thread), for head_dim 128 and paired head_dim 64. 256 splits:
+// chunks of one tile (8192 / 256 rounds up to 64), 128 of them empty.
 TEST(AttentionDecode, SingleSequenceManySplits) {
   for (int d : {64, 128}) {
-    Case c;
-    c.head_dim = d;
-    c.num_q_heads = 32;
-    c.num_kv_heads = 8;
-    c.kv_lens = {8192};
-    c.splits = {0, 32, 128, 256};  // 256: chunks of one tile (8192 / 256 rounds up to 64): 128 empty
-    c.seed = 30 + d;
-    run_case(c);
-    c.kv_lens = {2048};
-    c.splits = {0, 17};
-    c.seed = 40 + d;
-    run_case(c);
+    run_case({.head_dim = d, .num_q_heads = 32, .num_kv_heads = 8, .kv_lens = {8192},
+              .splits = {0, 32, 128, 256}, .seed = 30u + d});
+    run_case({.head_dim = d, .num_q_heads = 32, .num_kv_heads = 8, .kv_lens = {2048}, .splits = {0, 17},
+              .seed = 40u + d});
   }
 }
 
 // head_dim 64 with an even kv-head count but one head per block, as the plan may choose for small
 // batches (plan.kv_heads_per_block = 1): planned and forced split counts, several groups.
 TEST(AttentionDecode, HeadDim64UnpairedByPlan) {
-  for (int group : {1, 4, 8})
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      Case c;
-      c.dtype = dt;
-      c.head_dim = 64;
-      c.num_kv_heads = 4;
-      c.num_q_heads = 4 * group;
-      c.kv_lens = {3000, 200, 1};
-      c.splits = {0, 1, 7, 64};
-      c.kv_heads_per_block = 1;
-      c.seed = 50 + group;
-      run_case(c);
-    }
+  run_head_dim_64({1, 4, 8}, {.kv_lens = {3000, 200, 1}, .splits = {0, 1, 7, 64}, .kv_heads_per_block = 1}, 50);
 }
 
 // Small enough for compute-sanitizer (memcheck / racecheck / synccheck): both head dims, both
 // paths (one split writes the output, several go through the merge), a ragged last tile.
 TEST(AttentionDecode, SmallForSanitizer) {
-  for (int d : {64, 128}) {
-    Case c;
-    c.head_dim = d;
-    c.kv_lens = {300, 65, 1};
-    c.splits = {1, 3};
-    c.seed = 14 + d;
-    run_case(c);
-  }
+  for (int d : {64, 128}) run_case({.head_dim = d, .kv_lens = {300, 65, 1}, .splits = {1, 3}, .seed = 14u + d});
 }
 
 TEST(AttentionDecode, RepeatedRunsAreBitwiseIdentical) {
-  Case c;
-  c.kv_lens = {5000, 123};
-  c.seed = 13;
+  const Case c{.kv_lens = {5000, 123}, .seed = 13};
   const Problem p = build(c);
   for (int s : {1, 7}) {
     const DecodePlan plan = make_plan(c, p, s);
@@ -395,8 +335,7 @@ TEST(AttentionDecode, RepeatedRunsAreBitwiseIdentical) {
 }
 
 TEST(AttentionDecode, RejectsUnsupportedArguments) {
-  Case c;
-  c.kv_lens = {10};
+  const Case c{.kv_lens = {10}};
   const Problem p = build(c);
   DecodePlan plan = plan_decode_fixed(10, 1, 16);
   PagedAttentionArgs a = p.host_args;  // pointers are never dereferenced: validation comes first
