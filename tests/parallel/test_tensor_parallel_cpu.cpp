@@ -23,6 +23,7 @@
 #include "model/model_runner.h"
 #include "model/tensor_parallel_runner.h"
 #include "tests/model/model_test_util.h"
+#include "tests/parallel/tp_test_util.h"
 #include "weights/hf_config.h"
 
 namespace flashserve::test {
@@ -48,29 +49,6 @@ std::unique_ptr<ModelRunner> make_runner(const LoadedModel& m, int tp, int threa
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Greedy from BOS + "Once upon a time" for n tokens, the prompt prefilled whole; every step's
-// logits appended to *all_logits.
-std::vector<int32_t> greedy(ModelRunner& r, int n, std::vector<float>* all_logits) {
-  BlockPool pool(r.num_kv_blocks(), 3);
-  TestSeq seq;
-  seq.tokens = {1, 403, 407, 261, 378};
-  const int vocab = r.config().vocab_size;
-  std::vector<int32_t> out;
-  std::vector<float> logits;
-  while (int(out.size()) < n) {
-    StepPlan b;
-    b.chunks.push_back(seq.chunk(int(seq.tokens.size()) - seq.num_cached, r.block_size(), pool,
-                                 LogitsWanted::kLast));
-    logits.clear();
-    r.step(b, &logits);
-    all_logits->insert(all_logits->end(), logits.begin(), logits.end());
-    const auto row = logits.end() - vocab;
-    out.push_back(int32_t(std::max_element(row, logits.end()) - row));
-    seq.tokens.push_back(out.back());
-  }
-  return out;
 }
 
 TEST(TensorParallelCpu, Stories260kSameBitsAsNoTensorParallelism) {

@@ -22,6 +22,7 @@
 #include "parallel/communicator.h"
 #include "parallel/rank_workers.h"
 #include "tests/model/model_test_util.h"
+#include "tests/parallel/tp_test_util.h"
 
 namespace flashserve::test {
 namespace {
@@ -139,28 +140,6 @@ void expect_close(const Compare& c, const std::string& what) {
               c.argmax_agree, c.rows);
   EXPECT_LE(c.nmse, kMaxNmse) << what;
   EXPECT_LE(c.max_abs, kMaxAbsFrac * c.max_ref) << what;
-}
-
-// Greedy from BOS + "Once upon a time", the prompt prefilled whole; decode steps replay graphs.
-std::vector<int32_t> greedy(ModelRunner& r, int n, std::vector<float>* all_logits) {
-  BlockPool pool(r.num_kv_blocks(), 3);
-  TestSeq seq;
-  seq.tokens = {1, 403, 407, 261, 378};
-  const int vocab = r.config().vocab_size;
-  std::vector<int32_t> out;
-  std::vector<float> logits;
-  while (int(out.size()) < n) {
-    StepPlan b;
-    b.chunks.push_back(seq.chunk(int(seq.tokens.size()) - seq.num_cached, r.block_size(), pool,
-                                 LogitsWanted::kLast));
-    logits.clear();
-    r.step(b, &logits);
-    all_logits->insert(all_logits->end(), logits.begin(), logits.end());
-    const auto row = logits.end() - vocab;
-    out.push_back(int32_t(std::max_element(row, logits.end()) - row));
-    seq.tokens.push_back(out.back());
-  }
-  return out;
 }
 
 TEST(TensorParallelCuda, Stories260kEveryTpSizeAgainstOneGpu) {
