@@ -122,6 +122,9 @@ class Backend {
   virtual void copy_from_host(Tensor dst, const void* src) = 0;  // src holds dst.bytes()
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;   // waits for pending ops
   virtual void synchronize() = 0;
+  // The device stream the ops are queued on (cudaStream_t), for a collective library to queue
+  // on it too (parallel/communicator.h); null where there is none.
+  virtual void* native_stream() { return nullptr; }
 
   // out[i] = table[token_ids[i]]
   virtual void embedding(Tensor out,                // [num_tokens, hidden_size]
@@ -136,6 +139,16 @@ class Backend {
   virtual void matmul(Tensor out,            // [m, n]
                       const Tensor& x,       // [m, k]
                       const Tensor& w) = 0;  // [n, k]
+  // matmul with k cut into `slices` equal slices, each slice's product computed alone and the
+  // slices added in parallel/reduction_order.h's order: the row-parallel products of tensor
+  // parallelism, so that on a backend with a fixed order (the CPU) the result does not depend
+  // on how many ranks hold the slices (docs/TENSOR_PARALLEL.md). Others: a plain matmul.
+  virtual void matmul_k_sliced(Tensor out,          // [m, n]
+                               const Tensor& x,     // [m, k]
+                               const Tensor& w,     // [n, k]
+                               int slices) {
+    matmul(out, x, w);
+  }
   // Rotate-half RoPE in place: pair (i, i + head_dim/2) turns by positions[t] * inv_freq[i].
   virtual void rope(Tensor q,                     // [num_tokens, num_q_heads, head_dim]
                     Tensor k,                     // [num_tokens, num_kv_heads, head_dim]

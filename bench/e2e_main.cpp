@@ -50,6 +50,7 @@ struct Args {
   std::string model, backend = "cuda", label;
   std::vector<Case> cases;
   int repeats = 3, max_num_seqs = 256, max_num_batched_tokens = 8192, threads = 0;
+  int tensor_parallel_size = 1;
   int graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   int64_t kv_cache_tokens = 0;
   double max_seconds = 120;
@@ -118,6 +119,9 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--cuda-graph-max-batch", a.graph_max_batch,
                  "decode steps up to this batch replay CUDA graphs; 0 = eager")
       ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+  app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
+                 "split the model over N GPUs (NCCL); records carry tensor_parallel_size")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--no-ceilings", no_ceilings, "1: skip measuring copy bandwidth and GEMM rate");
   app.add_option("--temperature", a.sampling.temperature, "the requests' sampling (default greedy)")
       ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
@@ -248,9 +252,12 @@ int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
 #if FS_BENCH_HAS_CUDA
   size_t free_b = 0, total_b = 0;
   if (a.backend != "cpu" && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
-    const double room = double(free_b) - bench::weight_bytes(c) - double(size_t(4) << 30);
-    want = std::min<int64_t>(
-        want, std::max<int64_t>(per_seq_max, int64_t(room / bench::kv_bytes_per_token(c))));
+    // Tensor parallelism: each GPU holds about 1/N of the weights and min(N, kv heads) of the
+    // KV heads' share (the replicated embedding and norms are inside the 4 GiB).
+    const int tp = a.tensor_parallel_size;
+    const double room = double(free_b) - bench::weight_bytes(c) / tp - double(size_t(4) << 30);
+    const double kv_per_token = bench::kv_bytes_per_token(c) / std::min(tp, c.num_kv_heads);
+    want = std::min<int64_t>(want, std::max<int64_t>(per_seq_max, int64_t(room / kv_per_token)));
   }
   cudaGetLastError();
 #endif
@@ -295,8 +302,9 @@ json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig
   j["decode_tokens_per_s_runs"] = tps;
   j["ttft_ms"] = median(ttft) * 1e3;
   if (hw.available) {
-    const double roof =
-        bench::decode_roofline_tokens_per_s(c, k.prompt_len, k.output_len, hw.copy_bytes_per_s);
+    // With tensor parallelism each GPU reads 1/N of the bytes at once: N times the roofline.
+    const double roof = a.tensor_parallel_size * bench::decode_roofline_tokens_per_s(
+                                                     c, k.prompt_len, k.output_len, hw.copy_bytes_per_s);
     j["roofline_tokens_per_s"] = roof;
     j["frac_of_roofline"] = median(tps) / roof;
   }
@@ -328,8 +336,10 @@ json offline_case(Engine& engine, const Args& a, const Case& k, const ModelConfi
       double(r.output_tokens + int64_t(k.num_requests) * k.prompt_len) / r.elapsed_s;
   j["ttft_s_median"] = median(r.ttft_s);
   if (hw.available) {
-    const bench::OfflineBound b = bench::offline_lower_bound(
-        c, k.num_requests, k.prompt_len, k.output_len, hw.bf16_flops_per_s, hw.copy_bytes_per_s);
+    const int tp = a.tensor_parallel_size;  // N GPUs: N times the FLOP rate and bandwidth
+    const bench::OfflineBound b =
+        bench::offline_lower_bound(c, k.num_requests, k.prompt_len, k.output_len,
+                                   tp * hw.bf16_flops_per_s, tp * hw.copy_bytes_per_s);
     j["step_lower_bound_s"] = b.ideal_schedule_s;
     j["flops_bound_s"] = b.flops_s;
     j["bytes_bound_s"] = b.bytes_s;
@@ -374,6 +384,7 @@ int run(const Args& a) {
   ro.threads = a.threads;
   ro.kv_cache_tokens = kv_tokens_for(a, c);
   ro.graph_max_batch = a.graph_max_batch;
+  ro.tensor_parallel_size = a.tensor_parallel_size;
   const auto t_load = Clock::now();
   auto runner = ModelRunner::create(*model, ro);
   const double load_s = seconds(t_load, Clock::now());
@@ -404,6 +415,7 @@ int run(const Args& a) {
     j["max_num_seqs"] = a.max_num_seqs;
     j["max_num_batched_tokens"] = a.max_num_batched_tokens;
     j["cuda_graph_max_batch"] = a.graph_max_batch;
+    j["tensor_parallel_size"] = a.tensor_parallel_size;
     j["temperature"] = a.sampling.temperature;
     j["top_k"] = a.sampling.top_k;
     j["top_p"] = a.sampling.top_p;

@@ -6,6 +6,8 @@
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
 // write are one op; each residual add is fused with the following norm.
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
+// Tensor parallelism changes only the sizes (a rank's heads and columns), the ·Woᵀ, ·Wdᵀ and
+// ·Wlmᵀ products (model/llama_model_parallel.cpp) and which slices of the weights load.
 #include "model/llama_model.h"
 
 #include <algorithm>
@@ -49,17 +51,28 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
   return out;
 }
 
-LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
+LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorShard* shard)
     : backend_(backend), config_(model.config()) {
   const ModelConfig& c = config_;
   FS_CHECK(c.num_layers > 0 && c.hidden_size > 0 && c.num_q_heads > 0 && c.num_kv_heads > 0 &&
                c.num_q_heads % c.num_kv_heads == 0 && c.vocab_size > 0,
            "bad model config in ", model.path());
-  auto w = [&](const std::string& name) { return backend_.load_weight(model.tensor(name)); };
-  LoadProgress progress("weights of " + model.path(), c.num_layers);  // silent under a second
+  if (shard) shard_ = *shard;
+  hq_ = shard ? shard->plan.q_heads : c.num_q_heads;
+  hkv_ = shard ? shard->plan.kv_heads : c.num_kv_heads;
+  inter_ = shard ? shard->plan.inter : c.intermediate_size;
+  vocab_ = shard ? shard->plan.vocab : c.vocab_size;
+  k_slices_ = shard ? shard->plan.k_slices : row_parallel_slices(c, 1);
+  auto w = [&](const std::string& name) { return load_shard(model.tensor(name), name); };
+  const std::string rank = shard ? " (rank " + std::to_string(shard->plan.rank) + ")" : "";
+  LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
   embed_ = w("model.embed_tokens.weight");
   final_norm_ = w("model.norm.weight");
-  if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) lm_head_ = w("lm_head.weight");
+  if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) {
+    lm_head_ = w("lm_head.weight");
+  } else if (shard_) {  // tied: this rank's rows of the embedding table
+    lm_head_ = load_shard(model.tensor("model.embed_tokens.weight"), "lm_head.weight");
+  }
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
@@ -93,13 +106,15 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model)
 
 void LlamaModel::set_cascade(const CascadeConfig& config) {
   cascade_config_ = config;
-  cascade_config_.kv_bytes_per_token = int64_t(2) * config_.num_kv_heads * config_.head_dim *
+  cascade_config_.kv_bytes_per_token = int64_t(2) * hkv_ * config_.head_dim *  // this rank's
                                        int64_t(dtype_size(backend_.compute_dtype()));
 }
 
 Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names) {
   std::vector<TensorView> parts;
-  for (const std::string& n : names) parts.push_back(model.tensor(n));
+  std::vector<std::vector<char>> storage(names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    parts.push_back(shard_view(model.tensor(names[i]), names[i], storage[i]));
   int64_t rows = 0;
   for (const TensorView& t : parts) {
     // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
@@ -216,8 +231,8 @@ StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
 void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax) {
   const ModelConfig& c = config_;
   const int64_t n = b.num_tokens;
-  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
-  const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads;
+  const int64_t hidden = c.hidden_size, inter = inter_, d = c.head_dim;  // inter, hq, hkv:
+  const int64_t hq = hq_, hkv = hkv_;  // this rank's (the whole model's without a shard)
   const DType act = backend_.compute_dtype();
 
   Tensor x = scratch(ws_.x, act, {n, hidden});  // residual stream
@@ -242,11 +257,11 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
     backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
-    backend_.matmul(h, attn.view({n, hq * d}), L.wo.tensor);
+    row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
     backend_.add_rms_norm(h, x, h, L.post_norm.tensor, c.rms_norm_eps);  // x += h; h = norm(x)
     backend_.matmul(gate_up, h, L.w_gate_up.tensor);
     backend_.swiglu_fused(gate, gate_up);
-    backend_.matmul(h, gate, L.w_down.tensor);
+    row_parallel_matmul(h, gate, L.w_down.tensor);
     if (l + 1 < c.num_layers)
       backend_.add_rms_norm(h, x, h, layers_[l + 1].input_norm.tensor, c.rms_norm_eps);
     else
@@ -257,7 +272,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   backend_.gather_rows(sel, x, b.logit_rows);
   backend_.rms_norm(sel, sel, final_norm_.tensor, c.rms_norm_eps);
   Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
-  backend_.matmul(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
+  vocab_parallel_logits(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
@@ -298,8 +313,7 @@ bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
 
   const StepArgs st = upload_step(g, cache);
   uint64_t launch = 0;
-  if (!backend_.graph_launch_key(st, config_.num_q_heads, config_.num_kv_heads, config_.head_dim,
-                                 &launch))
+  if (!backend_.graph_launch_key(st, hq_, hkv_, config_.head_dim, &launch))
     return false;  // (the upload is harmless: an eager forward re-uploads)
   const GraphKey key{bucket, stride, launch, cascade_.shape_key()};
   auto epoch = [&] { return ws_epoch_ + (backend_.graph_epoch() << 32); };

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "backends/backend.h"
@@ -13,6 +15,7 @@
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
 #include "model/step.h"
+#include "parallel/shard_plan.h"
 #include "weights/model.h"
 
 namespace flashserve {
@@ -22,7 +25,9 @@ std::vector<float> rope_inv_freq(const ModelConfig& config);  // [head_dim / 2]
 
 class LlamaModel {
  public:
-  LlamaModel(Backend& backend, const LoadedModel& model);
+  // With `shard`: tensor parallelism, this rank's slice of the model (parallel/shard_plan.h);
+  // every rank of the group runs each step, and every rank's logits are the whole model's.
+  LlamaModel(Backend& backend, const LoadedModel& model, const TensorShard* shard = nullptr);
   const ModelConfig& config() const { return config_; }
   // Runs a laid-out `step` (its K/V are written into `cache`) and copies the wanted rows'
   // logits and/or their argmax (Backend::argmax_rows) to the host; either pointer may be null.
@@ -70,15 +75,33 @@ class LlamaModel {
   Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
+  // Tensor parallelism (model/llama_model_parallel.cpp): this rank's slice of weight `name`
+  // (the whole weight without a shard), and the products that join the ranks' slices.
+  TensorView shard_view(const TensorView& full, const std::string& name,
+                        std::vector<char>& storage) const;
+  Buffer load_shard(const TensorView& full, const std::string& name);
+  void row_parallel_matmul(Tensor out,        // [n, hidden_size], summed over the ranks
+                           const Tensor& x,   // [n, k / size] this rank's columns
+                           const Tensor& w);  // [hidden_size, k / size]
+  void vocab_parallel_logits(Tensor out,          // [rows, vocab_size] f32, every rank's rows
+                             const Tensor& x,     // [rows, hidden_size]
+                             const Tensor& head);  // [vocab_size / size, hidden_size]
+  const Tensor& gather_order(int64_t rows);  // [rows * size] int32, see vocab_parallel_logits
 
   Backend& backend_;
   ModelConfig config_;
+  std::optional<TensorShard> shard_;
+  // This rank's sizes (the whole model's without a shard) and k-slices of o/down products.
+  int hq_ = 0, hkv_ = 0, k_slices_ = 1;
+  int64_t inter_ = 0, vocab_ = 0;
   Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
   std::vector<Layer> layers_;
   struct Workspace {
     Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows
     Buffer x, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
+    Buffer logits_local, gathered;  // tensor parallelism: this rank's vocabulary rows, all ranks'
   } ws_;
+  std::map<int64_t, Buffer> gather_order_;  // by number of rows (kept: graphs point at them)
   uint64_t ws_epoch_ = 0;           // bumped whenever a workspace buffer is reallocated
   std::vector<int32_t> meta_host_;  // staging for the metadata upload
   int graph_max_batch_ = 0;

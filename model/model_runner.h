@@ -27,6 +27,10 @@ struct ModelRunnerOptions {
   // CUDA: decode steps of up to this many sequences replay recorded CUDA graphs (padded to a
   // bucket); 0 = every step runs eagerly (--enforce-eager). Ignored on the CPU.
   int graph_max_batch = 256;
+  // Tensor parallelism (docs/TENSOR_PARALLEL.md): the model split over this many ranks, GPUs
+  // 0..N-1 joined by NCCL (cuda) or CPU backends joined by the thread stand-in (cpu), each with
+  // threads / N workers; 1 = one backend, no splitting.
+  int tensor_parallel_size = 1;
   // Cascade attention in decode steps whose sequences share leading KV blocks (the prefix cache
   // shares them; model/cascade_plan.h). Unset: off (measured slower than plain decode on an H100
   // at every shape of TinyLlama tried, docs/PREFIX_CACHE.md), unless the environment has

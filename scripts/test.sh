@@ -63,7 +63,7 @@ if stage tsan; then
   # that wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
   tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
               test_server_errors test_server_disconnect test_fault_http test_fault_load
-              test_fault_hostile)
+              test_fault_hostile test_parallel_unit test_tensor_parallel_cpu)
   fs_build "$tsan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF -- flashserve flashserve-generate \
     "${tsan_tests[@]}"

@@ -43,7 +43,7 @@ struct Flags {
   int64_t kv_cache_tokens = 0;
   double kv_memory_fraction = ModelRunnerOptions{}.kv_memory_fraction;
   int64_t max_body_bytes = 4 << 20;
-  int threads = 0, block_size = 16, http_threads = 0;
+  int threads = 0, block_size = 16, http_threads = 0, tensor_parallel_size = 1;
   int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
   bool prefix_caching = true;
@@ -107,6 +107,11 @@ void add_flags(CLI::App& app, Flags& f) {
       ->type_name("cpu|cuda|auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}).description(""));
   app.add_option("--threads", f.threads, "CPU backend worker threads (default 0 = all cores)")
       ->type_name("N")->check(in_range(0, kIntMax));
+  app.add_option("--tensor-parallel-size", f.tensor_parallel_size,
+                 "split the model over N GPUs 0..N-1 (NCCL), or N CPU backends\n"
+                 "sharing --threads; N must divide the heads, intermediate size and\n"
+                 "vocabulary (docs/TENSOR_PARALLEL.md; default 1)")
+      ->type_name("N")->check(in_range(1, 1024));
   app.add_option("--block-size", f.block_size, "tokens per KV-cache block (default 16)")
       ->type_name("N")->check(in_range(1, kIntMax));
   app.add_option("--kv-cache-tokens", f.kv_cache_tokens,
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
     ro.kv_memory_fraction = flags.kv_memory_fraction;
     ro.threads = flags.threads;
     ro.graph_max_batch = flags.cuda_graph_max_batch;
+    ro.tensor_parallel_size = flags.tensor_parallel_size;
     auto runner = ModelRunner::create(*model, ro);
     // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
     // of the config, so the memory-mapped files can go now instead of staying mapped for good.

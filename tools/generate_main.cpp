@@ -25,7 +25,7 @@ namespace {
 
 struct Args {
   std::string model, tokenizer, prompt = "Once upon a time", backend = "auto";
-  long max_tokens = 256, top_k = 0, threads = 0;
+  long max_tokens = 256, top_k = 0, threads = 0, tensor_parallel_size = 1;
   bool enforce_eager = false;
   double temperature = 1.0, top_p = 1.0;
   unsigned long long seed = 0;
@@ -52,6 +52,9 @@ void add_flags(CLI::App& app, Args& a) {
   app.add_option("--backend", a.backend, "auto (cuda when a GPU is present, else cpu), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_flag("--enforce-eager", a.enforce_eager, "cuda: run every step eagerly (no CUDA graphs)");
+  app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
+                 "split the model over N GPUs (NCCL) or N CPU backends (docs/TENSOR_PARALLEL.md)")
+      ->check(CLI::Range(1L, 1024L))->capture_default_str();
 }
 
 int run(const Args& a) {
@@ -75,6 +78,7 @@ int run(const Args& a) {
   o.threads = int(a.threads);
   o.backend = a.backend;
   o.kv_cache_tokens = total;
+  o.tensor_parallel_size = int(a.tensor_parallel_size);
   if (a.enforce_eager) o.graph_max_batch = 0;
   auto runner = ModelRunner::create(*model, o);
   std::vector<int32_t> blocks;

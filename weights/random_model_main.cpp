@@ -2,7 +2,7 @@
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
 //                           [--scale 0.02] [--tokenizer FILE] [--config-only 1]
-// Presets: tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k, and of the other
+// Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +17,7 @@
 namespace {
 
 constexpr const char* kPresets =
-    "tiny, tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
+    "tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
     "mistral-7b";
 
 flashserve::ModelConfig preset(const std::string& name) {
@@ -30,6 +30,7 @@ flashserve::ModelConfig preset(const std::string& name) {
   if (name == "tiny") set(256, 688, 2, 4, 2, 64, 32000, 2048);
   else if (name == "tinyllama-1.1b") set(2048, 5632, 22, 32, 4, 64, 32000, 2048);
   else if (name == "llama2-7b") set(4096, 11008, 32, 32, 32, 128, 32000, 4096);
+  else if (name == "llama2-70b") set(8192, 28672, 80, 64, 8, 128, 32000, 4096);  // 138 GB in bf16
   else if (name == "llama3.2-1b" || name == "llama3.2-1b-v128k") {
     // Llama-3.2-1B's shape with its RoPE (theta 500000, llama3 scaling) and tied embeddings.
     // Its real vocabulary is 128256, but the only tokenizer we have is Llama 2's (32000 pieces):

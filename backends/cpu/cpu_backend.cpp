@@ -17,6 +17,7 @@
 #include "backends/backend.h"
 #include "kernels/cpu/cascade_attention_ref.h"
 #include "kernels/cpu/paged_attention_ref.h"
+#include "parallel/reduction_order.h"
 
 namespace flashserve {
 namespace {
@@ -123,6 +124,21 @@ inline void dot_rows(const float* x, int64_t ldx,  // [R, k] with row stride ldx
   }
 }
 
+// dot_rows over k cut into `slices` equal slices, the slices' results added in
+// parallel/reduction_order.h's order (Backend::matmul_k_sliced); one slice is dot_rows itself.
+constexpr int kMaxSlices = 64;
+template <int R>
+inline void dot_rows_sliced(const float* x, int64_t ldx,  // [R, k] with row stride ldx
+                            const float* w, int64_t k,    // [k]
+                            int slices, float* out, int64_t ldo) {  // [R] with stride ldo
+  if (slices == 1) return dot_rows<R>(x, ldx, w, k, out, ldo);
+  const int64_t ks = k / slices;
+  float part[kMaxSlices][R];
+  for (int s = 0; s < slices; ++s) dot_rows<R>(x + s * ks, ldx, w + s * ks, ks, part[s], 1);
+  for (int r = 0; r < R; ++r)
+    out[r * ldo] = pairwise_sum<float>(0, slices, [&](int s) { return part[s][r]; });
+}
+
 void check_same(const Tensor& a, const Tensor& b, const char* what) {
   FS_CHECK(a.numel() == b.numel(), what, ": ", a.numel(), " vs ", b.numel(), " elements");
 }
@@ -215,9 +231,15 @@ class CpuBackend final : public Backend {
   }
 
   void matmul(Tensor out, const Tensor& x, const Tensor& w) override {
+    matmul_k_sliced(out, x, w, 1);
+  }
+
+  void matmul_k_sliced(Tensor out, const Tensor& x, const Tensor& w, int slices) override {
     const int64_t n = w.dim(0), k = w.dim(1), m = x.numel() / k;
     FS_CHECK(x.numel() == m * k && out.numel() == m * n, "matmul: x ", x.numel(), " out ",
              out.numel(), " for w [", n, ", ", k, "]");
+    FS_CHECK(slices >= 1 && slices <= kMaxSlices && k % slices == 0, "matmul: k ", k,
+             " in ", slices, " slices");
     const float* xp = x.as<float>();
     const float* wp = w.as<float>();
     float* op = out.as<float>();
@@ -232,10 +254,10 @@ class CpuBackend final : public Backend {
         int64_t i = 0;
         for (; i + kRowsX <= m; i += kRowsX)
           for (int64_t j = jb; j < je; ++j)
-            dot_rows<kRowsX>(xp + i * k, k, wp + j * k, k, op + i * n + j, n);
+            dot_rows_sliced<kRowsX>(xp + i * k, k, wp + j * k, k, slices, op + i * n + j, n);
         for (; i < m; ++i)
           for (int64_t j = jb; j < je; ++j)
-            dot_rows<1>(xp + i * k, k, wp + j * k, k, op + i * n + j, n);
+            dot_rows_sliced<1>(xp + i * k, k, wp + j * k, k, slices, op + i * n + j, n);
       }
     });
   }

@@ -151,6 +151,7 @@ class CudaBackend final : public Backend {
     synchronize();
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* native_stream() override { return stream_; }
 
   void embedding(Tensor out, const Tensor& ids, const Tensor& table) override {
     expect_bf16(out, "embedding out");

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,20 @@ inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
   std::vector<int32_t> t(n);
   for (auto& x : t) x = int32_t(rng() % uint32_t(vocab));
   return t;
+}
+
+// The 64 tokens the numpy reference generates greedily from stories260K after BOS + "Once upon
+// a time" (tests/model/data/stories260K_greedy.txt, how it was made: test_stories260k_greedy.cpp).
+inline std::vector<int32_t> stories260k_greedy_ids() {
+  std::ifstream in(std::string(FS_SOURCE_DIR) + "/tests/model/data/stories260K_greedy.txt");
+  std::vector<int32_t> ids;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    for (int32_t x; ls >> x;) ids.push_back(x);
+  }
+  return ids;
 }
 
 // max |a - b| / max |b| over the arrays (a relative error that ignores near-zero entries).

@@ -7,9 +7,6 @@
 // Run with several block sizes and thread counts, the prompt prefilled whole or token by token.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
 
@@ -17,18 +14,6 @@ namespace flashserve::test {
 namespace {
 
 const std::string kModel = std::string(FS_MODELS_DIR) + "/stories260K";
-
-std::vector<int32_t> expected_ids() {
-  std::ifstream in(std::string(FS_SOURCE_DIR) + "/tests/model/data/stories260K_greedy.txt");
-  std::vector<int32_t> ids;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    for (int32_t x; ls >> x;) ids.push_back(x);
-  }
-  return ids;
-}
 
 std::vector<int32_t> greedy(const LoadedModel& model, int block_size, int threads,
                             bool token_by_token, int n) {
@@ -61,7 +46,7 @@ std::vector<int32_t> greedy(const LoadedModel& model, int block_size, int thread
 TEST(Stories260K, GreedyMatchesNumpyReference) {
   if (!fs::exists(kModel)) GTEST_SKIP() << "model not found: " << kModel;
   auto model = load_model(kModel);
-  const std::vector<int32_t> want = expected_ids();
+  const std::vector<int32_t> want = stories260k_greedy_ids();
   ASSERT_EQ(want.size(), 64u);
   EXPECT_EQ(greedy(*model, 16, 1, false, 64), want);
   EXPECT_EQ(greedy(*model, 1, 2, true, 64), want);

@@ -1,0 +1,113 @@
+// ForwardRunner::step (which rows come back whole, which as drawn tokens) and the KV cache's
+// size, shared by the single-backend and the tensor-parallel runners.
+#include "model/forward_runner.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace flashserve {
+
+void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
+                         std::vector<int32_t>* sampled_ids) {
+  FS_CHECK(logits != nullptr, "step: logits must not be null");
+  if (plan.chunks.empty()) return;
+  plan.lay_out(block_size(), num_kv_blocks(), config().vocab_size);
+  const size_t vocab = size_t(config().vocab_size), rows = plan.logit_rows.size();
+  auto path = [&](size_t r) { return plan.chunks[size_t(plan.row_chunk[r])].sample_path; };
+  size_t sampled = 0, drawn = 0;  // rows whose token comes back; of those, not a plain argmax
+  for (size_t r = 0; r < rows; ++r)
+    if (path(r) != SamplePath::kHost) ++sampled, drawn += path(r) == SamplePath::kDevice;
+  FS_CHECK(sampled == 0 || sampled_ids != nullptr, "step: sampled chunks need sampled_ids");
+  if (sampled == 0) {  // every row goes back whole, straight into the caller's vector
+    const size_t old = logits->size();
+    logits->resize(old + rows * vocab);
+    try {
+      forward(plan, logits->data() + old, nullptr);
+    } catch (...) {
+      logits->resize(old);
+      throw;
+    }
+    return;
+  }
+  // Sampled rows come back as tokens: kArgmax ones as the argmax the forward computes, kDevice
+  // ones drawn by the backend's sampler; the rest (if any) as whole rows.
+  row_ids_.assign(rows, -1);
+  row_logits_.resize(sampled < rows ? rows * vocab : 0);
+  forward(plan, sampled < rows ? row_logits_.data() : nullptr,
+          drawn < sampled ? row_ids_.data() : nullptr);
+  if (drawn > 0) {
+    draw_rows_.clear();
+    draw_requests_.clear();
+    for (size_t r = 0; r < rows; ++r)
+      if (path(r) == SamplePath::kDevice) {
+        draw_rows_.push_back(int64_t(r));
+        draw_requests_.push_back(plan.chunks[size_t(plan.row_chunk[r])].sample);
+      }
+    draw_ids_.resize(drawn);
+    sample_rows(draw_ids_.data(), draw_rows_, draw_requests_);
+    for (size_t i = 0; i < drawn; ++i) row_ids_[size_t(draw_rows_[i])] = draw_ids_[i];
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    if (path(r) != SamplePath::kHost) {
+      sampled_ids->push_back(row_ids_[r]);
+    } else {
+      logits->insert(logits->end(), row_logits_.begin() + ptrdiff_t(r * vocab),
+                     row_logits_.begin() + ptrdiff_t((r + 1) * vocab));
+    }
+  }
+}
+
+bool uses_cuda(const ModelRunnerOptions& o) {
+  if (o.backend != "cuda" && o.backend != "cpu" && o.backend != "auto")
+    FS_THROW("unknown backend '", o.backend, "' (cpu, cuda or auto)");
+  return o.backend == "cuda" || (o.backend == "auto" && cuda_backend_available());
+}
+
+std::unique_ptr<Backend> make_backend(const ModelRunnerOptions& o, int device, int threads) {
+  return uses_cuda(o) ? make_cuda_backend(device) : make_cpu_backend(threads);
+}
+
+CascadeConfig cascade_config(const ModelRunnerOptions& o) {
+  if (o.cascade) return *o.cascade;
+  CascadeConfig c;
+  if (const char* v = std::getenv("FLASHSERVE_CASCADE")) {
+    const std::string_view s(v);
+    FS_CHECK(s == "0" || s == "1", "FLASHSERVE_CASCADE must be 0 or 1, got '", s, "'");
+    c.enabled = s == "1";
+  }
+  return c;
+}
+
+KvCacheConfig kv_cache_config(const Backend& backend, const ModelConfig& c, int num_kv_heads,
+                              const ModelRunnerOptions& o) {
+  FS_CHECK(o.block_size > 0, "block_size must be > 0, got ", o.block_size);
+  KvCacheConfig kv;
+  kv.num_layers = c.num_layers;
+  kv.block_size = o.block_size;
+  kv.num_kv_heads = num_kv_heads;
+  kv.head_dim = c.head_dim;
+  int64_t tokens = o.kv_cache_tokens;
+  if (tokens <= 0) {
+    // GPU: the fraction of the memory left after weights and the backend's reserve. CPU:
+    // room for 8 full-length sequences, capped by the backend's memory budget.
+    FS_CHECK(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 1, "kv_memory_fraction ",
+             o.kv_memory_fraction, " must be in (0, 1]");
+    const size_t per_token = kv.bytes_per_token(backend.compute_dtype());
+    const double budget = double(backend.memory_available()) * o.kv_memory_fraction;
+    const int64_t cap = int64_t(budget / double(per_token));
+    const int64_t max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048;
+    tokens = backend.device() == Device::kCuda ? cap : std::min<int64_t>(max_len * 8, cap);
+    FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (", per_token,
+             " bytes per token)");
+  }
+  const int64_t blocks = (tokens + o.block_size - 1) / o.block_size;
+  FS_CHECK(blocks <= (int64_t(1) << 31) / o.block_size, "KV cache of ", tokens,
+           " tokens is too large");
+  kv.num_blocks = int(blocks);
+  return kv;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,55 @@
+// ForwardRunner: the step logic every ModelRunner shares (model/model_runner.h's contract for
+// step()): lay the plan out, run the forward once, hand back whole logit rows or the tokens drawn
+// where the logits are (argmax, or the backend's sampler). A runner supplies the forward and the
+// sampler: one backend (model_runner.cpp) or a tensor-parallel group (tensor_parallel_runner.cpp).
+// Also the KV cache's size, one rule for both. Internal to model/.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "backends/backend.h"
+#include "model/kv_cache.h"
+#include "model/model_runner.h"
+
+namespace flashserve {
+
+class ForwardRunner : public ModelRunner {
+ public:
+  void step(StepPlan& plan, std::vector<float>* logits,
+            std::vector<int32_t>* sampled_ids) final;
+
+ protected:
+  // Runs the laid-out plan and copies the wanted rows' logits and/or their argmax to the host
+  // (LlamaModel::forward); either pointer may be null.
+  virtual void forward(const StepPlan& plan,
+                       float* logits,         // [num_logit_rows, vocab_size] host, or null
+                       int32_t* argmax) = 0;  // [num_logit_rows] host, or null
+  // Backend::sample_rows over the last forward's logits.
+  virtual void sample_rows(int32_t* ids,                                  // [n] host
+                           std::span<const int64_t> rows,                 // [n]
+                           std::span<const SampleRequest> requests) = 0;  // [n]
+
+ private:
+  std::vector<int32_t> row_ids_;    // [logit rows] tokens of the sampled rows
+  std::vector<float> row_logits_;   // [logit rows, vocab] whole rows, for a mixed step
+  std::vector<int64_t> draw_rows_;  // rows for sample_rows, and their requests / ids
+  std::vector<SampleRequest> draw_requests_;
+  std::vector<int32_t> draw_ids_;
+};
+
+// The backend options.backend names: "cuda" (GPU `device`), "cpu" (`threads` workers, 0 = one
+// per core) or "auto" (cuda when a GPU is present, else cpu); uses_cuda() says which it is.
+bool uses_cuda(const ModelRunnerOptions& o);
+std::unique_ptr<Backend> make_backend(const ModelRunnerOptions& o, int device, int threads);
+
+// The cascade configuration a runner uses: the options', else off unless FLASHSERVE_CASCADE=1.
+CascadeConfig cascade_config(const ModelRunnerOptions& o);
+
+// The KV cache of one backend for `num_kv_heads` heads (a tensor-parallel rank's), sized by
+// options.kv_cache_tokens, else by the backend's free memory (GPU: kv_memory_fraction of it; CPU:
+// room for 8 full-length sequences within the backend's budget). num_blocks is in blocks.
+KvCacheConfig kv_cache_config(const Backend& backend, const ModelConfig& c, int num_kv_heads,
+                              const ModelRunnerOptions& o);
+
+}  // namespace flashserve

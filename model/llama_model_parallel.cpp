@@ -1,0 +1,61 @@
+// LlamaModel's tensor-parallel pieces (parallel/shard_plan.h): which slice of each weight this
+// rank loads, and the three products whose results join the ranks: o_proj and down_proj
+// (row-parallel: this rank's partial sum, then one all-reduce each) and the vocabulary
+// projection (this rank's rows of the logits, then a gather). Without a shard they are the plain
+// products, o and down still added in k-slices (shard_plan.h: row_parallel_slices).
+#include "core/error.h"
+#include "model/llama_model.h"
+#include "parallel/communicator.h"
+
+namespace flashserve {
+
+TensorView LlamaModel::shard_view(const TensorView& full, const std::string& name,
+                                  std::vector<char>& storage) const {
+  if (!shard_) return full;
+  return slice_weight(full, weight_split(shard_->plan, config_, name), storage);
+}
+
+Buffer LlamaModel::load_shard(const TensorView& full, const std::string& name) {
+  std::vector<char> storage;  // a column slice's copy, until the backend has converted it
+  return backend_.load_weight(shard_view(full, name, storage));
+}
+
+void LlamaModel::row_parallel_matmul(Tensor out, const Tensor& x, const Tensor& w) {
+  backend_.matmul_k_sliced(out, x, w, k_slices_);
+  if (shard_) shard_->comm->all_reduce_sum(out.data, out.numel(), out.dtype);
+}
+
+void LlamaModel::vocab_parallel_logits(Tensor out, const Tensor& x, const Tensor& head) {
+  if (!shard_) return backend_.matmul(out, x, head);
+  Communicator& comm = *shard_->comm;
+  const int64_t rows = out.dim(0), size = comm.size();
+  Tensor local = scratch(ws_.logits_local, DType::kF32, {rows, vocab_});
+  backend_.matmul(local, x, head);
+  if (rows == 1 || size == 1) {  // the gather's [size, rows, vocab / size] is already out's layout
+    comm.all_gather(local.data, out.data, local.numel(), DType::kF32);
+    return;
+  }
+  Tensor all = scratch(ws_.gathered, DType::kF32, {size * rows, vocab_});
+  comm.all_gather(local.data, all.data, local.numel(), DType::kF32);
+  // all: [size, rows, vocab / size] (rank-major); out: [rows, size, vocab / size].
+  backend_.gather_rows(out.view({rows * size, vocab_}), all, gather_order(rows));
+}
+
+const Tensor& LlamaModel::gather_order(int64_t rows) {
+  auto it = gather_order_.find(rows);
+  if (it != gather_order_.end()) return it->second.tensor;
+  if (gather_order_.size() >= 64) {  // many step shapes (prompt logprobs): start over
+    gather_order_.clear();
+    ++ws_epoch_;  // recorded graphs may point at the ones dropped
+  }
+  const int64_t size = shard_->plan.size;
+  std::vector<int32_t> ids(size_t(rows * size));  // out row (r, rank) = all row (rank, r)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < size; ++k) ids[size_t(r * size + k)] = int32_t(k * rows + r);
+  Buffer b = backend_.allocate(DType::kI32, {rows * size});
+  backend_.copy_from_host(b.tensor, ids.data());
+  backend_.synchronize();  // before `ids` goes
+  return gather_order_.emplace(rows, std::move(b)).first->second.tensor;
+}
+
+}  // namespace flashserve

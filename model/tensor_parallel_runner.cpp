@@ -1,0 +1,135 @@
+// TensorParallelRunner: builds the ranks on their own threads (parallel loading, each rank's CUDA
+// device current on its thread for good), sizes one KV cache for all, and runs each step on every
+// rank. Every rank takes the same decisions from the same plan (eager or graph replay, buffer
+// growth), so their collectives always pair up.
+#include "model/tensor_parallel_runner.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/error.h"
+#include "model/forward_runner.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "parallel/communicator.h"
+#include "parallel/rank_workers.h"
+#include "parallel/shard_plan.h"
+
+namespace flashserve {
+namespace {
+
+class TensorParallelRunner final : public ForwardRunner {
+ public:
+  TensorParallelRunner(const LoadedModel& model, const ModelRunnerOptions& o)
+      : config_(model.config()), workers_(o.tensor_parallel_size, [this] { abort_all(); }) {
+    const int size = o.tensor_parallel_size;
+    FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
+    const bool cuda = uses_cuda(o);
+    const int cores = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = std::max(1, cores / size);  // CPU: the cores shared out among the ranks
+    comms_ = cuda ? make_nccl_group(size) : make_local_group(size);
+    ranks_.resize(size_t(size));
+    std::vector<KvCacheConfig> kv(static_cast<size_t>(size));
+    try {
+      workers_.run([&](int r) {
+        Rank& k = ranks_[size_t(r)];
+        k.backend = make_backend(o, r, threads);
+        comms_[size_t(r)]->bind_stream(k.backend->native_stream());
+        k.shard = TensorShard{make_shard_plan(config_, size, r), comms_[size_t(r)].get()};
+        k.model = std::make_unique<LlamaModel>(*k.backend, model, &k.shard);
+        kv[size_t(r)] = kv_cache_config(*k.backend, config_, k.shard.plan.kv_heads, o);
+      });
+      // The scheduler's block ids hold on every rank: the smallest rank's count for all.
+      int blocks = kv[0].num_blocks;
+      for (const KvCacheConfig& c : kv) blocks = std::min(blocks, c.num_blocks);
+      workers_.run([&](int r) {
+        Rank& k = ranks_[size_t(r)];
+        kv[size_t(r)].num_blocks = blocks;
+        k.cache = std::make_unique<KvCache>(*k.backend, kv[size_t(r)]);
+        if (cuda) k.model->set_graph_max_batch(o.graph_max_batch);
+        k.model->set_cascade(cascade_config(o));  // the same plan on every rank, its own heads
+      });
+    } catch (...) {
+      release();
+      throw;
+    }
+    name_ = ranks_[0].backend->name() + " x " + std::to_string(size) + " ranks, tensor parallel (" +
+            comms_[0]->name() + ")";
+  }
+  ~TensorParallelRunner() override { release(); }
+
+  const ModelConfig& config() const override { return config_; }
+  std::string backend_name() const override { return name_; }
+  int block_size() const override { return ranks_[0].cache->config().block_size; }
+  int num_kv_blocks() const override { return ranks_[0].cache->config().num_blocks; }
+  uint64_t graphs_recorded() const override { return ranks_[0].model->graphs_recorded(); }
+  uint64_t cascade_steps() const override { return ranks_[0].model->cascade_steps(); }
+
+ private:
+  struct Rank {
+    std::unique_ptr<Backend> backend;
+    TensorShard shard;
+    std::unique_ptr<LlamaModel> model;
+    std::unique_ptr<KvCache> cache;
+  };
+
+  void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {
+    on_all_ranks([&](int r) {
+      Rank& k = ranks_[size_t(r)];
+      k.model->forward(plan, *k.cache, r == 0 ? logits : nullptr, r == 0 ? argmax : nullptr);
+    });
+  }
+
+  void sample_rows(int32_t* ids, std::span<const int64_t> rows,
+                   std::span<const SampleRequest> requests) override {
+    on_all_ranks([&](int r) {  // on rank 0's thread: its device is current there
+      if (r == 0) ranks_[0].backend->sample_rows(ids, ranks_[0].model->logits(), rows, requests);
+    });
+  }
+
+  // A failed step leaves the ranks out of step with each other (and the group aborted): the
+  // runner refuses every later step.
+  void on_all_ranks(const std::function<void(int)>& fn) {
+    FS_CHECK(failed_.empty(), "the tensor-parallel group stopped after an earlier error: ", failed_);
+    try {
+      workers_.run(fn);
+    } catch (const std::exception& e) {
+      failed_ = e.what();
+      throw;
+    }
+  }
+
+  void abort_all() {
+    for (auto& c : comms_)
+      if (c) c->abort();
+  }
+
+  // Each rank's state goes on its own thread (its device current), the communicators last.
+  void release() {
+    workers_.run([&](int r) {
+      if (size_t(r) < ranks_.size()) {
+        Rank& k = ranks_[size_t(r)];
+        k.cache.reset();
+        k.model.reset();
+        k.backend.reset();
+      }
+      if (size_t(r) < comms_.size()) comms_[size_t(r)].reset();
+    });
+  }
+
+  const ModelConfig config_;
+  std::vector<std::unique_ptr<Communicator>> comms_;  // [size] one per rank
+  std::vector<Rank> ranks_;                           // [size]
+  std::string name_, failed_;
+  RankWorkers workers_;  // last: its threads stop first
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> make_tensor_parallel_runner(const LoadedModel& model,
+                                                         const ModelRunnerOptions& options) {
+  check_tensor_parallel(model.config(), options.tensor_parallel_size);  // before any thread
+  return std::make_unique<TensorParallelRunner>(model, options);
+}
+
+}  // namespace flashserve

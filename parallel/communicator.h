@@ -1,0 +1,57 @@
+// parallel/: the plumbing of tensor parallelism: which slice of a model each rank holds
+// (shard_plan.h), the collectives that join the slices (this header: NCCL on GPUs, a thread-based
+// stand-in on the CPU), the order partial sums are added in (reduction_order.h) and one thread
+// per rank (rank_workers.h). docs/TENSOR_PARALLEL.md has the design.
+//
+// Communicator: one rank's handle on a group of ranks. Every rank of the group makes the same
+// calls, with the same counts and dtypes, in the same order (a collective waits for all of them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace flashserve {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "nccl" or "local (...)", for messages
+
+  // The device stream this rank's collectives are queued on (cudaStream_t: the rank's backend's
+  // stream, so that they run in order with its ops and CUDA graphs record them). The stand-in
+  // has no stream and ignores it.
+  virtual void bind_stream(void* stream) {}
+
+  // data becomes, on every rank, the elementwise sum over the ranks (f32 or bf16; in place).
+  // NCCL queues it on the bound stream; the stand-in is done when it returns.
+  virtual void all_reduce_sum(void* data,  // [count] this rank's memory (device for NCCL)
+                              int64_t count, DType dtype) = 0;
+  // recv = rank 0's send, then rank 1's, ... (any dtype).
+  virtual void all_gather(const void* send,  // [count]
+                          void* recv,        // [size() * count]
+                          int64_t count, DType dtype) = 0;
+  // Returns once every rank got here and (NCCL) this rank's queued collectives are done.
+  virtual void barrier() = 0;
+  // Called when a rank failed: the collectives of this group throw from now on (also those
+  // that are waiting), instead of waiting forever for the failed rank. Not undone.
+  virtual void abort() = 0;
+};
+
+// The CPU stand-in (parallel/local_communicator.cpp): `size` handles, one per rank, for ranks
+// that are threads of this process. Sums are added in reduction_order.h's fixed order, so
+// results do not depend on timing: bitwise reproducible.
+std::vector<std::unique_ptr<Communicator>> make_local_group(int size);
+
+// NCCL (parallel/nccl_communicator.cpp): one communicator per GPU 0..size-1 of this process
+// (ncclCommInitAll), NVLink SHARP (NCCL_NVLS_ENABLE) turned off first. Throws when built without
+// NCCL or when fewer than `size` GPUs are visible.
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size);
+bool nccl_available();  // built with NCCL (no GPU needed)
+
+}  // namespace flashserve

@@ -1,0 +1,138 @@
+// The NCCL communicator: one ncclComm_t per GPU of this process, made together with
+// ncclCommInitAll; each rank's collectives are queued on its backend's stream (bind_stream), so
+// that they order with its ops and are recorded into its CUDA graphs (NCCL supports capture).
+// Compiles to stubs that throw unless FLASHSERVE_HAS_NCCL.
+#include "parallel/communicator.h"
+
+#include "core/error.h"
+
+#ifdef FLASHSERVE_HAS_NCCL
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace flashserve {
+namespace {
+
+void nccl_check(ncclResult_t r, const char* what) {
+  FS_CHECK(r == ncclSuccess, "NCCL ", what, " failed: ", ncclGetErrorString(r),
+           r == ncclSystemError || r == ncclInternalError ? " (NCCL_DEBUG=WARN says more)" : "");
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  FS_CHECK(e == cudaSuccess, what, " failed: ", cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+    case DType::kI32: return ncclInt32;
+  }
+  FS_THROW("no NCCL type for ", dtype_name(t));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  ~NcclCommunicator() override {
+    if (scratch_) cudaFree(scratch_);
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+
+  void bind_stream(void* stream) override {
+    stream_ = static_cast<cudaStream_t>(stream);
+    if (!scratch_) cuda_check(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc (barrier)");
+  }
+
+  void all_reduce_sum(void* data, int64_t count, DType dtype) override {
+    FS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "all_reduce_sum of ",
+             dtype_name(dtype), " (f32 or bf16)");
+    nccl_check(ncclAllReduce(data, data, size_t(count), nccl_type(dtype), ncclSum, live(),
+                             stream_),
+               "all-reduce");
+  }
+
+  void all_gather(const void* send, void* recv, int64_t count, DType dtype) override {
+    nccl_check(ncclAllGather(send, recv, size_t(count), nccl_type(dtype), live(), stream_),
+               "all-gather");
+  }
+
+  void barrier() override {
+    FS_CHECK(scratch_ != nullptr, "NCCL barrier before bind_stream");
+    all_reduce_sum(scratch_, 1, DType::kF32);
+    cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (barrier)");
+  }
+
+  void abort() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_) ncclCommAbort(comm_);  // kernels waiting on a peer end with an error
+    comm_ = nullptr;
+  }
+
+ private:
+  ncclComm_t live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    FS_CHECK(comm_ != nullptr, "tensor-parallel group aborted: another rank failed");
+    return comm_;
+  }
+
+  std::mutex mu_;
+  ncclComm_t comm_;
+  const int rank_, size_;
+  cudaStream_t stream_ = nullptr;  // the rank backend's stream (0: the legacy default stream)
+  void* scratch_ = nullptr;        // one float for barrier()
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
+  FS_CHECK(size >= 1, "a group needs at least one rank, got ", size);
+  // NVLink SHARP (multicast) stays off in everything flashserve starts: on shared machines a
+  // program using it can take the host's GPUs out of service, and the all-reduces here are small
+  // (latency-bound), where it gains little. Set before NCCL reads its environment.
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count < size)
+    FS_THROW("tensor-parallel-size ", size, " needs ", size, " GPUs; ",
+             err == cudaSuccess ? count : 0, " visible",
+             err == cudaSuccess ? "" : std::string(" (") + cudaGetErrorString(err) + ")");
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // ncclCommInitAll moves it: put it back
+  std::vector<ncclComm_t> comms(size_t(size), nullptr);
+  std::vector<int> devices(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) devices[size_t(r)] = r;
+  nccl_check(ncclCommInitAll(comms.data(), size, devices.data()), "ncclCommInitAll");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(std::make_unique<NcclCommunicator>(comms[size_t(r)], r, size));
+  return out;
+}
+
+}  // namespace flashserve
+
+#else  // no NCCL
+
+namespace flashserve {
+
+bool nccl_available() { return false; }
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
+  FS_THROW("tensor parallelism on GPUs needs NCCL, and this build has none (configure with "
+           "CUDA and nccl.h + libnccl, see docs/TENSOR_PARALLEL.md)");
+}
+
+}  // namespace flashserve
+
+#endif

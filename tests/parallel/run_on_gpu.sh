@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Tensor parallelism (issue 20) on the GPU machine: build, tests, generate, collectives, benchmark,
+# on whatever GPUs the machine has (1: TP 1 through NCCL; 2 or 4: TP 2 and 4 as well). Run from
+# the root of the tree the device call carries (it holds .carry/debs and .carry/models, see
+# tests/backends/carried_session.sh), with the tree to build in SRC (default: this script's):
+#   SRC=.carry/src-tensor-parallel OUT=$OUT bash .carry/src-tensor-parallel/tests/parallel/run_on_gpu.sh [STAGE...]
+# Stages (default: build tests generate collectives):
+#   build        carried_session.sh build of SRC into BUILD (default /tmp/tp_build), these targets
+#   tests        test_tensor_parallel_cuda (NCCL: TP 1 .. min(GPUs, 4) against one GPU),
+#                test_parallel_unit, test_tensor_parallel_cpu
+#   generate     flashserve-generate stories260K on cuda, greedy, 200 tokens, at each TP size the
+#                GPUs allow (1, 2, 4): the texts compared with TP 1's
+#   collectives  bench_tp_collectives on the llama2-7b shape at each TP size (1: NCCL on one GPU)
+#   bench        random llama2-7b weights: bench_e2e decode:1x128x256 and offline:16x128x256 at
+#                each TP size, bench_tp_collectives, then bench/tp_merge.py: speedup_vs_tp1 and
+#                allreduce_ms_per_step in $OUT/tp_e2e.jsonl
+#   bench70b     the same on a random llama2-70b at TP 2 and 4 (138 GB of weights: no TP 1;
+#                frac_of_roofline is its measure; writing the weights takes minutes: a call of
+#                its own)
+# NCCL_NVLS_ENABLE=0 for everything started here (flashserve sets it too before NCCL starts).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+here=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=${SRC:-$here}
+B=${BUILD:-/tmp/tp_build}
+OUT=${OUT:-/tmp/tp_out}
+M=$PWD/.carry/models
+mkdir -p "$OUT"
+stages=${*:-build tests generate collectives}
+G=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+sizes=""
+for n in 1 2 4; do [ "$n" -le "$G" ] && sizes="$sizes $n"; done
+echo "GPUs: $G; TP sizes:$sizes; stages: $stages"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# The tests read FS_MODELS_DIR=/work/shared/models (the build's): there, the carried models.
+[ -e /work/shared/models ] || { mkdir -p /work/shared && ln -s "$M" /work/shared/models; }
+rc=0
+
+# Random weights of a preset (once), with the Llama 2 tokenizer beside them, into $T.
+random_model() {  # $1 preset, $2 seconds allowed to write it
+  T=/tmp/fs_models/$1
+  [ -f "$T/config.json" ] || timeout "$2" "$B/weights/flashserve-random-model" --out "$T" \
+    --preset "$1" --tokenizer "$M/llama2-tokenizer/tokenizer.model" > "$OUT/random_$1.log" 2>&1 || rc=1
+}
+
+bench_shape() {  # $1 preset, $2 seconds to write it, $3 the smallest TP size it fits
+  random_model "$1" "$2"
+  for n in $sizes; do
+    [ "$n" -lt "$3" ] && continue
+    timeout 300 "$B/bench/bench_e2e" --model "$T" --backend cuda --label "$1" --tensor-parallel-size $n \
+      --cases decode:1x128x256,offline:16x128x256 --max-seconds 90 >> "$OUT/tp_e2e_raw.jsonl" \
+      2> "$OUT/bench_$1_tp$n.log" || rc=1
+    echo "TP $n:"; grep -E "^(decode|offline)|error" "$OUT/bench_$1_tp$n.log"
+    timeout 120 "$B/bench/bench_tp_collectives" --model "$T" --tensor-parallel-size $n \
+      --batch 1,16 >> "$OUT/tp_collectives.jsonl" 2>> "$OUT/collectives.log" || rc=1
+  done
+  python3 "$SRC/bench/tp_merge.py" --e2e "$OUT/tp_e2e_raw.jsonl" \
+    --collectives "$OUT/tp_collectives.jsonl" --out "$OUT/tp_e2e.jsonl" || rc=1
+  rm -rf "$T"  # the disk for the next shape
+}
+
+for stage in $stages; do
+  echo "== stage $stage (t=${SECONDS}s)"
+  case $stage in
+  build)
+    SRC=$SRC BUILD=$B TARGETS="test_tensor_parallel_cuda test_parallel_unit test_tensor_parallel_cpu \
+flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
+      bash tests/backends/carried_session.sh build || { echo "build failed"; rc=1; break; }
+    ;;
+  tests)
+    for t in parallel/test_tensor_parallel_cuda parallel/test_parallel_unit parallel/test_tensor_parallel_cpu; do
+      name=$(basename $t)
+      timeout 300 "$B/tests/$t" > "$OUT/$name.log" 2>&1; r=$?
+      [ $r -ne 0 ] && rc=1
+      echo "$name rc=$r: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
+      grep -E "NCCL group|vs one GPU|skipped|Failure|FAILED  \]" "$OUT/$name.log" | head -20
+    done
+    ;;
+  generate)
+    for n in $sizes; do
+      timeout 120 "$B/tools/flashserve-generate" --model "$M/stories260K" --backend cuda \
+        --temperature 0 --max-tokens 200 --tensor-parallel-size $n > "$OUT/generate_tp$n.txt" \
+        2> "$OUT/generate_tp$n.log" || rc=1
+      tail -n 1 "$OUT/generate_tp$n.log"
+      if [ -s "$OUT/generate_tp$n.txt" ] && cmp -s "$OUT/generate_tp1.txt" "$OUT/generate_tp$n.txt"; then
+        echo "generate stories260K TP $n: text identical to TP 1"
+      else
+        echo "generate stories260K TP $n: text differs from TP 1"; rc=1
+      fi
+    done
+    ;;
+  collectives)
+    CFG=/tmp/fs_models/fs_configs/llama2-7b
+    "$B/weights/flashserve-random-model" --out $CFG --preset llama2-7b --config-only 1 > /dev/null 2>&1
+    for n in $sizes; do
+      timeout 120 "$B/bench/bench_tp_collectives" --model $CFG --tensor-parallel-size $n \
+        --batch 1,16,64 >> "$OUT/tp_collectives_7b_shape.jsonl" 2>> "$OUT/collectives.log" || rc=1
+    done
+    cat "$OUT/collectives.log"
+    ;;
+  bench) bench_shape llama2-7b 300 1 ;;
+  bench70b) bench_shape llama2-70b 580 2 ;;  # 138 GB: no single GPU holds it
+  *) echo "unknown stage $stage"; rc=1 ;;
+  esac
+done
+echo "session rc=$rc (t=${SECONDS}s)"
+# The device returns a few files: everything goes back as one archive.
+tar czf /tmp/tp_session.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/tp_session.tgz "$OUT/"
+exit $rc
