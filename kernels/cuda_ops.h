@@ -16,9 +16,11 @@ namespace flashserve::cuda {
 // gemv_supported(): 1 <= m <= kGemvMaxRows, k a multiple of 8, every pointer 16-byte aligned.
 constexpr int kGemvMaxRows = 16;
 // Up to this many rows the CUDA backend prefers it to cuBLASLt: measured on an H100 (bench_linear,
-// docs/decode.md), ahead over a decode step's projections up to m = 8 (TinyLlama shape; about
-// even on Llama-2-7B's at m = 8); at m = 16 cuBLASLt's tiles win.
-constexpr int kGemvDefaultRows = 8;
+// docs/decode.md): ahead at m = 1 and 2 (the warp-per-row kernel); from m = 3 the tensor-core
+// kernel is 5-10% behind cuBLASLt over a TinyLlama step's projections (and offline 8x128/256 lost
+// 10% with it), so cuBLASLt keeps m >= 3. The fused add + norm uses the tensor-core kernel at
+// m <= 2 (gemv_add_rms_norm_pays).
+constexpr int kGemvDefaultRows = 2;
 bool gemv_supported(int m, int k, const void* x, const void* w, const void* out);
 void gemv_bf16(void* out,            // [m, n] fp32 (out_f32) or bf16
                bool out_f32,

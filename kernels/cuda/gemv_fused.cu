@@ -26,10 +26,11 @@ bool gemv_add_rms_norm_supported(int m, int k, const void* x, const void* delta,
 
 bool gemv_add_rms_norm_pays(int m, int k) {
   // The first round of loads of w (kWarps x kUnroll units of 32 columns) is in flight while the
-  // prologue runs: half of a 2048-wide row, a quarter of a 4096-wide one. Measured (device call
-  // 2): Llama-2-7B's qkv / gate_up at m = 1 took 48 / 81 us fused vs 35 + 2 / 64 + 2 us unfused,
-  // TinyLlama's m = 16 qkv 19 vs 8 + 2 us; TinyLlama at m = 1 about even alone, ahead in a step.
-  return m <= 8 && k <= 2 * skinny::kWarps * skinny::kUnroll * 32;
+  // prologue runs: half of a 2048-wide row, a quarter of a 4096-wide one. Measured on an H100
+  // (docs/decode.md): TinyLlama batch-1 decode 765 / 754 tokens/s fused vs 749 unfused (two
+  // rounds); offline 8x128/256 4646 fused vs 4928 unfused; Llama-2-7B's qkv / gate_up at m = 1
+  // 48 / 81 us fused vs 35 + 2 / 64 + 2 us unfused.
+  return m <= 2 && k <= 2 * skinny::kWarps * skinny::kUnroll * 32;
 }
 
 void gemv_add_rms_norm_bf16(void* out, bool out_f32, void* x_out, const void* x, const void* delta,
