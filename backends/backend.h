@@ -200,6 +200,30 @@ class Backend {
   // out = silu(gate) * up with gate_up = [gate | up] per row (the fused gate/up projection).
   virtual void swiglu_fused(Tensor out,                  // [n, intermediate_size]
                             const Tensor& gate_up) = 0;  // [n, 2 * intermediate_size]
+  // Fused with the projection after it (docs/decode.md). The default composes the ops above,
+  // and the CPU backend uses it, so its results are those of the unfused forward; the CUDA
+  // backend runs it as one kernel where that measured faster (the reference twin is
+  // kernels/cpu/fused_decode_ref.h).
+  // x_out = x + delta; out = (rms_norm(x_out) * norm_w) · wᵀ: a residual add, the next RMSNorm
+  // and the projection that reads it. With delta empty x is normed as is and x_out is not
+  // written (it may be empty). `h` is scratch for backends that compose the op (it may alias
+  // delta); x_out must not alias x or delta, and out none of the inputs.
+  virtual void add_rms_norm_matmul(Tensor out,             // [m, n] f32 or compute_dtype()
+                                   Tensor h,               // [m, hidden] scratch
+                                   Tensor x_out,           // [m, hidden] or empty
+                                   const Tensor& x,        // [m, hidden]
+                                   const Tensor& delta,    // [m, hidden] or empty
+                                   const Tensor& norm_w,   // [hidden]
+                                   float eps,
+                                   const Tensor& w) {      // [n, hidden]
+    if (delta.data != nullptr) {
+      add(x_out, x, delta);
+      rms_norm(h, x_out, norm_w, eps);
+    } else {
+      rms_norm(h, x, norm_w, eps);
+    }
+    matmul(out, h, w);
+  }
   // ids[r] = argmax of logits row r, ties to the lowest id (the host sampler's greedy choice);
   // -1 when the row holds a NaN.
   virtual void argmax_rows(Tensor ids,               // [rows] int32

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   return bench::run_guarded("bench_linear", [&] {
     const bench::HwCeilings hw = bench::require_hw_ceilings();
-    auto gemv = make_cuda_backend(0, 8);    // skinny-matmul kernel up to m = 8
+    auto gemv = make_cuda_backend(0, 16);   // skinny-matmul kernel up to m = 16 (kGemvMaxRows)
     auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);

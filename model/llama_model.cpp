@@ -3,16 +3,19 @@
 //   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
 //   rope(q, k); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
-// Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
-// write are one op; each residual add is fused with the following norm.
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
 // Tensor parallelism changes only the sizes (a rank's heads and columns), the ·Woᵀ, ·Wdᵀ and
 // ·Wlmᵀ products (model/llama_model_parallel.cpp) and which slices of the weights load.
+// Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
+// write are one op; SwiGLU reads the fused gate/up output; each residual add and the norm after
+// it go with the projection that reads them (add_rms_norm_matmul), so the residual stream
+// alternates between two buffers (docs/decode.md).
 #include "model/llama_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <utility>
 
 #include "core/error.h"
 #include "model/decode_graphs.h"
@@ -156,7 +159,9 @@ void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32
   if (graph_max_batch_ > 0 && forward_graph(s, cache, logits, argmax)) return;
   const StepArgs st = upload_step(s, cache);
   const int64_t rows = int64_t(s.logit_rows.size());
-  run_layers(st, cache, rows, argmax != nullptr);
+  bool identity = rows == int64_t(s.tokens.size());
+  for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;
+  run_layers(st, cache, rows, argmax != nullptr, identity);
   copy_outputs(rows, rows, logits, argmax);
 }
 
@@ -228,14 +233,19 @@ StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   return b;
 }
 
-void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax) {
+void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax,
+                            bool identity_rows) {
   const ModelConfig& c = config_;
   const int64_t n = b.num_tokens;
   const int64_t hidden = c.hidden_size, inter = inter_, d = c.head_dim;  // inter, hq, hkv:
   const int64_t hq = hq_, hkv = hkv_;  // this rank's (the whole model's without a shard)
   const DType act = backend_.compute_dtype();
+  const float eps = c.rms_norm_eps;
 
-  Tensor x = scratch(ws_.x, act, {n, hidden});  // residual stream
+  // The residual stream lives in two buffers: each residual add reads one and writes the other
+  // (a fused add + norm + projection kernel cannot update the rows its other blocks still read).
+  Tensor x = scratch(ws_.x, act, {n, hidden});
+  Tensor x_next = scratch(ws_.x_next, act, {n, hidden});
   Tensor h = scratch(ws_.h, act, {n, hidden});  // normed input of a block / its output
   Tensor qkv = scratch(ws_.qkv, act, {n, (hq + 2 * hkv) * d});
   Tensor q = scratch(ws_.q, act, {n, hq, d});
@@ -245,34 +255,40 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   const float scale = float(1.0 / std::sqrt(double(d)));
 
   backend_.embedding(x, b.tokens, embed_.tensor);
-  backend_.rms_norm(h, x, layers_[0].input_norm.tensor, c.rms_norm_eps);
+  Tensor delta;  // the last block's output, still to be added to x (none before layer 0)
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
-    // h holds rms_norm(x) with this layer's input norm.
-    backend_.matmul(qkv, h, L.wqkv.tensor);
+    // x_next = x + delta; qkv = rms_norm(x_next)·Wqkvᵀ (layer 0: rms_norm(x)·Wqkvᵀ).
+    backend_.add_rms_norm_matmul(qkv, h, x_next, x, delta, L.input_norm.tensor, eps, L.wqkv.tensor);
+    if (delta.data) std::swap(x, x_next);
     if (c.qkv_bias) backend_.add_bias(qkv, L.bqkv.tensor);
     if (c.qk_norm)
       backend_.qk_norm(qkv.view({n, hq + 2 * hkv, d}), L.q_norm.tensor, L.k_norm.tensor, int(hq),
-                       int(hkv), c.rms_norm_eps);
+                       int(hkv), eps);
     backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
     row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
-    backend_.add_rms_norm(h, x, h, L.post_norm.tensor, c.rms_norm_eps);  // x += h; h = norm(x)
-    backend_.matmul(gate_up, h, L.w_gate_up.tensor);
+    // x_next = x + h; gate_up = rms_norm(x_next)·Wguᵀ.
+    backend_.add_rms_norm_matmul(gate_up, h, x_next, x, h, L.post_norm.tensor, eps,
+                                 L.w_gate_up.tensor);
+    std::swap(x, x_next);
     backend_.swiglu_fused(gate, gate_up);
     row_parallel_matmul(h, gate, L.w_down.tensor);
-    if (l + 1 < c.num_layers)
-      backend_.add_rms_norm(h, x, h, layers_[l + 1].input_norm.tensor, c.rms_norm_eps);
-    else
-      backend_.add(x, x, h);
+    delta = h;
   }
   if (rows == 0) return;
   Tensor sel = scratch(ws_.sel, act, {rows, hidden});
-  backend_.gather_rows(sel, x, b.logit_rows);
-  backend_.rms_norm(sel, sel, final_norm_.tensor, c.rms_norm_eps);
   Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
-  vocab_parallel_logits(out, sel, lm_head_.storage ? lm_head_.tensor : embed_.tensor);
+  const Tensor& head = lm_head_.storage ? lm_head_.tensor : embed_.tensor;
+  if (identity_rows) {  // every row wanted, in order: the last add and the final norm in one op
+    backend_.add_rms_norm(sel, x, delta, final_norm_.tensor, eps);
+  } else {
+    backend_.add(x, x, delta);
+    backend_.gather_rows(sel, x, b.logit_rows);
+    backend_.rms_norm(sel, sel, final_norm_.tensor, eps);
+  }
+  vocab_parallel_logits(out, sel, head);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
@@ -323,11 +339,11 @@ bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
   } else {
     // First time for this key: run the step eagerly (which also sizes every buffer), then
     // record the same ops over the same buffers for the next steps.
-    run_layers(st, cache, bucket, /*argmax=*/true);
+    run_layers(st, cache, bucket, /*argmax=*/true, /*identity_rows=*/true);
     const uint64_t before = epoch();
     backend_.begin_capture();
     try {
-      run_layers(st, cache, bucket, /*argmax=*/true);  // recorded: every replay has both
+      run_layers(st, cache, bucket, /*argmax=*/true, /*identity_rows=*/true);  // recorded
       graph = backend_.end_capture();
     } catch (...) {
       backend_.abort_capture();

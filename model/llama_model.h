@@ -54,8 +54,10 @@ class LlamaModel {
   // The plan's arrays on the device (one upload): the step's StepArgs.
   StepArgs upload_step(const StepPlan& step, KvCache& cache);
   // Embedding .. lm_head for the uploaded step; logits land in ws_.logits [rows, vocab] f32,
-  // and with `argmax` their argmax in ws_.argmax [rows] int32.
-  void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax);
+  // and with `argmax` their argmax in ws_.argmax [rows] int32. identity_rows: the logit rows are
+  // every token in order (0, 1, .., rows - 1), so the final norm can go with the head.
+  void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax,
+                  bool identity_rows);
   // Copies the first `wanted` of `rows` rows of ws_.argmax / ws_.logits where asked, then waits.
   void copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax);
   // The decode-step graph path; false when this step must run eagerly.
@@ -98,7 +100,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   struct Workspace {
     Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows
-    Buffer x, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
+    Buffer x, x_next, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
     Buffer logits_local, gathered;  // tensor parallelism: this rank's vocabulary rows, all ranks'
   } ws_;
   std::map<int64_t, Buffer> gather_order_;  // by number of rows (kept: graphs point at them)

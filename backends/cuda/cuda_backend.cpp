@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -88,7 +89,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override {
     return "cuda (" + gpu_name_ + ", bf16, cuBLASLt + skinny-matmul kernel for up to " +
-           std::to_string(gemv_max_rows_) + " rows; attention: FA2 prefill + split-K decode " +
+           std::to_string(gemv_max_rows_) + " rows" + (fuse_ ? ", fused add + norm" : "") +
+           "; attention: FA2 prefill + split-K decode " +
            "for head_dim 64/128, generic fp32 kernel otherwise)";
   }
   Device device() const override { return Device::kCuda; }
@@ -339,6 +341,44 @@ class CudaBackend final : public Backend {
     cuda::swiglu_fused_bf16(out.data, gate_up.data, int(n), int(inter), stream_);
   }
 
+  // One skinny-matmul kernel with the add + norm in front where that measured faster
+  // (cuda::gemv_add_rms_norm_pays), else the add + norm kernel and the matmul.
+  void add_rms_norm_matmul(Tensor out, Tensor h, Tensor x_out, const Tensor& x, const Tensor& delta,
+                           const Tensor& norm_w, float eps, const Tensor& w) override {
+    expect_bf16(x, "add_rms_norm_matmul x");
+    expect_bf16(norm_w, "add_rms_norm_matmul norm_w");
+    const bool add = delta.data != nullptr;
+    const int64_t hidden = norm_w.numel(), m = hidden > 0 ? x.numel() / hidden : 0;
+    FS_CHECK(hidden > 0 && x.numel() == m * hidden && w.dim(w.ndim - 1) == hidden &&
+                 (!add || (delta.numel() == x.numel() && x_out.numel() == x.numel())),
+             "add_rms_norm_matmul: shapes");
+    if (m == 0) return;
+    const int64_t n = w.numel() / hidden;
+    if (add) {
+      expect_bf16(delta, "add_rms_norm_matmul delta");
+      expect_bf16(x_out, "add_rms_norm_matmul x_out");
+    }
+    FS_CHECK(out.numel() == m * n && (out.dtype == DType::kF32 || out.dtype == DType::kBF16),
+             "add_rms_norm_matmul: out");
+    if (fuse_ && m <= gemv_max_rows_ && w.dtype == DType::kBF16 &&
+        cuda::gemv_add_rms_norm_pays(int(m), int(hidden)) &&
+        cuda::gemv_add_rms_norm_supported(int(m), int(hidden), x.data, add ? delta.data : nullptr,
+                                          add ? x_out.data : nullptr, norm_w.data, w.data, out.data)) {
+      cuda::gemv_add_rms_norm_bf16(out.data, out.dtype == DType::kF32, add ? x_out.data : nullptr,
+                                   x.data, add ? delta.data : nullptr, norm_w.data, eps, w.data,
+                                   int(m), int(n), int(hidden), stream_);
+      return;
+    }
+    expect_bf16(h, "add_rms_norm_matmul h");
+    FS_CHECK(h.numel() == x.numel(), "add_rms_norm_matmul: h");
+    if (add)
+      cuda::add_rms_norm_out_bf16(h.data, x_out.data, x.data, delta.data, norm_w.data, int(m),
+                                  int(hidden), eps, stream_);
+    else
+      cuda::rms_norm_bf16(h.data, x.data, norm_w.data, int(m), int(hidden), eps, stream_);
+    matmul(out, h, w);
+  }
+
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const StepArgs& b, float scale) override {
     expect_bf16(q, "attention q");
@@ -456,6 +496,8 @@ class CudaBackend final : public Backend {
     decode_ws_ = nullptr;
     decode_ws_ = allocate_bytes(ws + ws / 2);
     decode_ws_bytes_ = ws + ws / 2;
+    // The split-K kernel's arrival counters start at zero (and every launch leaves them so).
+    CUDA_CHECK(cudaMemsetAsync(decode_ws_.get(), 0, decode_ws_bytes_, stream_));
     ++epoch_;  // recorded graphs point at the old workspace
   }
 
@@ -521,6 +563,12 @@ class CudaBackend final : public Backend {
 
   int device_;
   int gemv_max_rows_;  // matmuls of up to this many rows use cuda::gemv_bf16
+  // add_rms_norm_matmul fused where it pays; FLASHSERVE_FUSE=0 runs it unfused (an A/B switch
+  // for benchmarks, like FLASHSERVE_PDL).
+  const bool fuse_ = [] {
+    const char* v = std::getenv("FLASHSERVE_FUSE");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
   std::string gpu_name_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

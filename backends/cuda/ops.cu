@@ -145,17 +145,20 @@ __global__ void write_kv_kernel(bf16* kc, bf16* vc, const bf16* k, const bf16* v
   vc[slot * row + c] = v[i];
 }
 
-__global__ void add_rms_norm_kernel(bf16* out, bf16* x, const bf16* delta, const bf16* w,
-                                    int hidden, float eps) {
+// x_out may be x_in (the residual updated in place) or another buffer (LlamaModel's fused
+// decode path keeps the residual in two buffers; this is its unfused fallback).
+__global__ void add_rms_norm_kernel(bf16* out, bf16* x_out, const bf16* x_in, const bf16* delta,
+                                    const bf16* w, int hidden, float eps) {
   pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
   pdl_wait();
-  bf16* xr = x + int64_t(blockIdx.x) * hidden;
+  const bf16* xi = x_in + int64_t(blockIdx.x) * hidden;
+  bf16* xr = x_out + int64_t(blockIdx.x) * hidden;
   const bf16* dr = delta + int64_t(blockIdx.x) * hidden;
   bf16* orow = out + int64_t(blockIdx.x) * hidden;
   float ss = 0.f;
   // Each thread owns the same columns in both loops, so out may alias delta.
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const bf16 s = __float2bfloat16(__bfloat162float(xr[c]) + __bfloat162float(dr[c]));
+    const bf16 s = __float2bfloat16(__bfloat162float(xi[c]) + __bfloat162float(dr[c]));
     xr[c] = s;
     const float v = __bfloat162float(s);
     ss += v * v;
@@ -171,11 +174,12 @@ __global__ void add_rms_norm_kernel(bf16* out, bf16* x, const bf16* delta, const
 // hidden 2048 on an H100, where a decode step runs two per layer. Needs hidden % 8 == 0 and
 // hidden <= 8 * V * blockDim.x; every thread owns the same vectors in all three passes.
 template <int V>
-__global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x, const bf16* delta, const bf16* w,
-                                        int hidden, float eps) {
+__global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x_out, const bf16* x_in, const bf16* delta,
+                                        const bf16* w, int hidden, float eps) {
   pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
   pdl_wait();
-  uint4* xr = reinterpret_cast<uint4*>(x + int64_t(blockIdx.x) * hidden);
+  const uint4* xi = reinterpret_cast<const uint4*>(x_in + int64_t(blockIdx.x) * hidden);
+  uint4* xr = reinterpret_cast<uint4*>(x_out + int64_t(blockIdx.x) * hidden);
   const uint4* dr = reinterpret_cast<const uint4*>(delta + int64_t(blockIdx.x) * hidden);
   uint4* orow = reinterpret_cast<uint4*>(out + int64_t(blockIdx.x) * hidden);
   const uint4* wr = reinterpret_cast<const uint4*>(w);
@@ -184,7 +188,7 @@ __global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x, const bf16* delta, c
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     const int c = threadIdx.x + i * blockDim.x;
-    if (c < nvec) a[i] = xr[c], b[i] = dr[c];
+    if (c < nvec) a[i] = xi[c], b[i] = dr[c];
   }
   float ss = 0.f;
 #pragma unroll
@@ -443,18 +447,24 @@ void write_kv_bf16(void* k_cache, void* v_cache, const void* k, const void* v,
 
 void add_rms_norm_bf16(void* out, void* x, const void* delta, const void* w, int n, int hidden,
                        float eps, cudaStream_t stream) {
+  add_rms_norm_out_bf16(out, x, x, delta, w, n, hidden, eps, stream);
+}
+
+void add_rms_norm_out_bf16(void* out, void* x_out, const void* x_in, const void* delta,
+                           const void* w, int n, int hidden, float eps, cudaStream_t stream) {
   if (n == 0) return;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = hidden % 8 == 0 && hidden <= 8 * 4 * kThreads && aligned(out) && aligned(x) &&
-                   aligned(delta) && aligned(w);
+  const bool vec = hidden % 8 == 0 && hidden <= 8 * 4 * kThreads && aligned(out) &&
+                   aligned(x_out) && aligned(x_in) && aligned(delta) && aligned(w);
+  auto* o = static_cast<bf16*>(out);
+  auto* xo = static_cast<bf16*>(x_out);
+  const auto* xi = static_cast<const bf16*>(x_in);
+  const auto* d = static_cast<const bf16*>(delta);
+  const auto* wb = static_cast<const bf16*>(w);
   if (vec) {
-    launch_pdl(add_rms_norm_vec_kernel<4>, n, kThreads, 0, stream, static_cast<bf16*>(out),
-               static_cast<bf16*>(x), static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-               hidden, eps);
+    launch_pdl(add_rms_norm_vec_kernel<4>, n, kThreads, 0, stream, o, xo, xi, d, wb, hidden, eps);
   } else {
-    launch_pdl(add_rms_norm_kernel, n, kThreads, 0, stream, static_cast<bf16*>(out),
-               static_cast<bf16*>(x), static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-               hidden, eps);
+    launch_pdl(add_rms_norm_kernel, n, kThreads, 0, stream, o, xo, xi, d, wb, hidden, eps);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -62,6 +62,11 @@ void paged_attention_generic_bf16(const PagedAttentionArgs& args, int num_tokens
 void add_rms_norm_bf16(void* out, void* x, const void* delta,  // [n, hidden] bf16
                        const void* w,                           // [hidden] bf16
                        int n, int hidden, float eps, cudaStream_t stream);
+// The same with the sum going to x_out (which may be x_in): x_out = x_in + delta.
+void add_rms_norm_out_bf16(void* out, void* x_out, const void* x_in,  // [n, hidden] bf16
+                           const void* delta,                         // [n, hidden] bf16
+                           const void* w,                             // [hidden] bf16
+                           int n, int hidden, float eps, cudaStream_t stream);
 // Splits qkv rows [q | k | v], RoPE-turns q and k, writes q to `q` and k, v to the cache slots
 // (slot < 0: skipped).
 void qkv_rope_write_kv_bf16(void* q,                       // [n, hq, d] bf16

@@ -1,17 +1,18 @@
-// Skinny matmul for decode: out[m, n] = x[m, k] · w[n, k]ᵀ with m of 1..kGemvMaxRows.
-// At such m the product is a pass over the weights: every weight byte is read once and used m
-// times, so the kernel's only job is to stream w at the memory's speed. cuBLASLt tiles N=m up to
-// 8-16 columns and launches one CTA per 128-row tile of w, which leaves most SMs idle for a
-// 2048-row projection; here one warp owns one row of w and each lane keeps four 16-byte loads in
-// flight, so a few thousand rows already fill the GPU. x (m·k bf16, a few KB) is re-read by every
-// warp and stays in L1/L2. fp32 accumulation, a warp-shuffle reduction, bf16 or fp32 output.
+// Skinny matmul for decode: out[m, n] = x[m, k] · w[n, k]ᵀ with m of 1..kGemvMaxRows. At such m
+// the product is a pass over the weights: every weight byte is read once and used m times, so the
+// kernel's job is to stream w at the memory's speed. Two kernels, each where it measured faster
+// (bench_linear and the probe of docs/decode.md, H100):
+//  - m <= 2: one warp per row of w, four 16-byte loads in flight per lane, x re-read from L1/L2,
+//    fp32 FMAs. Small blocks (8 rows), so many are resident and much is in flight; but each
+//    weight vector costs m loads of x and 8 m conversions, which is why it falls off from m = 3;
+//  - m >= 3: the tensor-core kernel of kernels/cuda/skinny_gemm.cuh, whose cost does not grow
+//    with m up to 8.
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/skinny_gemm.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace flashserve::cuda {
@@ -19,8 +20,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kWarps = 8;   // rows of w per block
-constexpr int kUnroll = 4;  // 16-byte loads of w in flight per lane
+constexpr int kWarpKernelRows = 2;  // m up to this: the warp-per-row kernel
+constexpr int kWarps = 8;           // rows of w per block
+constexpr int kUnroll = 4;          // 16-byte loads of w in flight per lane
 
 __device__ inline void dot8(const uint4& w, const uint4& x, float& acc) {
   const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
@@ -33,9 +35,6 @@ __device__ inline void dot8(const uint4& w, const uint4& x, float& acc) {
     acc = fmaf(a.y, b.y, acc);
   }
 }
-
-__device__ inline void store(float* out, float v) { *out = v; }
-__device__ inline void store(bf16* out, float v) { *out = __float2bfloat16(v); }
 
 // One warp per row of w; M = rows of x (compile-time so the accumulators stay in registers).
 template <int M, class Out>
@@ -83,31 +82,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < M; ++r) {
     float s = acc[r];
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) store(out + int64_t(r) * n + row, s);
+    if (lane == 0) skinny::store_out(out + int64_t(r) * n + row, s);
   }
 }
 
 template <class Out>
-void launch(Out* out, const bf16* x, const bf16* w, int m, int n, int k, cudaStream_t stream) {
+void launch_warp_kernel(Out* out, const bf16* x, const bf16* w, int m, int n, int k,
+                        cudaStream_t stream) {
   const dim3 grid((n + kWarps - 1) / kWarps), block(kWarps * 32);
-  switch (m) {
-#define FS_GEMV_CASE(M) \
-  case M: launch_pdl(gemv_kernel<M, Out>, grid, block, 0, stream, out, x, w, n, k); break;
-    FS_GEMV_CASE(1)
-    FS_GEMV_CASE(2)
-    FS_GEMV_CASE(3)
-    FS_GEMV_CASE(4)
-    FS_GEMV_CASE(5)
-    FS_GEMV_CASE(6)
-    FS_GEMV_CASE(7)
-    FS_GEMV_CASE(8)
-#undef FS_GEMV_CASE
-    default: FS_THROW("gemv: ", m, " rows, at most ", kGemvMaxRows);
-  }
+  if (m == 1)
+    launch_pdl(gemv_kernel<1, Out>, grid, block, 0, stream, out, x, w, n, k);
+  else
+    launch_pdl(gemv_kernel<2, Out>, grid, block, 0, stream, out, x, w, n, k);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
+
+static_assert(kGemvMaxRows == skinny::kMaxRows, "kernels/cuda_ops.h and skinny_gemm.cuh disagree");
 
 bool gemv_supported(int m, int k, const void* x, const void* w, const void* out) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -122,10 +114,18 @@ void gemv_bf16(void* out, bool out_f32, const void* x, const void* w, int m, int
   if (n == 0) return;
   const bf16* xb = static_cast<const bf16*>(x);
   const bf16* wb = static_cast<const bf16*>(w);
+  if (m <= kWarpKernelRows) {
+    if (out_f32)
+      launch_warp_kernel(static_cast<float*>(out), xb, wb, m, n, k, stream);
+    else
+      launch_warp_kernel(static_cast<bf16*>(out), xb, wb, m, n, k, stream);
+    return;
+  }
+  const skinny::Args a = skinny::make_args(out, x, w, m, n, k);
   if (out_f32)
-    launch(static_cast<float*>(out), xb, wb, m, n, k, stream);
+    skinny::launch<skinny::Prologue::kPlain, float>(a, stream);
   else
-    launch(static_cast<bf16*>(out), xb, wb, m, n, k, stream);
+    skinny::launch<skinny::Prologue::kPlain, skinny::bf16>(a, stream);
 }
 
 }  // namespace flashserve::cuda

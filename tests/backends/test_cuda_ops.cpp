@@ -3,12 +3,17 @@
 // is a few bf16 ulps of the output scale (2^-8 relative per rounding, plus fp32 reordering).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "backends/backend.h"
+#include "kernels/cpu/fused_decode_ref.h"
+#include "kernels/cuda_ops.h"
 
 namespace flashserve::test {
 namespace {
@@ -21,7 +26,8 @@ class Ops : public ::testing::Test {
  protected:
   std::unique_ptr<Backend> cpu_ = make_cpu_backend(2);
   std::unique_ptr<Backend> gpu_ = make_cuda_backend(0);
-  std::unique_ptr<Backend> gemv8_ = make_cuda_backend(0, 8);  // skinny matmul up to 8 rows
+  std::unique_ptr<Backend> gemv_all_ = make_cuda_backend(0, cuda::kGemvMaxRows);  // skinny kernel
+  std::unique_ptr<Backend> cublas_ = make_cuda_backend(0, 0);  // cuBLASLt, the fused ops unfused
   std::mt19937 rng_{1234};
 
   std::vector<float> random(int64_t n, float lo = -1.f, float hi = 1.f) {
@@ -168,16 +174,18 @@ TEST_F(Ops, BiasAddAndQkNorm) {
 }
 
 TEST_F(Ops, MatmulBf16AndF32Out) {
-  // m <= 8 with k % 8 == 0 goes through the skinny-matmul kernel (every m from 1 to 8; k with
-  // and without a tail past its unrolled loop; odd n); the rest through cuBLASLt.
+  // m <= 16 with k % 8 == 0 goes through the skinny-matmul kernel (m on both sides of its n8
+  // tiles; k with and without a partial 32-column unit; n not a multiple of its 16-row tiles);
+  // the rest through cuBLASLt.
   for (auto [m, n, k] : {std::tuple{1, 64, 64}, {5, 300, 72}, {64, 512, 256}, {3, 1000, 1024},
                          {2, 130, 5632}, {4, 33, 2056}, {6, 17, 8}, {7, 96, 136}, {8, 257, 512},
-                         {9, 64, 64}, {2, 50, 70}}) {
+                         {9, 64, 64}, {2, 50, 70}, {12, 1, 2048}, {16, 2560, 2048}, {15, 40, 24},
+                         {17, 64, 64}}) {
     Pair x = make(random(int64_t(m) * k), {m, k});
     Pair w = make(random(int64_t(n) * k), {n, k});
     // The default backend (skinny kernel up to kGemvDefaultRows) and one that takes it up to
     // kGemvMaxRows; both write the same device buffers, one after the other.
-    for (Backend* be : {gpu_.get(), gemv8_.get()}) {
+    for (Backend* be : {gpu_.get(), gemv_all_.get(), cublas_.get()}) {
       Pair o = make_zero({m, n});
       gpu_->synchronize();
       cpu_->matmul(o.cpu.tensor, x.cpu.tensor, w.cpu.tensor);
@@ -189,6 +197,93 @@ TEST_F(Ops, MatmulBf16AndF32Out) {
       be->matmul(of.gpu.tensor, x.gpu.tensor, w.gpu.tensor);
       be->synchronize();
       expect_close(of, 1e-3, "matmul f32 out");
+    }
+  }
+}
+
+// Values of a bf16 GPU tensor, or of an f32 one.
+std::vector<float> device_values(Backend& be, const Tensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  if (t.dtype == DType::kF32) {
+    be.copy_to_host(v.data(), t);
+    return v;
+  }
+  std::vector<uint16_t> b(v.size());
+  be.copy_to_host(b.data(), t);
+  for (size_t i = 0; i < b.size(); ++i) v[i] = bf16_bits_to_float(b[i]);
+  return v;
+}
+
+// max |got - want| <= rel * max |want| (and no NaN: every output was poisoned first).
+void expect_near_twin(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, ref = 1e-3;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << ": element " << i << " not written";
+    err = std::max(err, std::abs(double(got[i]) - want[i]));
+    ref = std::max(ref, std::abs(double(want[i])));
+  }
+  EXPECT_LE(err, rel * ref) << what << ": max abs err " << err << " of " << ref;
+}
+
+// add_rms_norm_matmul against its CPU twin run on the same bf16 inputs with bf16 intermediates:
+// the fused kernel called directly wherever it runs (m <= 16, the normed rows within its shared
+// memory), and the backend's op (fused where gemv_add_rms_norm_pays, else the add + norm kernel
+// and the matmul), as well as the cuBLASLt backend's composition. Odd n and k (a partial
+// 32-column unit, a partial 16-row tile), with and without the residual add, bf16 and f32
+// outputs; the residual sum must equal the twin's bit for bit and stay unwritten without a delta.
+TEST_F(Ops, AddRmsNormMatmulMatchesItsTwin) {
+  const float nan = std::nanf("");
+  for (auto [m, n, k] : {std::tuple{1, 2560, 2048}, {1, 37, 72}, {2, 130, 5632}, {3, 16, 8},
+                         {5, 1000, 264}, {8, 257, 512}, {9, 64, 2048}, {11, 300, 72},
+                         {16, 2560, 2048}, {16, 33, 4096}, {13, 20, 4096}, {17, 64, 256},
+                         {33, 40, 136}}) {
+    std::vector<float> xv = random(int64_t(m) * k, -2.f, 3.f), dv = random(int64_t(m) * k, -1.f, 2.f);
+    std::vector<float> nv = random(k, 0.5f, 1.5f), wv = random(int64_t(n) * k);
+    Pair x = make(xv, {m, k}), delta = make(dv, {m, k}), nw = make(nv, {k}), w = make(wv, {n, k});
+    // 0: the kernel itself, 1: the default backend's op, 2: the cuBLASLt backend's op.
+    for (int path = 0; path < 3; ++path) {
+      Backend& be = path == 2 ? *cublas_ : *gpu_;
+      for (int with_delta = 0; with_delta < 2; ++with_delta)
+        for (DType out_t : {DType::kBF16, DType::kF32}) {
+          const std::string what = str_cat("add_rms_norm_matmul m ", m, " n ", n, " k ", k, " delta ",
+                                           with_delta, " ", dtype_name(out_t), " path ", path);
+          Buffer out = be.allocate(out_t, {m, n}), h = be.allocate(DType::kBF16, {m, k});
+          Buffer x_out = be.allocate(DType::kBF16, {m, k});
+          std::vector<uint16_t> poison_h(size_t(m) * std::max(n, k), 0xFFFF);  // bf16 NaN
+          std::vector<float> poison_f(size_t(m) * n, nan);
+          be.copy_from_host(x_out.tensor, poison_h.data());
+          be.copy_from_host(out.tensor, out_t == DType::kF32 ? static_cast<const void*>(poison_f.data())
+                                                             : static_cast<const void*>(poison_h.data()));
+          const void* d = with_delta ? delta.gpu.tensor.data : nullptr;
+          if (path == 0) {
+            if (!cuda::gemv_add_rms_norm_supported(m, k, x.gpu.tensor.data, d, x_out.tensor.data,
+                                                   nw.gpu.tensor.data, w.gpu.tensor.data, out.tensor.data))
+              continue;
+            be.synchronize();  // the uploads ran on the backend's stream, the kernel runs on 0
+            cuda::gemv_add_rms_norm_bf16(out.tensor.data, out_t == DType::kF32, x_out.tensor.data,
+                                         x.gpu.tensor.data, d, nw.gpu.tensor.data, 1e-5f,
+                                         w.gpu.tensor.data, m, n, k, nullptr);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          } else {
+            be.add_rms_norm_matmul(out.tensor, h.tensor, x_out.tensor, x.gpu.tensor,
+                                   with_delta ? delta.gpu.tensor : Tensor(), nw.gpu.tensor, 1e-5f,
+                                   w.gpu.tensor);
+          }
+          std::vector<float> want(size_t(m) * n), want_x(size_t(m) * k);
+          ref::add_rms_norm_matmul(want.data(), want_x.data(), xv.data(), with_delta ? dv.data() : nullptr,
+                                   nv.data(), 1e-5f, wv.data(), m, n, k, DType::kBF16);
+          expect_near_twin(device_values(be, out.tensor), want, out_t == DType::kF32 ? 2e-3 : kTol, what);
+          const std::vector<float> got_x = device_values(be, x_out.tensor);
+          for (size_t i = 0; i < got_x.size(); ++i) {
+            if (with_delta) {
+              ASSERT_EQ(got_x[i], want_x[i]) << what << ": residual element " << i;
+            } else {
+              ASSERT_TRUE(std::isnan(got_x[i])) << what << ": x_out written without a delta";
+            }
+          }
+        }
     }
   }
 }
