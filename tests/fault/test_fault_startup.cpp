@@ -193,20 +193,20 @@ TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   EXPECT_EQ(first.stop(), 0);
 }
 
-// Every flag main.cpp parses is listed by --help, and the flags no other test starts the server
+// Every flag server/flags.cpp parses is listed by --help, and the flags no other test starts the server
 // with do what they say.
 TEST_F(FaultStartup, FlagsAgainstTheRealBinary) {
   RunResult help = run_program({server_binary(), "--help"}, 30s);
   ASSERT_EQ(help.exit_code, 0) << help.output;
-  // The flags are the quoted "--name" literals in main.cpp (the parser's table and its checks).
-  const std::string source = read_file(std::string(FS_SOURCE_DIR) + "/server/main.cpp");
+  // The flags are the quoted "--name" literals in flags.cpp (the parser's table and its checks).
+  const std::string source = read_file(std::string(FS_SOURCE_DIR) + "/server/flags.cpp");
   std::set<std::string> flags;
   const std::regex quoted("\"(--[a-z][a-z0-9-]*)\"");
   for (auto it = std::sregex_iterator(source.begin(), source.end(), quoted);
        it != std::sregex_iterator(); ++it) {
     flags.insert((*it)[1]);
   }
-  EXPECT_GE(flags.size(), 20u) << "main.cpp's flags were not found";
+  EXPECT_GE(flags.size(), 20u) << "flags.cpp's flags were not found";
   for (const std::string& f : flags) {
     EXPECT_TRUE(std::regex_search(help.output, std::regex("\\n  " + f + "[ \\n]")))
         << f << " is parsed but --help does not list it:\n" << help.output;
