@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end A/B of the prefill attention kernels on the GPU machine: bench_e2e on the
-# TinyLlama-1.1B shape (random weights), time to first token of one 2047-token prompt and
-# throughput of 16 x 512-token prompts with one output token each, with the Hopper kernel (the
+# TinyLlama-1.1B shape (random weights), time to first token of one 2046-token prompt and
+# throughput of 16 x 512-token prompts with two output tokens each (bench_e2e needs at least 2), with the Hopper kernel (the
 # default on 9.x) and with the mma.sync kernel (FLASHSERVE_PREFILL_KERNEL=fa2), alternated twice
 # in one session. Records: OUT_DIR/prefill_e2e.jsonl (bench_e2e's lines plus prefill_kernel and
 # round). Usage: bench/prefill_e2e_ab.sh BUILD_DIR OUT_DIR TOKENIZER_MODEL
@@ -16,7 +16,7 @@ T=/tmp/fs_models/tinyllama-1.1b
 for round in 1 2; do
   for kernel in fa2 sm90; do
     FLASHSERVE_PREFILL_KERNEL=$kernel timeout 120 "$B/bench/bench_e2e" --model $T --backend cuda \
-      --label tinyllama-1.1b --cases decode:1x2047x1,offline:16x512x1 --no-ceilings 1 \
+      --label tinyllama-1.1b --cases decode:1x2046x2,offline:16x512x2 --no-ceilings 1 \
       --max-seconds 60 2>>"$DEST/prefill_e2e.log" |
       python3 -c "
 import json, sys
