@@ -249,22 +249,7 @@ TEST(CascadeAttention, GraphReplayEqualsEagerAndTimes) {
 }
 
 TEST(CascadeAttention, ForwardPassWithGraphsMatchesPlainAttention) {
-  const std::string dir = fresh_dir("model");
-  write_random_hf_model(dir, small_config(256, 4, 2, 64, false), 7, DType::kF32, 1, 0.08f);
-  const auto model = load_model(dir);
-  auto runner = [&](bool cascade) {
-    ModelRunnerOptions o;
-    o.backend = "cuda";
-    o.block_size = 16;
-    o.kv_cache_tokens = 16384;
-    CascadeConfig c;
-    c.enabled = cascade;
-    c.min_saved_bytes = 1;
-    c.part_blocks = 2;
-    o.cascade = c;
-    return ModelRunner::create(*model, o);
-  };
-  auto plain = runner(false), cascade = runner(true);
+  auto [model, plain, cascade] = cascade_pair("cuda", 16384);
   const auto want = run_shared_prefix(*plain, 12, 96, 21, 40, 3);
   const auto got = run_shared_prefix(*cascade, 12, 96, 21, 40, 3);
   EXPECT_EQ(cascade->cascade_steps(), 40u);

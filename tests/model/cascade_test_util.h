@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/model_runner.h"
@@ -14,6 +16,41 @@
 #include "tests/model/model_test_util.h"
 
 namespace flashserve::test {
+
+// Cascade settings for the model tests: on or off, and when on, any sharing pays (the test
+// models are small) and the shared prefix is cut into parts of 2 blocks.
+inline CascadeConfig test_cascade(bool enabled) {
+  CascadeConfig c;
+  c.enabled = enabled;
+  c.min_saved_bytes = 1;
+  c.part_blocks = 2;
+  return c;
+}
+
+// A random 4-head model (seed 7) in a fresh folder and two runners over it (blocks of 16
+// tokens) that differ only in cascade attention: off and on (test_cascade). The model outlives
+// them.
+struct CascadePair {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ModelRunner> plain, cascade;
+};
+inline CascadePair cascade_pair(const std::string& backend, int64_t kv_cache_tokens,
+                                int threads = 0) {
+  ModelRunnerOptions o;
+  o.backend = backend;
+  o.block_size = 16;
+  o.kv_cache_tokens = kv_cache_tokens;
+  o.threads = threads;
+  CascadePair p;
+  const std::string dir = fresh_dir("model");
+  write_random_hf_model(dir, small_config(256, 4, 2, 64, false), 7, DType::kF32, 1, 0.08f);
+  p.model = load_model(dir);
+  o.cascade = test_cascade(false);
+  p.plain = ModelRunner::create(*p.model, o);
+  o.cascade = test_cascade(true);
+  p.cascade = ModelRunner::create(*p.model, o);
+  return p;
+}
 
 // A decode step: groups of sequences holding the same first `shared` blocks, then each its own.
 struct SharedStepSpec {

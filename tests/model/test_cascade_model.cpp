@@ -14,22 +14,7 @@ namespace flashserve::test {
 namespace {
 
 TEST(CascadeModel, DecodeLogitsEqualPlainAttentionOnTheCpu) {
-  const std::string dir = fresh_dir("model");
-  write_random_hf_model(dir, small_config(256, 4, 2, 64, false), 7, DType::kF32, 1, 0.08f);
-  const auto model = load_model(dir);
-  auto runner = [&](bool cascade) {
-    ModelRunnerOptions o;
-    o.block_size = 16;
-    o.threads = 2;
-    o.kv_cache_tokens = 4096;
-    CascadeConfig c;
-    c.enabled = cascade;
-    c.min_saved_bytes = 1;  // a small test: any sharing pays
-    c.part_blocks = 2;
-    o.cascade = c;
-    return ModelRunner::create(*model, o);
-  };
-  auto plain = runner(false), cascade = runner(true);
+  auto [model, plain, cascade] = cascade_pair("cpu", 4096, /*threads=*/2);
   const auto want = run_shared_prefix(*plain, 5, 48, 9, 20, 3);
   const auto got = run_shared_prefix(*cascade, 5, 48, 9, 20, 3);
   EXPECT_EQ(plain->cascade_steps(), 0u);
