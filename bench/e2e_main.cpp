@@ -61,6 +61,7 @@ struct Args {
     return p;
   }();
   bool host_sampling = false;
+  bool prefix_caching = false;  // off: repeated runs of the same prompts must not reuse their KV
   std::string command;
 };
 
@@ -130,6 +131,9 @@ Args parse_args(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-sampling", a.host_sampling,
                  "1: copy every logits row to the host sampler (the GPU sampler's baseline)");
+  app.add_option("--prefix-caching", a.prefix_caching,
+                 "1: keep the engine's prefix cache on. Off by default: the warm-up and every\n"
+                 "repeat send the same prompts, which would then skip their prefill");
   app.callback([&] { a.cases = parse_cases(cases); });  // a bad case is a usage error
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   a.ceilings = !no_ceilings;
@@ -394,6 +398,7 @@ int run(const Args& a) {
   eo.max_num_seqs = a.max_num_seqs;
   eo.max_num_batched_tokens = a.max_num_batched_tokens;
   eo.sample_on_device = !a.host_sampling;
+  eo.enable_prefix_caching = a.prefix_caching;
   for (const Case& k : a.cases) eo.max_queue = std::max(eo.max_queue, k.num_requests + 8);
   auto engine = Engine::create(std::move(runner), eo);
   std::fprintf(stderr, "%s: backend %s, load %.1f s, KV cache %lld tokens\n", a.label.c_str(),
@@ -420,6 +425,7 @@ int run(const Args& a) {
     j["top_k"] = a.sampling.top_k;
     j["top_p"] = a.sampling.top_p;
     j["sampler"] = a.host_sampling ? "host" : "device";
+    j["prefix_caching"] = a.prefix_caching;
     const char* pdl = std::getenv("FLASHSERVE_PDL");  // kernels/cuda/pdl.cuh's A/B switch
     j["pdl"] = backend.rfind("cuda", 0) == 0 && !(pdl && std::string(pdl) == "0");
     j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);
@@ -431,6 +437,9 @@ int run(const Args& a) {
       // Where the engine thread spent the case (warm-up runs included), per step.
       const EngineMetrics m1 = engine->metrics();
       const double steps = double(m1.steps_total - m0.steps_total);
+      // Prompt tokens whose prefill the prefix cache skipped (0 unless --prefix-caching 1).
+      result["prompt_tokens_from_cache"] =
+          m1.prefix_cache_hits_tokens_total - m0.prefix_cache_hits_tokens_total;
       if (steps > 0) {
         result["engine_steps"] = m1.steps_total - m0.steps_total;
         result["engine_schedule_ms_per_step"] =

@@ -82,6 +82,9 @@ TEST_F(BenchE2eCli, EveryCaseRunsToLengthAndReports) {
   EXPECT_FALSE(d.contains("frac_of_roofline"));  // no ceilings without a GPU
   EXPECT_NE(d["command"].get<std::string>().find("--cases decode:1x20x9"), std::string::npos);
   EXPECT_EQ(d["shape"]["hidden_size"], 64);
+  // The warm-up and both repeats send the same prompt: without the cache none of it is reused.
+  EXPECT_EQ(d["prefix_caching"], false);
+  EXPECT_EQ(d["prompt_tokens_from_cache"], 0);
 
   const json& o = r.records[1];
   EXPECT_EQ(o["bench"], "e2e_offline");
@@ -90,6 +93,18 @@ TEST_F(BenchE2eCli, EveryCaseRunsToLengthAndReports) {
   EXPECT_EQ(o["output_tokens"], 30);
   EXPECT_EQ(o["all_finished_by_length"], true);
   EXPECT_NEAR(o["output_tokens_per_s"].get<double>() * o["elapsed_s"].get<double>(), 30, 1e-6);
+}
+
+TEST_F(BenchE2eCli, PrefixCachingIsOptIn) {
+  // With --prefix-caching 1 the repeats reuse the warm-up's prompt blocks (16-token blocks: a
+  // 40-token prompt has 2 full ones), which is why the benchmark keeps the cache off by default.
+  const CliRun r = run_cli("--model " + (dir_ / "model").string() +
+                               " --backend cpu --repeats 2 --prefix-caching 1 --cases decode:1x40x4",
+                           dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.records.size(), 1u) << r.err;
+  EXPECT_EQ(r.records[0]["prefix_caching"], true);
+  EXPECT_EQ(r.records[0]["prompt_tokens_from_cache"], 2 * 32) << r.records[0].dump();
 }
 
 TEST_F(BenchE2eCli, FailuresBecomeErrorRecords) {
