@@ -30,7 +30,9 @@ def metric_of(r):
 
 def merge(e2e, coll):
     tp1 = {case_key(r): r for r in e2e if r.get("tensor_parallel_size") == 1 and metric_of(r) in r}
-    by_tp_m = {(c["tensor_parallel_size"], c["m"]): c for c in coll if c.get("bench") == "tp_collectives"}
+    # Keyed by model too: one session may measure several shapes (the folder name is the label).
+    by_tp_m = {(c.get("model"), c["tensor_parallel_size"], c["m"]): c
+               for c in coll if c.get("bench") == "tp_collectives"}
     out = []
     for r in e2e:
         if r.get("bench") not in ("e2e_decode", "e2e_offline"):
@@ -42,7 +44,8 @@ def merge(e2e, coll):
         if m in r and base is not None:
             r["speedup_vs_tp1"] = r[m] / base[m]
         tp = r.get("tensor_parallel_size", 1)
-        c = by_tp_m.get((tp, r.get("num_requests", 1) if r["bench"] == "e2e_offline" else 1))
+        c = by_tp_m.get((r.get("model"), tp,
+                         r.get("num_requests", 1) if r["bench"] == "e2e_offline" else 1))
         if c is not None:
             r["allreduce_ms_per_step"] = c["allreduce_ms_per_step"]
             r["gather_ms_per_step"] = c["gather_ms_per_step"]

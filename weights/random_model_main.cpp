@@ -1,7 +1,7 @@
 // flashserve-random-model: writes a random-weight Llama folder (config.json + safetensors) of a
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
-//                           [--scale 0.02] [--tokenizer FILE] [--config-only 1]
+//                           [--scale 0.02] [--tokenizer FILE] [--config-only 1] [--layers N]
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
 #include <cstdio>
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   int shards = 1;
   float scale = 0.02f;
   bool config_only = false;  // write config.json (+ tokenizer) only: HF tools fill in weights
+  int layers = 0;            // 0: the preset's; else that many layers of the preset's shape
   CLI::App app{"Writes a random-weight Llama folder (config.json + safetensors) of a real model's shape.",
                "flashserve-random-model"};
   app.add_option("--out", out, "output folder")->required();
@@ -98,12 +99,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
   app.add_option("--tokenizer", tokenizer, "tokenizer.model to copy into the folder");
   app.add_option("--config-only", config_only, "1: write config.json only (HF tools fill in weights)");
+  // A few layers of a large shape: every layer of a model is the same work, so per-layer
+  // efficiency (bandwidth, collectives) is measured without writing 138 GB of a 70B's weights.
+  app.add_option("--layers", layers, "number of layers (default: the preset's)")
+      ->check(CLI::Range(1, 1000));
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const flashserve::DType t = dtype == "f32"   ? flashserve::DType::kF32
                                 : dtype == "f16" ? flashserve::DType::kF16
                                                  : flashserve::DType::kBF16;  // checked by --dtype
-    const flashserve::ModelConfig config = preset(preset_name);
+    flashserve::ModelConfig config = preset(preset_name);
+    if (layers > 0) config.num_layers = layers;
     if (config_only) {
       std::filesystem::create_directories(out);
       std::ofstream f(std::filesystem::path(out) / "config.json");

@@ -17,15 +17,23 @@
 #   bench70b     the same on a random llama2-70b at TP 2 and 4 (138 GB of weights: no TP 1;
 #                frac_of_roofline is its measure; writing the weights takes minutes: a call of
 #                its own)
+#   bench70b8    8 of the 70B's 80 layers (its exact layer shape, 14.6 GB: TP 1, 2 and 4 fit),
+#                written in seconds: every layer is the same work, so per-layer bandwidth and
+#                collective costs, and frac_of_roofline, are the 70B's (the lm_head and the
+#                embedding are a larger share: 3.6% of the bytes instead of 0.4%)
+# BUILD=DIR with binaries already there (e.g. unpacked from .carry/tp_bin.tar.xz): no build stage.
+# Everything written goes to $OUT/tp_session.tgz, refreshed after each stage, so a run cut short
+# still brings back what it finished.
 # NCCL_NVLS_ENABLE=0 for everything started here (flashserve sets it too before NCCL starts).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")/../.." && pwd)
 SRC=${SRC:-$here}
 B=${BUILD:-/tmp/tp_build}
-OUT=${OUT:-/tmp/tp_out}
+RESULTS=${OUT:-/tmp/tp_out}
+OUT=/tmp/tp_work  # the logs; packed into $RESULTS after each stage
 M=$PWD/.carry/models
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$RESULTS"
 stages=${*:-build tests generate collectives}
 G=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 sizes=""
@@ -38,20 +46,24 @@ export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-
 rc=0
 
 # Random weights of a preset (once), with the Llama 2 tokenizer beside them, into $T.
-random_model() {  # $1 preset, $2 seconds allowed to write it
-  T=/tmp/fs_models/$1
+random_model() {  # $1 preset, $2 seconds allowed to write it, $3 label, [$4...] more flags
+  T=/tmp/fs_models/$3
+  local t0=$SECONDS
   [ -f "$T/config.json" ] || timeout "$2" "$B/weights/flashserve-random-model" --out "$T" \
-    --preset "$1" --tokenizer "$M/llama2-tokenizer/tokenizer.model" > "$OUT/random_$1.log" 2>&1 || rc=1
+    --preset "$1" --tokenizer "$M/llama2-tokenizer/tokenizer.model" "${@:4}" > "$OUT/random_$3.log" 2>&1 || rc=1
+  echo "random $3 written in $((SECONDS - t0)) s"
 }
 
-bench_shape() {  # $1 preset, $2 seconds to write it, $3 the smallest TP size it fits
-  random_model "$1" "$2"
+# $1 preset, $2 seconds to write it, $3 the smallest TP size it fits, [$4 label, $5... flags]
+bench_shape() {
+  local label=${4:-$1}
+  random_model "$1" "$2" "$label" "${@:5}"
   for n in $sizes; do
     [ "$n" -lt "$3" ] && continue
-    timeout 300 "$B/bench/bench_e2e" --model "$T" --backend cuda --label "$1" --tensor-parallel-size $n \
+    timeout 300 "$B/bench/bench_e2e" --model "$T" --backend cuda --label "$label" --tensor-parallel-size $n \
       --cases decode:1x128x256,offline:16x128x256 --max-seconds 90 >> "$OUT/tp_e2e_raw.jsonl" \
-      2> "$OUT/bench_$1_tp$n.log" || rc=1
-    echo "TP $n:"; grep -E "^(decode|offline)|error" "$OUT/bench_$1_tp$n.log"
+      2> "$OUT/bench_${label}_tp$n.log" || rc=1
+    echo "TP $n:"; grep -E "^(decode|offline)|error" "$OUT/bench_${label}_tp$n.log"
     timeout 120 "$B/bench/bench_tp_collectives" --model "$T" --tensor-parallel-size $n \
       --batch 1,16 >> "$OUT/tp_collectives.jsonl" 2>> "$OUT/collectives.log" || rc=1
   done
@@ -101,10 +113,11 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
     ;;
   bench) bench_shape llama2-7b 300 1 ;;
   bench70b) bench_shape llama2-70b 580 2 ;;  # 138 GB: no single GPU holds it
+  bench70b8) bench_shape llama2-70b 120 1 llama2-70b-8layers --layers 8 ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac
+  # The device returns a few files: everything goes back as one archive, after every stage.
+  tar czf "$RESULTS/tp_session.tgz.part" -C "$OUT" . && mv "$RESULTS/tp_session.tgz.part" "$RESULTS/tp_session.tgz"
 done
 echo "session rc=$rc (t=${SECONDS}s)"
-# The device returns a few files: everything goes back as one archive.
-tar czf /tmp/tp_session.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/tp_session.tgz "$OUT/"
 exit $rc

@@ -5,7 +5,8 @@
 //    identical and logits within bf16 tolerance (bitwise equality printed, not required);
 //  - TP = 2 and 4 where there are that many GPUs (skipped, saying so, where not): stories260K
 //    greedy tokens identical to TP = 1, a random GQA model's ragged batch (every row's logits:
-//    the gather reorders rows) within bf16 tolerance, greedy agreement per row printed.
+//    the gather reorders rows) within bf16 tolerance, greedy agreement per row printed; the same
+//    for every model family and head size of the CUDA backend's tests.
 // Tolerance, as tests/backends/test_cuda_backend.cpp: every rank rounds to bf16 (relative 2^-9)
 // at other points than one GPU does (its partial sums before the all-reduce, the all-reduce's
 // own additions), so logits differ by a relative RMS of a few 1e-3: NMSE ~1e-5. Bound: NMSE 1e-3
@@ -163,40 +164,73 @@ TEST(TensorParallelCuda, Stories260kEveryTpSizeAgainstOneGpu) {
   }
 }
 
-// A random GQA model (head_dim 64: the FA2 prefill and split-K decode kernels; 2 KV heads, so
-// TP 4 replicates each on two GPUs): a ragged batch with every row's logits, then decodes.
-TEST(TensorParallelCuda, RandomModelRaggedBatchEveryTpSize) {
-  ModelConfig c = small_config(512, 8, 2, 64, true);  // intermediate 776, vocab 300
-  const std::string dir = fresh_dir("tp_random");
-  write_random_hf_model(dir, c, 11, DType::kBF16, 1, 0.05f);
+// A ragged batch with every row's logits (the gather reorders rows), then 4 decode steps (CUDA
+// graphs), on a random model with vocab 300.
+std::vector<float> ragged_then_decode(ModelRunner& r) {
+  const std::vector<int> lens = {1, 9, 40, 130};
+  std::vector<TestSeq> seqs(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i) seqs[i].tokens = random_tokens(lens[i] + 4, 300, 60 + uint32_t(i));
+  BlockPool pool(r.num_kv_blocks(), 5);
+  std::vector<float> logits;
+  for (int s = 0; s < 5; ++s) {  // the prompts whole (every row), then 4 decode steps (kLast)
+    StepPlan b;
+    for (size_t i = 0; i < seqs.size(); ++i)
+      b.chunks.push_back(seqs[i].chunk(s == 0 ? lens[i] : 1, r.block_size(), pool,
+                                       s == 0 ? LogitsWanted::kAll : LogitsWanted::kLast));
+    r.step(b, &logits);
+  }
+  return logits;
+}
+
+// Every TP size the GPUs allow against the single-GPU runner, on one random model.
+void every_tp_size_against_one_gpu(const ModelConfig& c, DType file_dtype, const std::string& name) {
+  const std::string dir = fresh_dir("tp_" + name);
+  write_random_hf_model(dir, c, 11, file_dtype, 1, 0.05f);
   auto model = load_model(dir);
-  auto run = [&](ModelRunner& r) {
-    const std::vector<int> lens = {1, 9, 40, 130};
-    std::vector<TestSeq> seqs(lens.size());
-    for (size_t i = 0; i < lens.size(); ++i) seqs[i].tokens = random_tokens(lens[i] + 4, 300, 60 + uint32_t(i));
-    BlockPool pool(r.num_kv_blocks(), 5);
-    std::vector<float> logits;
-    for (int s = 0; s < 5; ++s) {  // the prompts whole (every row), then 4 decode steps (kLast)
-      StepPlan b;
-      for (size_t i = 0; i < seqs.size(); ++i)
-        b.chunks.push_back(seqs[i].chunk(s == 0 ? lens[i] : 1, r.block_size(), pool,
-                                         s == 0 ? LogitsWanted::kAll : LogitsWanted::kLast));
-      r.step(b, &logits);
-    }
-    return logits;
-  };
   auto ref = cuda_runner(*model, 0);
-  const std::vector<float> want = run(*ref);
+  const std::vector<float> want = ragged_then_decode(*ref);
   for (int tp : {1, 2, 4}) {
     if (tp > gpu_count()) {
       std::printf("TP %d: skipped, %d GPU(s) visible\n", tp, gpu_count());
       continue;
     }
     auto r = cuda_runner(*model, tp);
-    expect_close(compare(run(*r), want, 300), "random GQA TP " + std::to_string(tp) + " vs one GPU");
+    expect_close(compare(ragged_then_decode(*r), want, c.vocab_size),
+                 name + " TP " + std::to_string(tp) + " vs one GPU");
   }
   fs::remove_all(dir);
 }
+
+// A random GQA model (head_dim 64: the FA2 prefill and split-K decode kernels; 2 KV heads, so
+// TP 4 replicates each on two GPUs).
+TEST(TensorParallelCuda, RandomModelRaggedBatchEveryTpSize) {
+  every_tp_size_against_one_gpu(small_config(512, 8, 2, 64, true), DType::kBF16, "random GQA");
+}
+
+// The model families and head sizes the CUDA backend's own tests cover (test_cuda_backend's
+// CudaRandomModel list): head_dim 128 (the Hopper prefill kernel on 9.x), one KV head replicated
+// on every rank, Qwen2's q/k/v biases (sliced with their rows), Qwen3's q/k norms, Mistral, the
+// generic attention kernel (head_dim 32), f16 and f32 weight files.
+class TensorParallelCudaFamilies : public ::testing::TestWithParam<RandomModelShape> {};
+
+TEST_P(TensorParallelCudaFamilies, RaggedBatchAndDecodeCloseToOneGpu) {
+  const RandomModelShape s = GetParam();
+  every_tp_size_against_one_gpu(s.config(), s.file_dtype, s.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TensorParallelCudaFamilies,
+    ::testing::Values(RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
+                      RandomModelShape{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
+                      RandomModelShape{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
+                      RandomModelShape{"d32_generic_untied_bf16", 128, 4, 2, 32, false, DType::kBF16},
+                      RandomModelShape{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
+                                       DType::kBF16, "MistralForCausalLM"},
+                      RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                                       "Qwen2ForCausalLM"},
+                      RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
+                                       DType::kBF16, "Qwen3ForCausalLM"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace flashserve::test
