@@ -182,14 +182,15 @@ std::vector<float> ragged_then_decode(ModelRunner& r) {
   return logits;
 }
 
-// Every TP size the GPUs allow against the single-GPU runner, on one random model.
-void every_tp_size_against_one_gpu(const ModelConfig& c, DType file_dtype, const std::string& name) {
+// The TP sizes in `sizes` that the GPUs allow against the single-GPU runner, on one random model.
+void tp_sizes_against_one_gpu(const ModelConfig& c, DType file_dtype, const std::string& name,
+                              std::initializer_list<int> sizes) {
   const std::string dir = fresh_dir("tp_" + name);
   write_random_hf_model(dir, c, 11, file_dtype, 1, 0.05f);
   auto model = load_model(dir);
   auto ref = cuda_runner(*model, 0);
   const std::vector<float> want = ragged_then_decode(*ref);
-  for (int tp : {1, 2, 4}) {
+  for (int tp : sizes) {
     if (tp > gpu_count()) {
       std::printf("TP %d: skipped, %d GPU(s) visible\n", tp, gpu_count());
       continue;
@@ -204,18 +205,19 @@ void every_tp_size_against_one_gpu(const ModelConfig& c, DType file_dtype, const
 // A random GQA model (head_dim 64: the FA2 prefill and split-K decode kernels; 2 KV heads, so
 // TP 4 replicates each on two GPUs).
 TEST(TensorParallelCuda, RandomModelRaggedBatchEveryTpSize) {
-  every_tp_size_against_one_gpu(small_config(512, 8, 2, 64, true), DType::kBF16, "random GQA");
+  tp_sizes_against_one_gpu(small_config(512, 8, 2, 64, true), DType::kBF16, "random GQA", {1, 2, 4});
 }
 
 // The model families and head sizes the CUDA backend's own tests cover (test_cuda_backend's
 // CudaRandomModel list): head_dim 128 (the Hopper prefill kernel on 9.x), one KV head replicated
 // on every rank, Qwen2's q/k/v biases (sliced with their rows), Qwen3's q/k norms, Mistral, the
-// generic attention kernel (head_dim 32), f16 and f32 weight files.
+// generic attention kernel (head_dim 32), f16 and f32 weight files. TP 2 and 4 only: TP 1 through
+// NCCL is the two tests above.
 class TensorParallelCudaFamilies : public ::testing::TestWithParam<RandomModelShape> {};
 
 TEST_P(TensorParallelCudaFamilies, RaggedBatchAndDecodeCloseToOneGpu) {
   const RandomModelShape s = GetParam();
-  every_tp_size_against_one_gpu(s.config(), s.file_dtype, s.name);
+  tp_sizes_against_one_gpu(s.config(), s.file_dtype, s.name, {2, 4});
 }
 
 INSTANTIATE_TEST_SUITE_P(
