@@ -22,6 +22,9 @@
 #                collective costs, and frac_of_roofline, are the 70B's (the lm_head and the
 #                embedding are a larger share: 3.6% of the bytes instead of 0.4%)
 # BUILD=DIR with binaries already there (e.g. unpacked from .carry/tp_bin.tar.xz): no build stage.
+# Tests read their golden files from the source folder they were configured with: for binaries
+# built in another checkout (CI's clone in /work/ci, say), link that path to this tree first
+# (`ln -sfn $PWD /work/ci`), or test_tensor_parallel_* read no golden ids and fail.
 # Everything written goes to $OUT/tp_session.tgz, refreshed after each stage, so a run cut short
 # still brings back what it finished.
 # NCCL_NVLS_ENABLE=0 for everything started here (flashserve sets it too before NCCL starts).
@@ -90,15 +93,32 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
     done
     ;;
   generate)
+    # Greedy text at each TP size against TP 1's. bf16 rounds at other points at each TP size, so
+    # a near-tie can flip a token after many steps (the tests bound the logits instead): a
+    # difference is reported with where it starts, a failure to run is an error. A run that has
+    # not finished in 40 s (200 tokens of stories260K take well under a second) is taken as hung:
+    # every thread's stack is printed with cuda-gdb (the image has no gdb) before it is killed.
     for n in $sizes; do
-      timeout 120 "$B/tools/flashserve-generate" --model "$M/stories260K" --backend cuda \
+      NCCL_DEBUG=WARN "$B/tools/flashserve-generate" --model "$M/stories260K" --backend cuda \
         --temperature 0 --max-tokens 200 --tensor-parallel-size $n > "$OUT/generate_tp$n.txt" \
-        2> "$OUT/generate_tp$n.log" || rc=1
-      tail -n 1 "$OUT/generate_tp$n.log"
+        2> "$OUT/generate_tp$n.log" &
+      pid=$!
+      for _ in $(seq 40); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+      if kill -0 $pid 2>/dev/null; then
+        echo "generate TP $n: still running after 40 s: stacks in generate_tp${n}_stacks.txt"
+        timeout 60 cuda-gdb -p $pid -batch -ex "info threads" -ex "thread apply all bt" \
+          > "$OUT/generate_tp${n}_stacks.txt" 2>&1
+        grep -E "^#[0-9]+ " "$OUT/generate_tp${n}_stacks.txt" | grep -v " in ?? " | head -40
+        kill -9 $pid; rc=1
+      fi
+      wait $pid || rc=1
+      tail -n 3 "$OUT/generate_tp$n.log"
       if [ -s "$OUT/generate_tp$n.txt" ] && cmp -s "$OUT/generate_tp1.txt" "$OUT/generate_tp$n.txt"; then
         echo "generate stories260K TP $n: text identical to TP 1"
       else
-        echo "generate stories260K TP $n: text differs from TP 1"; rc=1
+        echo "generate stories260K TP $n: text differs from TP 1 from byte" \
+          "$(cmp "$OUT/generate_tp1.txt" "$OUT/generate_tp$n.txt" 2>&1 | grep -o 'byte [0-9]*' | head -1)" \
+          "of $(wc -c < "$OUT/generate_tp1.txt")"
       fi
     done
     ;;
