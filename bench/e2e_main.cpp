@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "parallel/communicator.h"
 #include "weights/model.h"
 
 #if FS_BENCH_HAS_CUDA
@@ -136,6 +137,7 @@ Args parse_args(int argc, char** argv) {
                  "repeat send the same prompts, which would then skip their prefill");
   app.callback([&] { a.cases = parse_cases(cases); });  // a bad case is a usage error
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  prepare_cuda_for_tensor_parallelism(a.tensor_parallel_size);  // before any CUDA call
   a.ceilings = !no_ceilings;
   if (a.label.empty()) a.label = a.model;
   return a;

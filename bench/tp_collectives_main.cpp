@@ -135,5 +135,6 @@ int main(int argc, char** argv) {
     }
   });
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+  prepare_cuda_for_tensor_parallelism(a.tp);  // before any CUDA call
   return cli::run_main("bench_tp_collectives", [&] { return run(a); });
 }

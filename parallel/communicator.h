@@ -54,4 +54,13 @@ std::vector<std::unique_ptr<Communicator>> make_local_group(int size);
 std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size);
 bool nccl_available();  // built with NCCL (no GPU needed)
 
+// Call at the top of main(), before any CUDA call, in a program that may run `tensor_parallel_size`
+// ranks on GPUs: for more than one rank it sets CUDA_MODULE_LOADING=EAGER (unless the user set it),
+// so that every kernel is loaded when each GPU's context starts. With CUDA's default, lazy
+// loading, the first launch of a kernel loads its module and waits for the GPU's queued work to
+// drain while holding a lock other CUDA calls need; a GPU whose NCCL kernel waits for a peer rank
+// that is itself stuck behind such a load never drains (docs/TENSOR_PARALLEL.md, "Eager module
+// loading").
+void prepare_cuda_for_tensor_parallelism(int tensor_parallel_size);
+
 }  // namespace flashserve

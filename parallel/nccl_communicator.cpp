@@ -6,6 +6,16 @@
 
 #include "core/error.h"
 
+#include <cstdlib>
+
+namespace flashserve {
+
+void prepare_cuda_for_tensor_parallelism(int tensor_parallel_size) {
+  if (tensor_parallel_size > 1) setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
+}
+
+}  // namespace flashserve
+
 #ifdef FLASHSERVE_HAS_NCCL
 
 #include <cuda_runtime_api.h>

@@ -16,6 +16,7 @@
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "parallel/communicator.h"
 #include "server/flags.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -66,6 +67,7 @@ std::string default_model_name(const std::string& path) {
 int main(int argc, char** argv) {
   ServerFlags flags;
   if (const int rc = parse_server_flags(argc, argv, flags); rc >= 0) return rc;
+  flashserve::prepare_cuda_for_tensor_parallelism(flags.tensor_parallel_size);  // before any CUDA call
 
   // Signals are taken by one watcher thread (sigtimedwait); every thread started from here on
   // blocks them. A thread started before main (ThreadSanitizer's, or a library's) does not, and

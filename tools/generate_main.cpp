@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "engine/stop_rules.h"
 #include "model/model_runner.h"
+#include "parallel/communicator.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/default_model.h"
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
                "flashserve-generate"};
   add_flags(app, args);
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+  prepare_cuda_for_tensor_parallelism(int(args.tensor_parallel_size));  // before any CUDA call
   args.has_seed = app.count("--seed") > 0;
   return cli::run_main("flashserve-generate", [&] { return run(args); });
 }

@@ -29,6 +29,8 @@ namespace flashserve::test {
 namespace {
 
 constexpr double kMaxNmse = 1e-3, kMaxAbsFrac = 0.05;
+// As every program does for more than one rank, before gtest's main makes any CUDA call.
+[[maybe_unused]] const bool kEagerModuleLoading = (prepare_cuda_for_tensor_parallelism(4), true);
 const std::string kStories = std::string(FS_MODELS_DIR) + "/stories260K";
 
 int gpu_count() {
