@@ -97,13 +97,10 @@ struct Sm90Params {
   // every K/V stage as full without copying anything, so the kernel runs the consumers' work at
   // the speed it would have with free loads. The output is then not attention.
   bool skip_kv_loads;
-  // Contiguous configurations: the step's own K/V rows (FreshKv; fresh_k == nullptr: none given,
-  // every CTA gathers pages) and their tensor maps, 2-D views [num_tokens][num_kv_heads * head_dim]
-  // with rows fresh_{k,v}_row_stride elements apart, boxes of 128 rows x 64 elements, 128-byte swizzle.
-  const void* fresh_k;  // [num_tokens, fresh_k_row_stride]
-  const void* fresh_v;  // [num_tokens, fresh_v_row_stride]
-  int64_t fresh_k_row_stride;
-  int64_t fresh_v_row_stride;
+  // Contiguous configurations: whether the step's own K/V rows were given (FreshKv; false: every
+  // CTA gathers pages) and their tensor maps, 2-D views [num_tokens][num_kv_heads * head_dim] with
+  // each tensor's row stride (FreshKv), boxes of 128 rows x 64 elements, 128-byte swizzle.
+  bool have_fresh;
   CUtensorMap tmap_fresh_k;
   CUtensorMap tmap_fresh_v;
 };
@@ -136,7 +133,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int kv_head = head / p.group_size;
   // Every key of a sequence with no cached prefix is one of this step's rows: the contiguous path
   // (false at compile time for the other configurations, so their code is unchanged).
-  const bool contig = Tr::kContig && sp.fresh_k != nullptr && q_len == kv_len;
+  const bool contig = Tr::kContig && sp.have_fresh && q_len == kv_len;
   int n_end, n_mask;  // KV tiles [0, n_end) are visited, [n_mask, n_end) need the mask
   if (p.causal) {
     const int visible = min(kv_len, m0 + kBlockM + diag);
@@ -200,20 +197,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       return key < kv_len ? __ldg(table + key / p.block_size) * p.block_size + key % p.block_size : -1;
     };
     // cp.async of K/V rows [32 * rows_block, +32) of a tile; `prow` is this lane's row (key
-    // 32 * rows_block + lane; -1 past kv_len: zero-filled, so stale NaN never reaches P V) in
-    // `src`, whose rows are `row_stride` elements apart, and the warp shares the rows with shuffles.
-    auto copy_rows_strided = [&](uint32_t dst_tile, const T* src, int64_t row_stride, int32_t prow,
-                                 int rows_block) {
+    // 32 * rows_block + lane; -1 past kv_len: zero-filled, so stale NaN never reaches P V), and
+    // the warp shares the rows with shuffles.
+    auto copy_rows = [&](uint32_t dst_tile, const T* src, int32_t prow, int rows_block) {
 #pragma unroll
       for (int r = sub_row; r < 32; r += kRowsPerCopy) {
         const int32_t pr = __shfl_sync(0xffffffffu, prow, r);
         const int row = rows_block * 32 + r;
         cp_async_16(dst_tile + tile_offset(row, chunk, Tr::kKvHalfBytes),
-                    pr >= 0 ? src + int64_t(pr) * row_stride : src, pr >= 0);
+                    pr >= 0 ? src + int64_t(pr) * p.kv_row_stride : src, pr >= 0);
       }
-    };
-    auto copy_rows = [&](uint32_t dst_tile, const T* src, int32_t prow, int rows_block) {
-      copy_rows_strided(dst_tile, src, p.kv_row_stride, prow, rows_block);
     };
     // Ring slot and fill count of tile j, and the wait for that slot to be free again.
     auto slot = [&](int j) { return j % kStages; };
@@ -224,28 +217,23 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if constexpr (Tr::kContig) {  // (the other configurations never take this branch)
         if (warp == 0) {
           // Warp 0 alone: a full tile is kHalves bulk copies of 128 rows x 64 columns (16 KiB) at
-          // row q_begin + j * kBlockN of the fresh K/V, issued by lane 0 with the tile's bytes; the
-          // ragged last tile is gathered with zero-filling cp.async (rows past kv_len belong to
-          // other sequences). 33 arrivals per fill, as in the TMA configuration.
-          const int64_t fresh_col = int64_t(kv_head) * kHeadDim + chunk * 8;
-          const T* fk = static_cast<const T*>(sp.fresh_k) + fresh_col;
-          const T* fv = static_cast<const T*>(sp.fresh_v) + fresh_col;
-          auto fill = [&](uint32_t dst_tile, const T* src, int64_t src_row_stride, const CUtensorMap* tmap,
-                          uint32_t bar, int j) {
+          // row q_begin + j * kBlockN of the fresh K/V, issued by lane 0 with the tile's bytes. The
+          // ragged last tile is gathered from the cache pages (the same values) with zero-filling
+          // cp.async, as in the TMA configuration: rows past kv_len in the fresh K/V belong to other
+          // sequences. 33 arrivals per fill either way.
+          auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j) {
             if ((j + 1) * kBlockN <= kv_len) {
               if (lane == 0) {
                 mbar_arrive_expect_tx(bar, Tr::kKvBytes);
-  #pragma unroll
+#pragma unroll
                 for (int half = 0; half < Tr::kHalves; ++half)
                   tma_load_2d(dst_tile + half * Tr::kKvHalfBytes, tmap, kv_head * kHeadDim + half * 64,
                               q_begin + j * kBlockN, bar);
               }
             } else {
-  #pragma unroll 1
-              for (int b = 0; b < 4; ++b) {
-                const int key = j * kBlockN + b * 32 + lane;
-                copy_rows_strided(dst_tile, src, src_row_stride, key < kv_len ? q_begin + key : -1, b);
-              }
+#pragma unroll 1
+              for (int b = 0; b < 4; ++b)
+                copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
               if (lane == 0) mbar_arrive(bar);
             }
             mbar_arrive_on_cp_async(bar);
@@ -253,13 +241,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
           for (int j = 0; j <= n_end; ++j) {  // same order as the paged paths: K_j, then V_{j-1}
             if (j < n_end) {
               wait_empty(bar_k_empty(slot(j)), j);
-              fill(smem_k + slot(j) * Tr::kKvBytes, fk, sp.fresh_k_row_stride, &sp.tmap_fresh_k, bar_k_full(slot(j)),
-                   j);
+              fill(smem_k + slot(j) * Tr::kKvBytes, k_src, &sp.tmap_fresh_k, bar_k_full(slot(j)), j);
             }
             if (j > 0) {
               wait_empty(bar_v_empty(slot(j - 1)), j - 1);
-              fill(smem_v + slot(j - 1) * Tr::kKvBytes, fv, sp.fresh_v_row_stride, &sp.tmap_fresh_v,
-                   bar_v_full(slot(j - 1)), j - 1);
+              fill(smem_v + slot(j - 1) * Tr::kKvBytes, v_src, &sp.tmap_fresh_v, bar_v_full(slot(j - 1)), j - 1);
             }
           }
         }

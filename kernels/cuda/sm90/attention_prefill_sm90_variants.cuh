@@ -124,19 +124,14 @@ void launch_sm90(const PrefillParams& params, int num_tokens, bool skip_kv_loads
     sp.tmap_v = make_kv_tensor_map(params.v_cache, params, kF16);
   }
   if constexpr (Tr::kContig) {
-    if (fresh != nullptr) {  // checked by the launcher (attention_prefill.cu: check_fresh_kv)
-      sp.fresh_k = fresh->k;
-      sp.fresh_v = fresh->v;
-      sp.fresh_k_row_stride = fresh->k_row_stride;
-      sp.fresh_v_row_stride = fresh->v_row_stride;
-      // Bulk copies are issued for full 128-key tiles only (kv_len = q_len >= 128 rows of the
-      // step); with fewer rows every tile is gathered and the maps stay unused.
-      if (num_tokens >= Tr::kBlockN) {
-        sp.tmap_fresh_k =
-            make_tensor_map_2d(fresh->k, params.kv_row_stride, num_tokens, fresh->k_row_stride, Tr::kBlockN, kF16);
-        sp.tmap_fresh_v =
-            make_tensor_map_2d(fresh->v, params.kv_row_stride, num_tokens, fresh->v_row_stride, Tr::kBlockN, kF16);
-      }
+    // Bulk copies are issued for full 128-key tiles only (kv_len = q_len >= 128 rows of the step);
+    // with fewer rows every tile is gathered from the pages and the maps are not needed.
+    if (fresh != nullptr && num_tokens >= Tr::kBlockN) {  // checked by the launcher (check_fresh_kv)
+      sp.have_fresh = true;
+      sp.tmap_fresh_k =
+          make_tensor_map_2d(fresh->k, params.kv_row_stride, num_tokens, fresh->k_row_stride, Tr::kBlockN, kF16);
+      sp.tmap_fresh_v =
+          make_tensor_map_2d(fresh->v, params.kv_row_stride, num_tokens, fresh->v_row_stride, Tr::kBlockN, kF16);
     }
   }
   auto kernel = attention_prefill_sm90_kernel<Tr, T>;
