@@ -6,6 +6,7 @@
 // with paged K/V and with its contiguous fresh-prompt variants given the step's own K/V rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -227,6 +228,12 @@ TEST(AttentionPrefill, RejectsUnsupportedArguments) {
                Error);
   EXPECT_THROW(cuda::detail::attention_prefill_sm90(0, a, 8, fake, fake, fake, fake, nullptr,
                                                     DType::kF32, nullptr),
+               Error);
+  // Fresh K/V rows whose row stride is shorter than a token's kv heads (or not a multiple of 8).
+  const cuda::FreshKv short_rows{.k = fake, .v = fake, .k_row_stride = 3, .v_row_stride = 256};
+  EXPECT_THROW(cuda::detail::attention_prefill_sm90(std::max(cuda::detail::prefill_sm90_contig_variant(128), 0), a,
+                                                    8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr,
+                                                    &short_rows),
                Error);
   a.num_kv_heads = 3;
   EXPECT_THROW(cuda::attention_prefill(a, 8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr),

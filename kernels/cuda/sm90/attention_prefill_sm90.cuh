@@ -208,6 +208,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                     pr >= 0 ? src + int64_t(pr) * p.kv_row_stride : src, pr >= 0);
       }
     };
+    // Warp 0's fill of a tile that runs past kv_len (bulk-copy configurations): a zero-filling
+    // cp.async gather through the block table, and lane 0 arrives without bytes.
+    auto gather_last_tile = [&](uint32_t dst_tile, const T* src, uint32_t bar, int j) {
+#pragma unroll 1
+      for (int b = 0; b < 4; ++b)
+        copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
+      if (lane == 0) mbar_arrive(bar);
+    };
     // Ring slot and fill count of tile j, and the wait for that slot to be free again.
     auto slot = [&](int j) { return j % kStages; };
     auto wait_empty = [&](uint32_t bar, int j) {
@@ -231,10 +239,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                               q_begin + j * kBlockN, bar);
               }
             } else {
-#pragma unroll 1
-              for (int b = 0; b < 4; ++b)
-                copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
-              if (lane == 0) mbar_arrive(bar);
+              gather_last_tile(dst_tile, src, bar, j);
             }
             mbar_arrive_on_cp_async(bar);
           };
@@ -289,10 +294,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
                         kv_head * kHeadDim + half * 64, grow, bar);
         } else {
-#pragma unroll 1
-          for (int b = 0; b < 4; ++b)
-            copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
-          if (lane == 0) mbar_arrive(bar);
+          gather_last_tile(dst_tile, src, bar, j);
         }
         mbar_arrive_on_cp_async(bar);
       };
