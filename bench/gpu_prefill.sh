@@ -9,7 +9,8 @@
 # tests/backends/carried_session.sh build`); ITERS=timed runs; PROFILE=1 adds ncu; TEST_FILTER (gtest
 # filter of the full test run, default all), BENCH_IMPLS (the bench's impl filter, default all),
 # SAN_FILTER (the sanitizer subset, default '*AttentionPrefillSmall*'), RESULT (name of the merged
-# records copied to $1/results/<GPU>/RESULT.jsonl, default prefill_v5_contig) choose a leaner run.
+# records copied to $1/results/<GPU>/RESULT.jsonl, default prefill_v5_contig) choose a leaner run;
+# TEST_TIMEOUT, BENCH_TIMEOUT, SAN_TIMEOUT (seconds, per step) bound it.
 # The public launcher also runs with FLASHSERVE_PREFILL_KV=contig (its test, and the bench impl
 # "flashserve:kv_contig"), next to the default's paged K/V.
 set -uo pipefail
@@ -75,7 +76,7 @@ if [ "${2:-}" != skip-sanitizer ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
     step "compute-sanitizer $tool"
-    timeout 90 $SAN --tool $tool --error-exitcode 9 $B/tests/kernels/test_attention_prefill \
+    timeout ${SAN_TIMEOUT:-90} $SAN --tool $tool --error-exitcode 9 $B/tests/kernels/test_attention_prefill \
       --gtest_filter="${SAN_FILTER:-*AttentionPrefillSmall*}" >"$DEST/sanitizer_$tool.txt" 2>&1
     echo "exit code $?" >>"$DEST/sanitizer_$tool.txt"
     tail -4 "$DEST/sanitizer_$tool.txt" | tee -a "$LOG"

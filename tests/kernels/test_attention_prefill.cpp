@@ -145,7 +145,10 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
 
 TEST_P(AttentionPrefillKernel, Deterministic) {
   for (PrefillCase c : default_cases()) {
-    if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32") continue;
+    // (square_129_g8_bs32: a fresh prompt with a full tile, the contiguous path's bulk copy)
+    if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32" &&
+        c.name != "square_129_g8_bs32")
+      continue;
     std::vector<uint16_t> a, b;
     c.kernel = GetParam();
     c.variant = variants(c.head_dim).front();
