@@ -6,8 +6,9 @@
 // the online softmax in registers, and O += P V with P as the register A operand, optionally
 // taking turns on the tensor cores (ping-pong). Contiguous configurations read a fresh prompt's
 // K/V (q_len == kv_len) from the step's own packed rows with one 128-row bulk copy per column
-// half and tile, and gather cache pages only for the other sequences. Same contract and work map as the mma.sync
-// kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it reuses).
+// half and tile, and gather cache pages only for the other sequences. Same contract and work map
+// as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it
+// reuses).
 // Design, timeline and measurements: docs/prefill_attention.md ("Hopper kernel").
 #pragma once
 
@@ -30,7 +31,7 @@ namespace flashserve::cuda::detail::sm90 {
 // moves registers from the producer to the consumers with setmaxnreg; kTma loads K/V with bulk
 // tensor copies (else cp.async); kPingPong makes the consumer warpgroups issue their GEMMs in
 // turns, so one's softmax runs under the other's GEMMs; kContig: a CTA whose sequence has no
-// cached prefix and whose launch was given the step's own K/V rows (Sm90Params::fresh_*) loads
+// cached prefix and whose launch was given the step's own K/V rows (Sm90Params::have_fresh) loads
 // whole tiles from them with 128-row bulk copies (warp 0; the configuration's paged path for
 // every other CTA).
 template <int kHeadDim_, int kConsumers_, int kStages_, bool kOverlap_, bool kRealloc_, bool kTma_,
@@ -79,8 +80,8 @@ struct Sm90Traits {
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 opt-in shared memory");
   static_assert(!kPingPong || (kConsumers == 2 && kOverlap), "ping-pong: two consumers, overlapped loop");
   // Full-barrier arrivals per fill: cp.async, one per producer thread; TMA, warp 0's 32 cp.async
-  // arrivals (the ragged last tile) plus lane 0's expect-tx arrival.
-  // A contiguous CTA's warp 0 arrives as the TMA configuration does (kContigArrivals).
+  // arrivals (the ragged last tile) plus lane 0's expect-tx arrival; a contiguous CTA's warp 0
+  // arrives as the TMA configuration does.
   static constexpr int kFullArrivals = kTma ? 33 : 128;
   static constexpr int kContigArrivals = 33;
   static_assert(!kContig || !kTma, "contiguous configurations gather the paged sequences with cp.async");
