@@ -2,8 +2,13 @@
 // shuffled block table) on the shapes of docs/prefill_attention.md. One JSON line per
 // (shape, implementation): the public launcher ("flashserve"), the mma.sync kernel's own choice
 // ("flashserve:fa2") and each of its tile variants ("flashserve:<variant>"), and on Hopper each
-// variant of the wgmma kernel ("flashserve:sm90:<variant>"). FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
-// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter, '$' at the end: exact]
+// variant of the wgmma kernel ("flashserve:sm90:<variant>"; the contiguous variants "..._contig_..."
+// are given the step's own K/V rows as a fused qkv buffer holds them, so fresh prompts skip the
+// page gather and the chunked shape gathers pages). The public launcher is offered the same rows
+// and uses them with FLASHSERVE_PREFILL_KV=contig (records: "prefill_kv").
+// FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
+// Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter: substrings separated
+// by '|', any may match; '$' at the end of one: exact]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -55,6 +60,19 @@ __global__ void fill_random(__nv_bfloat16* x, size_t n, uint32_t seed, float off
   }
 }
 
+// The step's own K or V rows, as the fused qkv projection holds them ([num_tokens, fresh_stride],
+// this tensor's heads from column 0 of `fresh`), gathered from the paged cache: token t of
+// sequence b = t / q_len is at position kv_len - q_len + t % q_len. One CTA per token.
+__global__ void gather_fresh_rows(__nv_bfloat16* fresh, const __nv_bfloat16* cache, const int32_t* block_table,
+                                  int max_blocks_per_seq, int block_size, int q_len, int kv_len, int row_elems,
+                                  int64_t fresh_stride) {
+  const int t = blockIdx.x, b = t / q_len, pos = kv_len - q_len + t % q_len;
+  const int64_t row = int64_t(block_table[int64_t(b) * max_blocks_per_seq + pos / block_size]) * block_size +
+                      pos % block_size;
+  for (int i = threadIdx.x; i < row_elems; i += blockDim.x)
+    fresh[int64_t(t) * fresh_stride + i] = cache[row * row_elems + i];
+}
+
 __global__ void max_abs_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, size_t n, float* out) {
   float m = 0.f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
@@ -62,8 +80,11 @@ __global__ void max_abs_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, siz
   atomicMax(reinterpret_cast<int*>(out), __float_as_int(m));  // non-negative floats order as ints
 }
 
-// Substring filter; a trailing '$' asks for the exact name.
+// Substring filter, alternatives separated by '|'; a trailing '$' asks for the exact name.
 bool impl_matches(const std::string& impl, const std::string& filter) {
+  const size_t bar = filter.find('|');
+  if (bar != std::string::npos)
+    return impl_matches(impl, filter.substr(0, bar)) || impl_matches(impl, filter.substr(bar + 1));
   if (!filter.empty() && filter.back() == '$') return impl == filter.substr(0, filter.size() - 1);
   return impl.find(filter) != std::string::npos;
 }
@@ -106,8 +127,18 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   const PagedAttentionArgs a = batch.args(h, h, d, s.causal);
   const double flops = 4.0 * h * d * visible_pairs(s);
   cudaStream_t stream = nullptr;
+  // This step's own K/V rows in a fused qkv layout [num_tokens, (Hq + 2 Hkv) * d].
+  const int64_t fresh_stride = int64_t(3) * h * d;
+  auto* qkv = device_alloc<__nv_bfloat16>(size_t(num_tokens) * fresh_stride);
+  gather_fresh_rows<<<num_tokens, 256>>>(qkv + int64_t(h) * d, k, a.block_table, a.max_blocks_per_seq, bs,
+                                         s.q_len, s.kv_len, h * d, fresh_stride);
+  gather_fresh_rows<<<num_tokens, 256>>>(qkv + int64_t(2) * h * d, v, a.block_table, a.max_blocks_per_seq, bs,
+                                         s.q_len, s.kv_len, h * d, fresh_stride);
+  CUDA_CHECK_LAUNCH();
+  const flashserve::cuda::FreshKv fresh{qkv + int64_t(h) * d, qkv + int64_t(2) * h * d, fresh_stride, fresh_stride};
 
   namespace fd = flashserve::cuda::detail;
+  // The reference output: the launcher without the fresh rows (the paged path).
   flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, ref_out, lse, DType::kBF16, stream);
   // Implementations: the public launcher, the mma.sync kernel's own choice and each of its tile
   // variants, and each variant of the Hopper kernel where it runs.
@@ -116,7 +147,10 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
     int kernel;  // 0 launcher, 1 mma.sync default, 2 mma.sync variant, 3 Hopper variant, 4 diagnostic
     int variant;
   };
-  std::vector<Impl> impls = {{"flashserve", 0, -1}, {"flashserve:fa2", 1, -1}};
+  // The launcher is named for its K/V source: with FLASHSERVE_PREFILL_KV=contig it takes the
+  // fresh rows ("flashserve:kv_contig"), so both runs can share one results file.
+  const char* launcher = fd::prefill_kv_contig_selected() ? "flashserve:kv_contig" : "flashserve";
+  std::vector<Impl> impls = {{launcher, 0, -1}, {"flashserve:fa2", 1, -1}};
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
   if (fd::prefill_sm90_available()) {
@@ -132,7 +166,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
     auto fn = [&] {
       switch (im.kernel) {
         case 0:
-          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream, &fresh);
           break;
         case 1:
           fd::attention_prefill_fa2(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
@@ -141,7 +175,8 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
           fd::attention_prefill_variant(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
           break;
         case 3:
-          fd::attention_prefill_sm90(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          fd::attention_prefill_sm90(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16, stream,
+                                     impl.find("contig") != std::string::npos ? &fresh : nullptr);
           break;
         default:
           fd::attention_prefill_sm90_timing_only(im.variant, a, num_tokens, q, k, v, out, lse, DType::kBF16,
@@ -177,12 +212,13 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
         .add("tflops", flops / (st.p50 * 1e-6) / 1e12)
         .add("max_abs_diff_vs_default", double(h_diff))
         .add("default_kernel", fd::prefill_default_kernel())
+        .add("prefill_kv", fd::prefill_kv_contig_selected() ? "contig" : "paged")
         .add("gpu", gpu)
         .print();
     std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,
                  flops / (st.p50 * 1e-6) / 1e12);
   }
-  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)ref_out, (void*)lse, (void*)diff})
+  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)ref_out, (void*)lse, (void*)diff, (void*)qkv})
     CUDA_CHECK(cudaFree(p));
 }
 

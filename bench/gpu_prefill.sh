@@ -6,7 +6,13 @@
 # env: B=build dir (default build/prefill-gpu; on a shared GPU machine use a folder of your own
 # under /tmp: another session may have left its build in /tmp/b); PREBUILT=1 skips configure+build (e.g. after
 # `SRC=... BUILD=$B TARGETS="test_attention_prefill bench_attention_prefill"
-# tests/backends/carried_session.sh build`); ITERS=timed runs; PROFILE=1 adds ncu.
+# tests/backends/carried_session.sh build`); ITERS=timed runs; PROFILE=1 adds ncu; TEST_FILTER (gtest
+# filter of the full test run, default all), BENCH_IMPLS (the bench's impl filter, default all),
+# SAN_FILTER (the sanitizer subset, default '*AttentionPrefillSmall*'), RESULT (name of the merged
+# records copied to $1/results/<GPU>/RESULT.jsonl, default prefill_v5_contig) choose a leaner run;
+# TEST_TIMEOUT, BENCH_TIMEOUT, SAN_TIMEOUT (seconds, per step) bound it.
+# The public launcher also runs with FLASHSERVE_PREFILL_KV=contig (its test, and the bench impl
+# "flashserve:kv_contig"), next to the default's paged K/V.
 set -uo pipefail
 DEST=${1:?out dir}
 B=${B:-build/prefill-gpu}
@@ -24,9 +30,14 @@ if [ "${PREBUILT:-0}" != 1 ]; then
   grep -E "spill|Used|C75" "$DEST/build.txt" | head -60 >>"$LOG"
 fi
 step tests
-timeout 300 $B/tests/kernels/test_attention_prefill >"$DEST/tests.txt" 2>&1
+timeout ${TEST_TIMEOUT:-300} $B/tests/kernels/test_attention_prefill --gtest_filter="${TEST_FILTER:-*}" >"$DEST/tests.txt" 2>&1
 echo "test exit code $?" >>"$DEST/tests.txt"
 grep -E "FAIL|OK \]|PASSED|SKIPPED|tests ran|Error|error|launcher runs|exit code" "$DEST/tests.txt" | head -40 | tee -a "$LOG"
+step "tests, launcher with FLASHSERVE_PREFILL_KV=contig"
+FLASHSERVE_PREFILL_KV=contig timeout 120 $B/tests/kernels/test_attention_prefill \
+  --gtest_filter='AttentionPrefill.MatchesReferencePublicLauncher' >"$DEST/tests_kv_contig.txt" 2>&1
+echo "test exit code $?" >>"$DEST/tests_kv_contig.txt"
+grep -E "FAIL|OK \]|PASSED|launcher runs|exit code" "$DEST/tests_kv_contig.txt" | head -10 | tee -a "$LOG"
 step sass
 # Per kernel: wgmma (HGMMA), mma.sync (HMMA), ldmatrix (LDSM), exp2 (MUFU), local memory (STL/LDL),
 # mbarrier operations (SYNCS), barriers (BAR), instructions.
@@ -39,7 +50,11 @@ sed -i '1i function HGMMA HMMA LDSM MUFU STL LDL SYNCS BAR total' "$DEST/sass.tx
 for f in $(find $B/kernels -name 'attention_prefill_sm90_hdim128*.o'); do cuobjdump -sass "$f" >"$DEST/sass_sm90_hdim128.txt" 2>&1; done
 grep -E "sm90_kernel" "$DEST/sass.txt" | sed 's/_ZN10flashserve4cuda6detail4sm9029attention_prefill_sm90_kernelINS2_10Sm90Traits//' | tee -a "$LOG"
 step bench
-BUILD=$B ITERS=${ITERS:-40} timeout 200 bench/run_prefill_bench.sh "$DEST" 2>&1 | tee -a "$LOG" | grep -vE "^(b|c)[0-9a-z_]+ +flashserve:m" 
+BUILD=$B ITERS=${ITERS:-40} IMPLS="${BENCH_IMPLS:-}" CONTIG_LAUNCHER=1 timeout ${BENCH_TIMEOUT:-300} \
+  bench/run_prefill_bench.sh "$DEST" 2>&1 | tee -a "$LOG" | grep -vE "^(b|c)[0-9a-z_]+ +flashserve:m"
+# The merged records where bench/results/<GPU>/ keeps them (copy them over in the repo).
+gpu_dir=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
+mkdir -p "$DEST/results/$gpu_dir" && cp "$DEST/prefill.jsonl" "$DEST/results/$gpu_dir/${RESULT:-prefill_v5_contig}.jsonl"
 if [ "${PROFILE:-0}" = 1 ]; then  # optional: ncu of Hopper kernel variants (NCU_IMPLS) on one shape
   step ncu
   for impl in ${NCU_IMPLS:-flashserve:sm90:wg2_s2_tma_pp}; do
@@ -61,8 +76,8 @@ if [ "${2:-}" != skip-sanitizer ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
     step "compute-sanitizer $tool"
-    timeout 90 $SAN --tool $tool --error-exitcode 9 $B/tests/kernels/test_attention_prefill \
-      --gtest_filter='*AttentionPrefillSmall*' >"$DEST/sanitizer_$tool.txt" 2>&1
+    timeout ${SAN_TIMEOUT:-90} $SAN --tool $tool --error-exitcode 9 $B/tests/kernels/test_attention_prefill \
+      --gtest_filter="${SAN_FILTER:-*AttentionPrefillSmall*}" >"$DEST/sanitizer_$tool.txt" 2>&1
     echo "exit code $?" >>"$DEST/sanitizer_$tool.txt"
     tail -4 "$DEST/sanitizer_$tool.txt" | tee -a "$LOG"
   done

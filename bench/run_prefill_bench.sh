@@ -2,7 +2,9 @@
 # Runs the prefill attention benchmark and its torch baselines (SDPA flash and cuDNN backends,
 # plus a bf16 matmul ceiling) in the same session on the same GPU, then merges them into JSON
 # lines with speedup_vs_torch_flash, speedup_vs_torch_cudnn and frac_of_bf16_matmul.
-# Usage: bench/run_prefill_bench.sh [out_dir]   (env: BUILD=build dir, ITERS=timed runs >= 30)
+# Usage: bench/run_prefill_bench.sh [out_dir]   (env: BUILD=build dir, ITERS=timed runs >= 30,
+# IMPLS=the bench's impl filter ('|'-separated substrings), CONTIG_LAUNCHER=1: also the public
+# launcher with FLASHSERVE_PREFILL_KV=contig, recorded as impl "flashserve:kv_contig")
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build/prefill}
@@ -11,7 +13,11 @@ ITERS=${ITERS:-40}
 mkdir -p "$DEST"
 OURS_CMD="$BUILD/bench/bench_attention_prefill $ITERS"
 TORCH_CMD="python3 $ROOT/bench/attention_prefill_baseline.py --iters $ITERS"
-$OURS_CMD > "$DEST/prefill_ours_raw.jsonl"
+$OURS_CMD "" "${IMPLS:-}" > "$DEST/prefill_ours_raw.jsonl"
+if [ "${CONTIG_LAUNCHER:-0}" = 1 ]; then
+  FLASHSERVE_PREFILL_KV=contig $OURS_CMD "" 'flashserve:kv_contig$' >> "$DEST/prefill_ours_raw.jsonl"
+  OURS_CMD="$OURS_CMD; FLASHSERVE_PREFILL_KV=contig $OURS_CMD '' 'flashserve:kv_contig\$'"
+fi
 $TORCH_CMD > "$DEST/prefill_torch_raw.jsonl"
 python3 - "$DEST" "bench/run_prefill_bench.sh (ITERS=$ITERS): $OURS_CMD ; $TORCH_CMD" <<'PY'
 import json, sys
@@ -25,7 +31,7 @@ for r in rows:
     if r["bench"] == "attention_prefill" and r["impl"].startswith("torch_") and "time_us_p50" in r:
         base[(r["shape"], r["impl"])] = r["time_us_p50"]
 keys = ("bench", "impl", "shape", "dtype", "batch", "num_heads", "q_len", "kv_len", "head_dim",
-        "causal", "block_size", "mask", "time_us_p50", "time_us_p10", "time_us_p90", "tflops", "gpu", "default_kernel",
+        "causal", "block_size", "mask", "time_us_p50", "time_us_p10", "time_us_p90", "tflops", "gpu", "default_kernel", "prefill_kv",
         "max_abs_diff_vs_default", "max_abs_diff_vs_math", "error")
 with open(f"{dest}/prefill.jsonl", "w") as out:
     for r in rows:

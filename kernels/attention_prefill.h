@@ -15,6 +15,19 @@
 
 namespace flashserve::cuda {
 
+// This step's own K and V rows (after RoPE: the values just written to the cache for them),
+// packed like q: row cu_q_lens[b] + i holds sequence b's new token i, kv head h at columns
+// h * head_dim .. h * head_dim + head_dim - 1 (e.g. the K and V column blocks of the fused qkv
+// projection, or a buffer of their own). A sequence with no cached prefix (q_len == kv_len) finds all its keys here, so
+// the Hopper kernel's contiguous configuration copies whole 128-key tiles from these tensors
+// instead of gathering cache pages (docs/prefill_attention.md, "Next step (session 27)").
+struct FreshKv {
+  const void* k = nullptr;   // [num_tokens, k_row_stride], 16-byte aligned
+  const void* v = nullptr;   // [num_tokens, v_row_stride], 16-byte aligned
+  int64_t k_row_stride = 0;  // elements from one token to the next: >= num_kv_heads * head_dim, % 8 == 0
+  int64_t v_row_stride = 0;  // the same for v
+};
+
 // Attention of the packed queries over the paged K/V cache, written to `out` (and `lse`).
 // Every pointer, including those inside `args`, is a DEVICE pointer. Supported: head_dim 64 or
 // 128, dtype kBF16 or kF16, any block_size > 0, num_kv_heads dividing num_q_heads, scale > 0.
@@ -23,14 +36,17 @@ namespace flashserve::cuda {
 // ragged batch launches only the tiles it has. On compute capability 9.x (with sm_90a compiled
 // in) it runs the Hopper kernel, elsewhere the mma.sync one; FLASHSERVE_PREFILL_KERNEL=fa2 in the
 // environment forces the mma.sync kernel (A/B switch). Throws flashserve::Error on bad
-// arguments or a CUDA error.
+// arguments or a CUDA error. `fresh` (optional, may be nullptr) offers this step's own K/V rows;
+// the launcher reads them only with FLASHSERVE_PREFILL_KV=contig in the environment (read once;
+// unset or "paged": the paged path, as without `fresh`) on the Hopper kernel, for the sequences
+// whose q_len equals their kv_len; the cache must hold the same values either way.
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens,
                        const void* q,        // [num_tokens, num_q_heads, head_dim]
                        const void* k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
                        const void* v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
                        void* out,            // [num_tokens, num_q_heads, head_dim]
                        float* lse,           // [num_tokens, num_q_heads] base 2, or nullptr
-                       DType dtype, cudaStream_t stream);
+                       DType dtype, cudaStream_t stream, const FreshKv* fresh = nullptr);
 
 namespace detail {
 // Tile configurations compiled for a head_dim, for tests and benchmarks. Names read
@@ -56,9 +72,16 @@ void attention_prefill_fa2(const PagedAttentionArgs& args, int num_tokens, const
 bool prefill_sm90_available();
 int prefill_sm90_num_variants(int head_dim);  // 0 when not compiled
 const char* prefill_sm90_variant_name(int head_dim, int variant);
+// `fresh`: read by the contiguous variants (prefill_sm90_contig_variant) only, for sequences with
+// q_len == kv_len; every other variant, and those variants without it, gather the cache pages.
 void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
                             const void* q, const void* k_cache, const void* v_cache, void* out,
-                            float* lse, DType dtype, cudaStream_t stream);
+                            float* lse, DType dtype, cudaStream_t stream,
+                            const FreshKv* fresh = nullptr);
+// The contiguous-K/V variant the launcher runs with FLASHSERVE_PREFILL_KV=contig (-1 when the
+// Hopper kernel is not compiled), and whether that environment setting is on.
+int prefill_sm90_contig_variant(int head_dim);
+bool prefill_kv_contig_selected();
 // Timing diagnostic for benchmarks only: a TMA variant of the Hopper kernel with its K/V copies
 // skipped (the consumers run on whatever shared memory holds), i.e. its speed with free loads.
 // The output is NOT attention.

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/ops.h"
@@ -327,10 +328,28 @@ class CudaBackend final : public Backend {
     FS_CHECK(qkv.numel() == n * (hq + 2 * hkv) * d && positions.numel() == n &&
                  slot_mapping.numel() == n && inv_freq.numel() * 2 == d && k_cache.dim(3) == d,
              "qkv_rope_write_kv: shapes");
+    // FLASHSERVE_PREFILL_KV=contig (the prefill launcher's switch): a multi-token step also keeps
+    // its turned K rows, so the paged_attention that follows can give the prefill kernel this
+    // step's own K/V (K from here, V straight from qkv) for its fresh prompts. Never while a graph
+    // is recorded: the buffer may move.
+    fresh_ = {};
+    void* k_rows = nullptr;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (n > 1 && cuda::detail::prefill_kv_contig_selected() &&
+        cudaStreamIsCapturing(stream_, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
+      const size_t bytes = size_t(n) * hkv * d * 2;
+      if (bytes > fresh_k_bytes_) fresh_k_ = allocate_bytes(bytes), fresh_k_bytes_ = bytes;
+      k_rows = fresh_k_.get();
+      fresh_ = cuda::FreshKv{.k = k_rows,
+                             .v = static_cast<const char*>(qkv.data) + (hq + hkv) * d * 2,
+                             .k_row_stride = hkv * d,
+                             .v_row_stride = (hq + 2 * hkv) * d};
+      fresh_tokens_ = n;
+    }
     cuda::qkv_rope_write_kv_bf16(q.data, k_cache.data, v_cache.data, qkv.data,
                                  positions.as<int32_t>(), inv_freq.as<float>(),
                                  slot_mapping.as<int32_t>(), int(n), int(hq), int(hkv), int(d),
-                                 stream_);
+                                 stream_, k_rows);
   }
 
   void swiglu_fused(Tensor out, const Tensor& gate_up) override {
@@ -385,6 +404,9 @@ class CudaBackend final : public Backend {
     FS_CHECK(q.ndim == 3 && k_cache.ndim == 4, "paged_attention: shapes");
     const PagedAttentionArgs a =
         paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scale);
+    // The rows kept by the qkv_rope_write_kv of this step, if any (valid for this call only).
+    const cuda::FreshKv fresh = std::exchange(fresh_, cuda::FreshKv{});
+    const bool have_fresh = fresh.k != nullptr && fresh_tokens_ == b.num_tokens;
     switch (attention_path(b, a)) {
       case AttentionPath::kGeneric:
         cuda::paged_attention_generic_bf16(a, b.num_tokens, q.data, k_cache.data, v_cache.data,
@@ -408,7 +430,7 @@ class CudaBackend final : public Backend {
       }
       case AttentionPath::kPrefill:
         cuda::attention_prefill(a, b.num_tokens, q.data, k_cache.data, v_cache.data, out.data,
-                                nullptr, DType::kBF16, stream_);
+                                nullptr, DType::kBF16, stream_, have_fresh ? &fresh : nullptr);
         return;
     }
   }
@@ -580,6 +602,10 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> plan_kv_lens_;
   std::shared_ptr<void> decode_ws_;
   size_t decode_ws_bytes_ = 0;
+  std::shared_ptr<void> fresh_k_;  // [num_tokens, num_kv_heads, head_dim] turned K (FLASHSERVE_PREFILL_KV=contig)
+  size_t fresh_k_bytes_ = 0;
+  cuda::FreshKv fresh_;  // set by qkv_rope_write_kv, taken by the next paged_attention
+  int64_t fresh_tokens_ = 0;
   std::shared_ptr<void> cascade_ws_;  // kernels/attention_cascade.h's workspace
   size_t cascade_ws_bytes_ = 0;
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids

@@ -224,10 +224,13 @@ __global__ void add_rms_norm_vec_kernel(bf16* out, bf16* x_out, const bf16* x_in
   }
 }
 
-// One thread per (token, head of q|k|v, pair i): q/k pairs are turned, v pairs copied.
+// One thread per (token, head of q|k|v, pair i): q/k pairs are turned, v pairs copied. kKRows:
+// the turned k also goes to k_rows (a template flag, so the usual instantiation is unchanged).
+template <bool kKRows>
 __global__ void qkv_rope_write_kv_kernel(bf16* q, bf16* kc, bf16* vc, const bf16* qkv,
                                          const int32_t* positions, const float* inv_freq,
-                                         const int32_t* slots, int n, int hq, int hkv, int d) {
+                                         const int32_t* slots, int n, int hq, int hkv, int d,
+                                         bf16* k_rows) {
   pdl_trigger();  // launched with launch_pdl (kernels/cuda/pdl.cuh)
   pdl_wait();
   const int half = d / 2, heads = hq + 2 * hkv;
@@ -247,6 +250,11 @@ __global__ void qkv_rope_write_kv_kernel(bf16* q, bf16* kc, bf16* vc, const bf16
     b = b2;
   }
   bf16* dst;
+  if (kKRows && head >= hq && head < hq + hkv) {
+    bf16* row = k_rows + (int64_t(t) * hkv + head - hq) * d;
+    row[p] = __float2bfloat16(a);
+    row[p + half] = __float2bfloat16(b);
+  }
   if (head < hq) {
     dst = q + (int64_t(t) * hq + head) * d;
   } else {
@@ -472,12 +480,13 @@ void add_rms_norm_out_bf16(void* out, void* x_out, const void* x_in, const void*
 void qkv_rope_write_kv_bf16(void* q, void* k_cache, void* v_cache, const void* qkv,
                             const int32_t* positions, const float* inv_freq,
                             const int32_t* slot_mapping, int n, int hq, int hkv, int d,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, void* k_rows) {
   const int64_t total = int64_t(n) * (hq + 2 * hkv) * (d / 2);
   if (total == 0) return;
-  launch_pdl(qkv_rope_write_kv_kernel, blocks_for(total, kThreads), kThreads, 0, stream,
-             static_cast<bf16*>(q), static_cast<bf16*>(k_cache), static_cast<bf16*>(v_cache),
-             static_cast<const bf16*>(qkv), positions, inv_freq, slot_mapping, n, hq, hkv, d);
+  launch_pdl(k_rows != nullptr ? qkv_rope_write_kv_kernel<true> : qkv_rope_write_kv_kernel<false>,
+             blocks_for(total, kThreads), kThreads, 0, stream, static_cast<bf16*>(q),
+             static_cast<bf16*>(k_cache), static_cast<bf16*>(v_cache), static_cast<const bf16*>(qkv),
+             positions, inv_freq, slot_mapping, n, hq, hkv, d, static_cast<bf16*>(k_rows));
   CUDA_CHECK_LAUNCH();
 }
 

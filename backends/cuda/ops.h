@@ -68,14 +68,16 @@ void add_rms_norm_out_bf16(void* out, void* x_out, const void* x_in,  // [n, hid
                            const void* w,                             // [hidden] bf16
                            int n, int hidden, float eps, cudaStream_t stream);
 // Splits qkv rows [q | k | v], RoPE-turns q and k, writes q to `q` and k, v to the cache slots
-// (slot < 0: skipped).
+// (slot < 0: skipped), and the turned k also to `k_rows` when given (the prefill kernel's fresh
+// K rows, cuda::FreshKv; the same bf16 values the cache receives).
 void qkv_rope_write_kv_bf16(void* q,                       // [n, hq, d] bf16
                             void* k_cache, void* v_cache,  // [blocks, bs, hkv, d] bf16
                             const void* qkv,               // [n, (hq + 2 hkv) d] bf16
                             const int32_t* positions,      // [n]
                             const float* inv_freq,         // [d / 2]
                             const int32_t* slot_mapping,   // [n]
-                            int n, int hq, int hkv, int d, cudaStream_t stream);
+                            int n, int hq, int hkv, int d, cudaStream_t stream,
+                            void* k_rows = nullptr);       // [n, hkv, d] bf16 or nullptr
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]
 void swiglu_fused_bf16(void* out,            // [n, inter] bf16
                        const void* gate_up,  // [n, 2 inter] bf16

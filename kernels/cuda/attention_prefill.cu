@@ -1,7 +1,8 @@
 // Host launcher of the prefill attention kernels: validates the arguments at the API edge,
 // fills the parameter block and dispatches on (kernel, head_dim, dtype, variant): the Hopper
 // kernel (kernels/cuda/sm90/, compiled when the build has sm_90a) on compute capability 9.x,
-// the mma.sync kernel elsewhere or when FLASHSERVE_PREFILL_KERNEL=fa2.
+// the mma.sync kernel elsewhere or when FLASHSERVE_PREFILL_KERNEL=fa2; on the Hopper kernel, the
+// contiguous fresh-prompt variant when the caller passes its K/V rows and FLASHSERVE_PREFILL_KV=contig.
 #include "kernels/attention_prefill.h"
 
 #include <cmath>
@@ -150,21 +151,51 @@ const char* prefill_sm90_variant_name(int head_dim, int variant) {
 #endif
 }
 
+int prefill_sm90_contig_variant(int head_dim) {
+#if FLASHSERVE_PREFILL_SM90
+  if (head_dim == 64) return kSm90ContigVariantHdim64;
+  if (head_dim == 128) return kSm90ContigVariantHdim128;
+#endif
+  (void)head_dim;
+  return -1;
+}
+
+bool prefill_kv_contig_selected() {
+  static const bool contig = [] {
+    const char* v = std::getenv("FLASHSERVE_PREFILL_KV");
+    FS_CHECK(v == nullptr || std::strcmp(v, "paged") == 0 || std::strcmp(v, "contig") == 0,
+             "FLASHSERVE_PREFILL_KV must be 'paged' or 'contig', got '", v ? v : "", "'");
+    return v != nullptr && std::strcmp(v, "contig") == 0;
+  }();
+  return contig;
+}
+
 namespace {
+// The bulk copies of the contiguous path read 16-byte aligned rows of whole kv heads.
+void check_fresh_kv(const FreshKv& f, const PagedAttentionArgs& a) {
+  FS_CHECK(f.k != nullptr && f.v != nullptr && aligned16(f.k) && aligned16(f.v),
+           "fresh K/V must be non-null and 16-byte aligned");
+  for (const int64_t stride : {f.k_row_stride, f.v_row_stride})
+    FS_CHECK(stride >= int64_t(a.num_kv_heads) * a.head_dim && stride % 8 == 0, "fresh K/V row stride ", stride,
+             " must be a multiple of 8 and >= num_kv_heads * head_dim");
+}
+
 void run_sm90(int variant, bool skip_kv_loads, const PagedAttentionArgs& args, int num_tokens,
               const void* q, const void* k_cache, const void* v_cache, void* out, float* lse,
-              DType dtype, cudaStream_t stream) {
+              DType dtype, cudaStream_t stream, const FreshKv* fresh = nullptr) {
   const PrefillParams p = make_params(args, num_tokens, q, k_cache, v_cache, out, lse);
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
            "prefill attention supports dtypes bf16 and f16, got ", dtype_name(dtype));
   FS_CHECK(prefill_sm90_available(),
            "the Hopper prefill kernel needs a build with sm_90a and a compute capability 9.x GPU");
   if (num_tokens == 0 || args.num_seqs == 0) return;
+  if (fresh != nullptr) check_fresh_kv(*fresh, args);
   bool ran = false;
 #if FLASHSERVE_PREFILL_SM90
   const bool f16 = dtype == DType::kF16;
-  ran = args.head_dim == 64 ? run_prefill_sm90_hdim64(variant, f16, p, num_tokens, skip_kv_loads, stream)
-                            : run_prefill_sm90_hdim128(variant, f16, p, num_tokens, skip_kv_loads, stream);
+  ran = args.head_dim == 64
+            ? run_prefill_sm90_hdim64(variant, f16, p, num_tokens, skip_kv_loads, fresh, stream)
+            : run_prefill_sm90_hdim128(variant, f16, p, num_tokens, skip_kv_loads, fresh, stream);
 #endif
   FS_CHECK(ran, "Hopper prefill variant ", variant, " is not compiled for head_dim ", args.head_dim,
            " and ", dtype_name(dtype), " (fp16 has variant 0 only)");
@@ -173,8 +204,8 @@ void run_sm90(int variant, bool skip_kv_loads, const PagedAttentionArgs& args, i
 
 void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num_tokens,
                             const void* q, const void* k_cache, const void* v_cache, void* out,
-                            float* lse, DType dtype, cudaStream_t stream) {
-  run_sm90(variant, false, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+                            float* lse, DType dtype, cudaStream_t stream, const FreshKv* fresh) {
+  run_sm90(variant, false, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream, fresh);
 }
 
 void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& args, int num_tokens,
@@ -195,9 +226,13 @@ const char* prefill_default_kernel() {
 
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,
                        const void* k_cache, const void* v_cache, void* out, float* lse,
-                       DType dtype, cudaStream_t stream) {
+                       DType dtype, cudaStream_t stream, const FreshKv* fresh) {
   if (std::strcmp(detail::prefill_default_kernel(), "sm90") == 0) {
-    detail::attention_prefill_sm90(0, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
+    // The contiguous variant is compiled for bf16 only; it gathers pages for chunked sequences.
+    const bool contig = fresh != nullptr && dtype == DType::kBF16 && detail::prefill_kv_contig_selected();
+    const int variant = contig ? detail::prefill_sm90_contig_variant(args.head_dim) : 0;
+    detail::attention_prefill_sm90(variant < 0 ? 0 : variant, args, num_tokens, q, k_cache, v_cache, out, lse,
+                                   dtype, stream, contig ? fresh : nullptr);
   } else {
     detail::attention_prefill_fa2(args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
   }

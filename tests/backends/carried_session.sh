@@ -24,7 +24,9 @@
 # sampling_test (test_cuda_sampling alone), soak_long, profile, ab_e2e (bench_e2e of an
 # older build against this one, alternated), families (the other architectures of the Llama
 # family against transformers), prefix_cache (the prefix-cache engine test on CUDA and the
-# cascade attention test, then bench/prefix_cache.sh over the carried binaries) (see each below).
+# cascade attention test, then bench/prefix_cache.sh over the carried binaries), prefill (the
+# prefill kernels: bench/gpu_prefill.sh over the built binaries, lean filters for one call, plus
+# the CUDA backend's random models with FLASHSERVE_PREFILL_KV=contig) (see each below).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -404,6 +406,27 @@ for l in open('$OUT/serve.jsonl'):
       grep -E "^(model|-----|$s)|first divergence|Error" "$OUT/compare_$s.log" | head -16
       rm -rf /tmp/fs_models/$s /tmp/fs_models/${s}_legacy_rope  # disk for the next shape
     done
+    ;;
+  prefill)
+    # Issue 18's Hopper prefill kernel in one call: its tests (the mma.sync kernel's are
+    # unchanged by the contiguous path: left out here), the launcher with
+    # FLASHSERVE_PREFILL_KV=contig, the benchmark (launcher, fa2 default, every Hopper variant,
+    # the no-load diagnostic, torch flash/cuDNN, bf16 GEMM rate) and compute-sanitizer on the
+    # contiguous path's small subset. Build first: TARGETS="test_attention_prefill
+    # bench_attention_prefill test_cuda_backend" carried_session.sh build.
+    # Timeouts keep build (~2-3 min on 16 cores) + this stage inside one 600 s device call.
+    B=$B PREBUILT=1 TEST_FILTER="${PREFILL_TEST_FILTER:--*/fa2}" TEST_TIMEOUT=180 BENCH_TIMEOUT=220 \
+      BENCH_IMPLS="${PREFILL_BENCH_IMPLS:-flashserve\$|flashserve:fa2\$|flashserve:sm90:|diag:}" \
+      SAN_FILTER="${PREFILL_SAN_FILTER:-*AttentionPrefillSmall*sm90_contig*}" SAN_TIMEOUT=60 ITERS=${ITERS:-30} \
+      timeout 500 bash bench/gpu_prefill.sh "$OUT/prefill" || rc=1
+    grep -qE "exit code 0" "$OUT/prefill/tests.txt" || rc=1
+    # The backend hands the prefill kernel its fresh K/V (turned K kept by qkv_rope_write_kv, V
+    # from qkv): random models against the CPU backend, and graph capture with the switch on.
+    if [ -x "$B/tests/backends/test_cuda_backend" ]; then
+      FLASHSERVE_PREFILL_KV=contig timeout 120 "$B/tests/backends/test_cuda_backend" \
+        --gtest_filter='Shapes/CudaRandomModel.*:CudaGraphs.*' > "$OUT/test_cuda_backend_kv_contig.log" 2>&1 || rc=1
+      grep -E "NMSE|PASSED|FAILED" "$OUT/test_cuda_backend_kv_contig.log" | head -14
+    fi
     ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac

@@ -101,6 +101,19 @@ PrefillProblem make_problem(const PrefillCase& c, uint64_t seed) {
       }
     }
   }
+  pb.fresh_qkv_stride = int64_t(hq + 2 * hkv) * d;
+  pb.fresh_k_bits.assign(size_t(pb.num_tokens) * hkv * d, nan_bits(c.dtype));
+  pb.fresh_qkv_bits.assign(size_t(pb.num_tokens) * pb.fresh_qkv_stride, nan_bits(c.dtype));
+  for (int b = 0; b < num_seqs; ++b) {
+    if (c.seqs[b].q_len != c.seqs[b].kv_len) continue;
+    for (int t = 0; t < c.seqs[b].kv_len; ++t) {
+      const int blk = pb.block_table[size_t(b) * max_blocks_per_seq + t / bs];
+      const size_t src = (size_t(blk) * bs + t % bs) * hkv * d, row = size_t(pb.cu_q_lens[b] + t);
+      std::copy_n(&pb.k_bits[src], size_t(hkv) * d, &pb.fresh_k_bits[row * hkv * d]);
+      std::copy_n(&pb.v_bits[src], size_t(hkv) * d,
+                  &pb.fresh_qkv_bits[row * pb.fresh_qkv_stride + size_t(hq + hkv) * d]);
+    }
+  }
   const size_t q_elems = size_t(pb.num_tokens) * hq * d;
   pb.q_bits.resize(q_elems);
   pb.q.resize(q_elems);
@@ -163,6 +176,7 @@ const char* kernel_name(PrefillKernel k) {
     case PrefillKernel::kLauncher: return "launcher";
     case PrefillKernel::kFa2: return "fa2";
     case PrefillKernel::kSm90: return "sm90";
+    case PrefillKernel::kSm90Contig: return "sm90_contig";
   }
   return "?";
 }
@@ -181,12 +195,19 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   DeviceBuffer d_bt(pb.block_table.size() * sizeof(int32_t) + 4);
   DeviceBuffer d_q(pb.q_bits.size() * 2), d_k(pb.k_bits.size() * 2), d_v(pb.v_bits.size() * 2);
   DeviceBuffer d_out((out_elems + kCanary) * 2), d_lse((lse_elems + kCanary) * 4);
+  DeviceBuffer d_fresh_k(pb.fresh_k_bits.size() * 2), d_fresh_qkv(pb.fresh_qkv_bits.size() * 2);
   upload(d_cu, pb.cu_q_lens);
   upload(d_kv, pb.kv_lens);
   upload(d_bt, pb.block_table);
   upload(d_q, pb.q_bits);
   upload(d_k, pb.k_bits);
   upload(d_v, pb.v_bits);
+  upload(d_fresh_k, pb.fresh_k_bits);
+  upload(d_fresh_qkv, pb.fresh_qkv_bits);
+  const cuda::FreshKv fresh{.k = d_fresh_k.ptr,
+                            .v = d_fresh_qkv.as<uint16_t>() + int64_t(hq + ha.num_kv_heads) * d,
+                            .k_row_stride = int64_t(ha.num_kv_heads) * d,
+                            .v_row_stride = pb.fresh_qkv_stride};
   // Poison: NaN everywhere (0xffff is a NaN in both 16-bit formats and 0xffffffff in fp32).
   CUDA_CHECK(cudaMemset(d_out.ptr, 0xff, (out_elems + kCanary) * 2));
   CUDA_CHECK(cudaMemset(d_lse.ptr, 0xff, (lse_elems + kCanary) * 4));
@@ -199,7 +220,7 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   switch (c.kernel) {
     case PrefillKernel::kLauncher:
       cuda::attention_prefill(da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr, d_out.ptr, lse, c.dtype,
-                              nullptr);
+                              nullptr, &fresh);
       break;
     case PrefillKernel::kFa2:
       if (c.variant < 0) {
@@ -214,6 +235,14 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
       cuda::detail::attention_prefill_sm90(std::max(c.variant, 0), da, pb.num_tokens, d_q.ptr,
                                            d_k.ptr, d_v.ptr, d_out.ptr, lse, c.dtype, nullptr);
       break;
+    case PrefillKernel::kSm90Contig: {
+      const int v = c.variant >= 0             ? c.variant
+                    : c.dtype == DType::kBF16 ? cuda::detail::prefill_sm90_contig_variant(d)
+                                              : 0;
+      cuda::detail::attention_prefill_sm90(v, da, pb.num_tokens, d_q.ptr, d_k.ptr, d_v.ptr, d_out.ptr,
+                                           lse, c.dtype, nullptr, &fresh);
+      break;
+    }
   }
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> got_bits(out_elems + kCanary);

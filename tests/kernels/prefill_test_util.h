@@ -32,9 +32,11 @@ constexpr double kLseRelTol = 1e-5;
 
 inline double unit_roundoff(DType t) { return t == DType::kF16 ? 1.0 / 2048 : 1.0 / 256; }
 
-// Which implementation a case runs: the public launcher (its own choice of kernel and tile),
-// the mma.sync kernel, or the Hopper kernel (kernels/attention_prefill.h).
-enum class PrefillKernel { kLauncher, kFa2, kSm90 };
+// Which implementation a case runs: the public launcher (its own choice of kernel and tile; it is
+// offered the fresh K/V rows, which it reads only with FLASHSERVE_PREFILL_KV=contig), the mma.sync
+// kernel, the Hopper kernel, or the Hopper kernel's contiguous variants given the fresh K/V rows
+// (kernels/attention_prefill.h: FreshKv; fp16 runs its variant 0, the only one compiled).
+enum class PrefillKernel { kLauncher, kFa2, kSm90, kSm90Contig };
 const char* kernel_name(PrefillKernel k);
 
 struct SeqSpec {
@@ -64,6 +66,13 @@ struct PrefillProblem {
   std::vector<int32_t> cu_q_lens, kv_lens, block_table;
   std::vector<uint16_t> q_bits, k_bits, v_bits;  // NaN in every cache slot no sequence owns
   std::vector<double> q, k, v;                   // same values (0 in unowned slots)
+  // This step's own K/V rows as the CUDA backend hands them over (FreshKv): K in a buffer of its
+  // own [num_tokens, num_kv_heads * head_dim], V inside a fused qkv projection
+  // [num_tokens, fresh_qkv_stride] at column (num_q_heads + num_kv_heads) * head_dim. Only
+  // sequences with q_len == kv_len (no cached prefix) have their rows filled (the cache's values);
+  // every other element is NaN, so a kernel that reads them for a chunked sequence fails.
+  std::vector<uint16_t> fresh_k_bits, fresh_qkv_bits;
+  int64_t fresh_qkv_stride = 0;
 };
 
 PrefillProblem make_problem(const PrefillCase& c, uint64_t seed);

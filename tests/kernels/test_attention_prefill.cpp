@@ -2,9 +2,11 @@
 // causal and not, group sizes 1/4/8, head_dim 64/128, ragged batches with empty sequences,
 // block sizes 16/32/24 with shuffled tables, NaN in unowned cache slots, poisoned outputs,
 // large logits, fp16, tile edges, every compiled tile variant, determinism and argument checks;
-// the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available).
+// the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available,
+// with paged K/V and with its contiguous fresh-prompt variants given the step's own K/V rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -62,7 +64,10 @@ uint64_t seed_of(const std::string& name, int variant) {
 }
 
 TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
-  std::printf("launcher runs the %s kernel\n", cuda::detail::prefill_default_kernel());
+  // The cases offer the fresh K/V rows; the launcher reads them only with
+  // FLASHSERVE_PREFILL_KV=contig (bench/gpu_prefill.sh runs this test once more with it set).
+  std::printf("launcher runs the %s kernel, K/V %s\n", cuda::detail::prefill_default_kernel(),
+              cuda::detail::prefill_kv_contig_selected() ? "contig (fresh prompts)" : "paged");
   for (const PrefillCase& c : default_cases()) {
     const CheckResult r = run_and_check(c, seed_of(c.name, 0));
     std::printf("%s\n", r.message.c_str());
@@ -74,20 +79,28 @@ TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
 // Hopper kernel where it is available (compute capability 9.x and an sm_90a build).
 class AttentionPrefillKernel : public ::testing::TestWithParam<PrefillKernel> {
  protected:
+  bool hopper() const { return GetParam() == PrefillKernel::kSm90 || GetParam() == PrefillKernel::kSm90Contig; }
   void SetUp() override {
-    if (GetParam() == PrefillKernel::kSm90 && !cuda::detail::prefill_sm90_available())
+    if (hopper() && !cuda::detail::prefill_sm90_available())
       GTEST_SKIP() << "the Hopper kernel needs an sm_90a build on a compute capability 9.x GPU";
   }
-  int num_variants(int head_dim) const {
-    return GetParam() == PrefillKernel::kSm90 ? cuda::detail::prefill_sm90_num_variants(head_dim)
-                                              : cuda::detail::prefill_num_variants(head_dim);
+  // The variants a parameter runs: every tile variant of its kernel; for kSm90Contig only the
+  // contiguous ones (the others ignore the fresh K/V rows and are covered by kSm90).
+  std::vector<int> variants(int head_dim) const {
+    std::vector<int> vs;
+    const int n = hopper() ? cuda::detail::prefill_sm90_num_variants(head_dim)
+                           : cuda::detail::prefill_num_variants(head_dim);
+    for (int v = 0; v < n; ++v)
+      if (GetParam() != PrefillKernel::kSm90Contig || variant_name(head_dim, v).find("contig") != std::string::npos)
+        vs.push_back(v);
+    return vs;
   }
   std::string variant_name(int head_dim, int v) const {
-    return GetParam() == PrefillKernel::kSm90 ? cuda::detail::prefill_sm90_variant_name(head_dim, v)
-                                              : cuda::detail::prefill_variant_name(head_dim, v);
+    return hopper() ? cuda::detail::prefill_sm90_variant_name(head_dim, v)
+                    : cuda::detail::prefill_variant_name(head_dim, v);
   }
   size_t variant_smem(int head_dim, int v) const {  // the Hopper kernel needs sm_90's 227 KiB
-    return GetParam() == PrefillKernel::kSm90 ? 0 : cuda::detail::prefill_variant_smem_bytes(head_dim, v);
+    return hopper() ? 0 : cuda::detail::prefill_variant_smem_bytes(head_dim, v);
   }
 };
 
@@ -115,7 +128,7 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
     for (const char* s : subset) pick |= c.name == s;
     if (!pick) continue;
     c.kernel = GetParam();
-    for (int v = 0; v < num_variants(c.head_dim); ++v) {
+    for (int v : variants(c.head_dim)) {
       c.variant = v;
       if (variant_smem(c.head_dim, v) > size_t(smem_optin)) {
         // A test-only tile over this GPU's shared memory (sm_86/89): launch_prefill refuses it.
@@ -132,10 +145,13 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
 
 TEST_P(AttentionPrefillKernel, Deterministic) {
   for (PrefillCase c : default_cases()) {
-    if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32") continue;
+    // (square_129_g8_bs32: a fresh prompt with a full tile, the contiguous path's bulk copy)
+    if (c.name != "chunked_100_over_1000_g4" && c.name != "ragged_noncausal_d64_bs32" &&
+        c.name != "square_129_g8_bs32")
+      continue;
     std::vector<uint16_t> a, b;
     c.kernel = GetParam();
-    c.variant = 0;
+    c.variant = variants(c.head_dim).front();
     ASSERT_TRUE(run_and_check(c, 7, &a).ok);
     ASSERT_TRUE(run_and_check(c, 7, &b).ok);
     EXPECT_EQ(a, b) << c.name << ": two runs on the same input differ";
@@ -153,7 +169,7 @@ TEST_P(AttentionPrefillSmall, SanitizerSubset) {
   cs[0].num_q_heads = 4;
   cs[0].num_kv_heads = 2;
   cs[1].name = "san_d64_bs32";
-  cs[1].seqs = {{20, 70}, {130, 130}};
+  cs[1].seqs = {{20, 70}, {130, 130}, {256, 256}};
   cs[1].num_q_heads = 2;
   cs[1].num_kv_heads = 1;
   cs[1].head_dim = 64;
@@ -167,13 +183,16 @@ TEST_P(AttentionPrefillSmall, SanitizerSubset) {
   for (PrefillCase c : cs) {
     c.kernel = GetParam();
     // The kernel's own choice, and for the mma.sync kernel also the large-grid default it takes
-    // for big batches (what a long prefill runs), for the Hopper kernel also its TMA variant.
-    std::vector<int> variants = {-1};
+    // for big batches (what a long prefill runs), for the Hopper kernel also its TMA variant, for
+    // its contiguous path every contiguous variant.
+    std::vector<int> vs = {-1};
     if (GetParam() == PrefillKernel::kFa2)
-      variants.push_back(cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32));
+      vs.push_back(cuda::detail::prefill_default_variant(c.head_dim, 1 << 20, 64, 32));
+    else if (GetParam() == PrefillKernel::kSm90)
+      vs.push_back(1);
     else
-      variants.push_back(1);
-    for (int v : variants) {
+      vs = variants(c.head_dim);
+    for (int v : vs) {
       c.variant = v;
       const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
       std::printf("%s\n", r.message.c_str());
@@ -186,9 +205,11 @@ std::string param_name(const ::testing::TestParamInfo<PrefillKernel>& info) {
   return kernel_name(info.param);
 }
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillKernel,
-                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90), param_name);
+                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90, PrefillKernel::kSm90Contig),
+                         param_name);
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillSmall,
-                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90), param_name);
+                         ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90, PrefillKernel::kSm90Contig),
+                         param_name);
 
 TEST(AttentionPrefill, RejectsUnsupportedArguments) {
   // Fake but aligned device pointers: every check fires before anything is launched.
@@ -210,6 +231,12 @@ TEST(AttentionPrefill, RejectsUnsupportedArguments) {
                Error);
   EXPECT_THROW(cuda::detail::attention_prefill_sm90(0, a, 8, fake, fake, fake, fake, nullptr,
                                                     DType::kF32, nullptr),
+               Error);
+  // Fresh K/V rows whose row stride is shorter than a token's kv heads (or not a multiple of 8).
+  const cuda::FreshKv short_rows{.k = fake, .v = fake, .k_row_stride = 3, .v_row_stride = 256};
+  EXPECT_THROW(cuda::detail::attention_prefill_sm90(std::max(cuda::detail::prefill_sm90_contig_variant(128), 0), a,
+                                                    8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr,
+                                                    &short_rows),
                Error);
   a.num_kv_heads = 3;
   EXPECT_THROW(cuda::attention_prefill(a, 8, fake, fake, fake, fake, nullptr, DType::kBF16, nullptr),

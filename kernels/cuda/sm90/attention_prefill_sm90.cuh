@@ -4,8 +4,11 @@
 // cp.async gathers (block sizes that are not multiples of 8, and the ragged last tile); one or
 // two consumer warpgroups (64 query rows each) compute S = Q K^T with wgmma from shared memory,
 // the online softmax in registers, and O += P V with P as the register A operand, optionally
-// taking turns on the tensor cores (ping-pong). Same contract and work map as the mma.sync
-// kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it reuses).
+// taking turns on the tensor cores (ping-pong). Contiguous configurations read a fresh prompt's
+// K/V (q_len == kv_len) from the step's own packed rows with one 128-row bulk copy per column
+// half and tile, and gather cache pages only for the other sequences. Same contract and work map
+// as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it
+// reuses).
 // Design, timeline and measurements: docs/prefill_attention.md ("Hopper kernel").
 #pragma once
 
@@ -27,9 +30,12 @@ namespace flashserve::cuda::detail::sm90 {
 // together so the softmax of tile j+1 runs while the tensor cores work on P_j V_j; kRealloc
 // moves registers from the producer to the consumers with setmaxnreg; kTma loads K/V with bulk
 // tensor copies (else cp.async); kPingPong makes the consumer warpgroups issue their GEMMs in
-// turns, so one's softmax runs under the other's GEMMs.
+// turns, so one's softmax runs under the other's GEMMs; kContig: a CTA whose sequence has no
+// cached prefix and whose launch was given the step's own K/V rows (Sm90Params::have_fresh) loads
+// whole tiles from them with 128-row bulk copies (warp 0; the configuration's paged path for
+// every other CTA).
 template <int kHeadDim_, int kConsumers_, int kStages_, bool kOverlap_, bool kRealloc_, bool kTma_,
-          bool kPingPong_>
+          bool kPingPong_, bool kContig_ = false>
 struct Sm90Traits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kConsumers = kConsumers_;
@@ -38,9 +44,10 @@ struct Sm90Traits {
   static constexpr bool kRealloc = kRealloc_;
   static constexpr bool kTma = kTma_;
   static constexpr bool kPingPong = kPingPong_;
+  static constexpr bool kContig = kContig_;
   // The same configuration loading with cp.async (what runs when TMA cannot: block sizes that
   // are not multiples of 8).
-  using CpAsync = Sm90Traits<kHeadDim_, kConsumers_, kStages_, kOverlap_, kRealloc_, false, kPingPong_>;
+  using CpAsync = Sm90Traits<kHeadDim_, kConsumers_, kStages_, kOverlap_, kRealloc_, false, kPingPong_, kContig_>;
 
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kBlockN = 128;
@@ -73,8 +80,11 @@ struct Sm90Traits {
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 opt-in shared memory");
   static_assert(!kPingPong || (kConsumers == 2 && kOverlap), "ping-pong: two consumers, overlapped loop");
   // Full-barrier arrivals per fill: cp.async, one per producer thread; TMA, warp 0's 32 cp.async
-  // arrivals (the ragged last tile) plus lane 0's expect-tx arrival.
+  // arrivals (the ragged last tile) plus lane 0's expect-tx arrival; a contiguous CTA's warp 0
+  // arrives as the TMA configuration does.
   static constexpr int kFullArrivals = kTma ? 33 : 128;
+  static constexpr int kContigArrivals = 33;
+  static_assert(!kContig || !kTma, "contiguous configurations gather the paged sequences with cp.async");
 };
 
 // The kernel's parameter block: the common one plus the K and V tensor maps (TMA variants):
@@ -88,6 +98,12 @@ struct Sm90Params {
   // every K/V stage as full without copying anything, so the kernel runs the consumers' work at
   // the speed it would have with free loads. The output is then not attention.
   bool skip_kv_loads;
+  // Contiguous configurations: whether the step's own K/V rows were given (FreshKv; false: every
+  // CTA gathers pages) and their tensor maps, 2-D views [num_tokens][num_kv_heads * head_dim] with
+  // each tensor's row stride (FreshKv), boxes of 128 rows x 64 elements, 128-byte swizzle.
+  bool have_fresh;
+  CUtensorMap tmap_fresh_k;
+  CUtensorMap tmap_fresh_v;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0 .. kHeadDim/8 - 1) of row `row` in a swizzled tile
@@ -116,6 +132,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int kv_len = __ldg(p.kv_lens + seq);
   const int diag = kv_len - q_len;  // row i sees keys j <= i + diag when causal
   const int kv_head = head / p.group_size;
+  // Every key of a sequence with no cached prefix is one of this step's rows: the contiguous path
+  // (false at compile time for the other configurations, so their code is unchanged).
+  const bool contig = Tr::kContig && sp.have_fresh && q_len == kv_len;
   int n_end, n_mask;  // KV tiles [0, n_end) are visited, [n_mask, n_end) need the mask
   if (p.causal) {
     const int visible = min(kv_len, m0 + kBlockM + diag);
@@ -139,8 +158,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (threadIdx.x == 0) {
     mbar_init(bar_q, 128);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bar_k_full(s), Tr::kFullArrivals);
-      mbar_init(bar_v_full(s), Tr::kFullArrivals);
+      mbar_init(bar_k_full(s), contig ? Tr::kContigArrivals : Tr::kFullArrivals);
+      mbar_init(bar_v_full(s), contig ? Tr::kContigArrivals : Tr::kFullArrivals);
       mbar_init(bar_k_empty(s), 4 * Tr::kConsumers);  // one arrival per consumer warp
       mbar_init(bar_v_empty(s), 4 * Tr::kConsumers);
     }
@@ -190,12 +209,54 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                     pr >= 0 ? src + int64_t(pr) * p.kv_row_stride : src, pr >= 0);
       }
     };
+    // Warp 0's fill of a tile that runs past kv_len (bulk-copy configurations): a zero-filling
+    // cp.async gather through the block table, and lane 0 arrives without bytes.
+    auto gather_last_tile = [&](uint32_t dst_tile, const T* src, uint32_t bar, int j) {
+#pragma unroll 1
+      for (int b = 0; b < 4; ++b)
+        copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
+      if (lane == 0) mbar_arrive(bar);
+    };
     // Ring slot and fill count of tile j, and the wait for that slot to be free again.
     auto slot = [&](int j) { return j % kStages; };
     auto wait_empty = [&](uint32_t bar, int j) {
       if (j >= kStages) mbar_wait(bar, (j / kStages - 1) & 1);
     };
-    if constexpr (!Tr::kTma) {
+    if (contig) {
+      if constexpr (Tr::kContig) {  // (the other configurations never take this branch)
+        if (warp == 0) {
+          // Warp 0 alone: a full tile is kHalves bulk copies of 128 rows x 64 columns (16 KiB) at
+          // row q_begin + j * kBlockN of the fresh K/V, issued by lane 0 with the tile's bytes. The
+          // ragged last tile is gathered from the cache pages (the same values) with zero-filling
+          // cp.async, as in the TMA configuration: rows past kv_len in the fresh K/V belong to other
+          // sequences. 33 arrivals per fill either way.
+          auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j) {
+            if ((j + 1) * kBlockN <= kv_len) {
+              if (lane == 0) {
+                mbar_arrive_expect_tx(bar, Tr::kKvBytes);
+#pragma unroll
+                for (int half = 0; half < Tr::kHalves; ++half)
+                  tma_load_2d(dst_tile + half * Tr::kKvHalfBytes, tmap, kv_head * kHeadDim + half * 64,
+                              q_begin + j * kBlockN, bar);
+              }
+            } else {
+              gather_last_tile(dst_tile, src, bar, j);
+            }
+            mbar_arrive_on_cp_async(bar);
+          };
+          for (int j = 0; j <= n_end; ++j) {  // same order as the paged paths: K_j, then V_{j-1}
+            if (j < n_end) {
+              wait_empty(bar_k_empty(slot(j)), j);
+              fill(smem_k + slot(j) * Tr::kKvBytes, k_src, &sp.tmap_fresh_k, bar_k_full(slot(j)), j);
+            }
+            if (j > 0) {
+              wait_empty(bar_v_empty(slot(j - 1)), j - 1);
+              fill(smem_v + slot(j - 1) * Tr::kKvBytes, v_src, &sp.tmap_fresh_v, bar_v_full(slot(j - 1)), j - 1);
+            }
+          }
+        }
+      }
+    } else if constexpr (!Tr::kTma) {
       // All four warps gather, one 32-row block each; one cp.async arrival per thread.
       int32_t next = physical_row(warp * 32 + lane), prev = -1;
       for (int j = 0; j <= n_end; ++j) {
@@ -234,10 +295,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
             tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
                         kv_head * kHeadDim + half * 64, grow, bar);
         } else {
-#pragma unroll 1
-          for (int b = 0; b < 4; ++b)
-            copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
-          if (lane == 0) mbar_arrive(bar);
+          gather_last_tile(dst_tile, src, bar, j);
         }
         mbar_arrive_on_cp_async(bar);
       };

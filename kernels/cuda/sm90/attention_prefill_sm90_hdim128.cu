@@ -8,8 +8,8 @@ namespace flashserve::cuda::detail {
 int prefill_sm90_count_hdim128() { return sm90::Sm90Variants<128>::kCount; }
 const char* prefill_sm90_name_hdim128(int variant) { return sm90::Sm90Variants<128>::kNames[variant]; }
 bool run_prefill_sm90_hdim128(int variant, bool f16, const PrefillParams& p, int num_tokens,
-                             bool skip_kv_loads, cudaStream_t s) {
-  return sm90::run_sm90<128>(variant, f16, p, num_tokens, skip_kv_loads, s);
+                             bool skip_kv_loads, const FreshKv* fresh, cudaStream_t s) {
+  return sm90::run_sm90<128>(variant, f16, p, num_tokens, skip_kv_loads, fresh, s);
 }
 
 }  // namespace flashserve::cuda::detail
