@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -143,6 +144,20 @@ TEST(RankWorkers, EveryRankOnItsOwnThreadEveryRun) {
   std::atomic<int> ran{0};
   w.run([&](int) { ++ran; });
   EXPECT_EQ(ran.load(), 4);
+}
+
+// More than one rank: CUDA modules load eagerly (docs/TENSOR_PARALLEL.md), unless the user chose.
+TEST(PrepareCuda, EagerModuleLoadingForMoreThanOneRankOnly) {
+  unsetenv("CUDA_MODULE_LOADING");
+  prepare_cuda_for_tensor_parallelism(1);
+  EXPECT_EQ(std::getenv("CUDA_MODULE_LOADING"), nullptr) << "one rank: CUDA's default";
+  prepare_cuda_for_tensor_parallelism(2);
+  ASSERT_NE(std::getenv("CUDA_MODULE_LOADING"), nullptr);
+  EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "EAGER");
+  setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  prepare_cuda_for_tensor_parallelism(4);
+  EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "LAZY") << "the user's choice stays";
+  unsetenv("CUDA_MODULE_LOADING");
 }
 
 }  // namespace
