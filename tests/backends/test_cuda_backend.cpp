@@ -178,19 +178,7 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, CudaRandomModel,
-    ::testing::Values(RandomModelShape{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
-                      RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
-                      RandomModelShape{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
-                      RandomModelShape{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
-                      RandomModelShape{"d32_generic_untied_bf16", 128, 4, 2, 32, false,
-                                 DType::kBF16},
-                      RandomModelShape{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
-                                 DType::kBF16, "MistralForCausalLM"},
-                      RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
-                                 "Qwen2ForCausalLM"},
-                      RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
-                                 DType::kBF16, "Qwen3ForCausalLM"}),
+    Shapes, CudaRandomModel, ::testing::ValuesIn(cuda_model_shapes()),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Decode steps replayed from CUDA graphs (padded to batch buckets, keyed by the split-K plan)

@@ -55,6 +55,24 @@ struct RandomModelShape {
   }
 };
 
+// The Llama-family shapes the CUDA model tests run (test_cuda_backend against the CPU, the
+// tensor-parallel tests against one GPU): GQA and MHA, one KV head, head_dim 32 (the generic
+// attention kernel), 64 and 128, tied and untied heads, f32/f16/bf16 weight files, Mistral,
+// Qwen2's q/k/v biases and Qwen3's q/k norms.
+inline std::vector<RandomModelShape> cuda_model_shapes() {
+  return {RandomModelShape{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
+          RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
+          RandomModelShape{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
+          RandomModelShape{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
+          RandomModelShape{"d32_generic_untied_bf16", 128, 4, 2, 32, false, DType::kBF16},
+          RandomModelShape{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false, DType::kBF16,
+                           "MistralForCausalLM"},
+          RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                           "Qwen2ForCausalLM"},
+          RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true, DType::kBF16,
+                           "Qwen3ForCausalLM"}};
+}
+
 // Hands out block ids in a fixed shuffled order.
 class BlockPool {
  public:

@@ -210,10 +210,10 @@ TEST(TensorParallelCuda, RandomModelRaggedBatchEveryTpSize) {
   tp_sizes_against_one_gpu(small_config(512, 8, 2, 64, true), DType::kBF16, "random GQA", {1, 2, 4});
 }
 
-// The model families and head sizes the CUDA backend's own tests cover (test_cuda_backend's
-// CudaRandomModel list): head_dim 128 (the Hopper prefill kernel on 9.x), one KV head replicated
+// The model families and head sizes the CUDA backend's own tests cover (cuda_model_shapes():
+// head_dim 128 (the Hopper prefill kernel on 9.x), one KV head replicated
 // on every rank, Qwen2's q/k/v biases (sliced with their rows), Qwen3's q/k norms, Mistral, the
-// generic attention kernel (head_dim 32), f16 and f32 weight files. TP 2 and 4 only: TP 1 through
+// generic attention kernel (head_dim 32), f16 and f32 weight files). TP 2 and 4 only: TP 1 through
 // NCCL is the two tests above.
 class TensorParallelCudaFamilies : public ::testing::TestWithParam<RandomModelShape> {};
 
@@ -223,17 +223,7 @@ TEST_P(TensorParallelCudaFamilies, RaggedBatchAndDecodeCloseToOneGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, TensorParallelCudaFamilies,
-    ::testing::Values(RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
-                      RandomModelShape{"d128_gqa4_untied_bf16", 512, 4, 1, 128, false, DType::kBF16},
-                      RandomModelShape{"d128_gqa_tied_f16", 512, 8, 2, 128, true, DType::kF16},
-                      RandomModelShape{"d32_generic_untied_bf16", 128, 4, 2, 32, false, DType::kBF16},
-                      RandomModelShape{"mistral_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
-                                       DType::kBF16, "MistralForCausalLM"},
-                      RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
-                                       "Qwen2ForCausalLM"},
-                      RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true,
-                                       DType::kBF16, "Qwen3ForCausalLM"}),
+    Shapes, TensorParallelCudaFamilies, ::testing::ValuesIn(cuda_model_shapes()),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
