@@ -20,21 +20,13 @@ namespace {
 
 const std::string kStories = std::string(FS_MODELS_DIR) + "/stories260K";
 
-// Every position's logits [ids.size(), vocab] of one sequence prefilled whole.
+// Every position's logits of one sequence prefilled whole (2 threads; TP: that many ranks).
 std::vector<float> all_logits(const LoadedModel& model, const std::vector<int32_t>& ids,
                               int tensor_parallel = 1) {
   ModelRunnerOptions o;
   o.threads = 2;
   o.tensor_parallel_size = tensor_parallel;
-  auto runner = ModelRunner::create(model, o);
-  BlockPool pool(runner->num_kv_blocks(), 7);
-  TestSeq seq;
-  seq.tokens = ids;
-  StepPlan b;
-  b.chunks.push_back(seq.chunk(int(ids.size()), runner->block_size(), pool, LogitsWanted::kAll));
-  std::vector<float> logits;
-  runner->step(b, &logits);
-  return logits;
+  return prefill_logits(model, ids, o);
 }
 
 // `model` written back as a plain f32 HF folder: every tensor's values, FP8 ones dequantized.
@@ -102,37 +94,14 @@ Quality compare(const std::vector<float>& a, const std::vector<float>& b, int vo
   return q;
 }
 
-// Greedy continuation of `prompt` by `n` tokens, one decode step per token.
-std::vector<int32_t> greedy(const LoadedModel& model, std::vector<int32_t> tokens, int n) {
-  ModelRunnerOptions o;
-  o.threads = 2;
-  auto runner = ModelRunner::create(model, o);
-  BlockPool pool(runner->num_kv_blocks(), 5);
-  TestSeq seq;
-  seq.tokens = tokens;
-  const int vocab = model.config().vocab_size;
-  std::vector<int32_t> out;
-  std::vector<float> logits;
-  while (int(out.size()) < n) {
-    StepPlan b;
-    b.chunks.push_back(seq.chunk(int(seq.tokens.size()) - seq.num_cached, runner->block_size(),
-                                 pool, LogitsWanted::kLast));
-    logits.clear();
-    runner->step(b, &logits);
-    const int32_t next = int32_t(std::max_element(logits.end() - vocab, logits.end()) - (logits.end() - vocab));
-    out.push_back(next);
-    seq.tokens.push_back(next);
-  }
-  return out;
-}
-
 TEST(Fp8Model, Stories260KQualityAgainstFp32) {
   if (!fs::exists(kStories)) GTEST_SKIP() << "model not found: " << kStories;
   auto f32 = load_model(kStories);
   auto fp8 = load_model(kStories, LoadOptions{.quantize = Quantize::kFp8});
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};  // BOS + "Once upon a time"
   constexpr int kTokens = 200;
-  const std::vector<int32_t> g32 = greedy(*f32, prompt, kTokens), g8 = greedy(*fp8, prompt, kTokens);
+  const std::vector<int32_t> g32 = greedy_tokens(*f32, prompt, kTokens, 16, 2),
+                             g8 = greedy_tokens(*fp8, prompt, kTokens, 16, 2);
   int prefix = 0, same = 0;
   while (prefix < kTokens && g32[prefix] == g8[prefix]) ++prefix;
   for (int i = 0; i < kTokens; ++i) same += g32[i] == g8[i];
