@@ -35,9 +35,11 @@ std::string dequantized_copy(const LoadedModel& model, const std::string& name) 
   ModelConfig c = model.config();
   c.quant_method = "";
   std::vector<WriterTensor> tensors;
-  for (const auto& [tensor, shape] : llama_tensor_shapes(c))
-    tensors.push_back({{tensor, DType::kF32, shape},
-                       encode_values(weight_values(model.tensor(tensor)), DType::kF32)});
+  for (const auto& [tensor, shape] : llama_tensor_shapes(c)) {
+    WriterTensor& t = tensors.emplace_back();
+    t.spec = TensorSpec{tensor, DType::kF32, shape};
+    t.bytes = encode_values(weight_values(model.tensor(tensor)), DType::kF32);
+  }
   write_safetensors(dir + "/model.safetensors", tensors);
   std::ofstream(dir + "/config.json") << hf_config_json(c);
   return dir;
