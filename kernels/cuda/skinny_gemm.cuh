@@ -267,6 +267,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 // The block shape every launch uses: one 16-row tile of w per block, 8 warps over k, 4 units of
 // 32 columns in flight per warp (docs/decode.md: the variants measured and why this one).
 constexpr int kTiles = 1, kWarps = 8, kUnroll = 4;
+// FP8 weights: a unit's load is 8 bytes instead of 16, so twice the units per round keep the same
+// bytes in flight per thread (and the same registers for them: 8 x uint2 = 4 x uint4).
+constexpr int kUnrollFp8 = 2 * kUnroll;
 constexpr int kMaxRows = 16;  // m: two n8 tiles of x
 // Shared memory the kAddNorm prologue may take for the normed rows (m * norm_pitch(k) bf16):
 // up to two blocks per SM; larger m * k goes the unfused way.
@@ -292,8 +295,9 @@ inline size_t dynamic_smem(Prologue p, int m, int k) {
 // caller has checked shapes and alignment (kFp8: w 8-byte aligned, k a multiple of 8).
 template <Prologue P, class Out, bool kFp8 = false>
 void launch(const Args& a, cudaStream_t stream) {
-  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kUnroll, P, Out, kFp8>
-                         : skinny_gemm_kernel<2, kTiles, kWarps, kUnroll, P, Out, kFp8>;
+  constexpr int kU = kFp8 ? kUnrollFp8 : kUnroll;
+  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kU, P, Out, kFp8>
+                         : skinny_gemm_kernel<2, kTiles, kWarps, kU, P, Out, kFp8>;
   const size_t smem = dynamic_smem(P, a.m, a.k);
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
