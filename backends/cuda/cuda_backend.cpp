@@ -586,6 +586,8 @@ class CudaBackend final : public Backend {
   // the largest FP8 weight, so that no step (nor a recorded graph) ever reallocates it.
   Buffer load_fp8_weight(const TensorView& w) {
     FS_CHECK(w.shape.size() == 2 && w.row_scale, "an FP8 weight needs 2 dims and row scales");
+    FS_CHECK(w.shape[1] % 8 == 0, "FP8 weights on the GPU need rows of a multiple of 8 values; "
+             "this one has ", w.shape[1], " (load the model without --quantize fp8)");
     const int64_t rows = w.shape[0], n = w.numel();
     const size_t codes = (size_t(n) + 15) / 16 * 16;
     Buffer b;
