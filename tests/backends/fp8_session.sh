@@ -7,6 +7,7 @@
 # filled on the development machine first, then on the GPU machine (device tool, carry .carry):
 #   tests/backends/fp8_session.sh [STAGE...]    (OUT=dir for the logs; default: every stage)
 # Stages, in order: build, tests, linear, e2e_tinyllama, quality, e2e_7b. Results: $OUT/fp8_*.
+# Not by default: hf_compare (FP8 against transformers on its comparison models, torch needed).
 # With binaries already in build/release (an earlier `build`, or carried_session.sh's packed
 # .carry/bin.tar.xz including the targets below), leave `build` out.
 set -uo pipefail
@@ -119,6 +120,11 @@ json.dump({'prompts': [[1] + [random.randrange(3, 32000) for _ in range(255)] fo
     ;;
   e2e_7b)
     e2e_pair llama2-7b llama2-7b decode:1x128x256,offline:8x128x256
+    ;;
+  hf_compare)  # not in the default list: FP8 flashserve against transformers bf16 and fp32
+    # (tools/hf_compare.py, the comparison models of bench/gpu_e2e.sh; needs torch + transformers)
+    timeout 400 python3 tools/hf_compare.py --fs-logits "$B/bench/flashserve-logits"       --tokenizer $M/llama2-tokenizer/tokenizer.model --workdir /tmp/fs_hf --logdir "$OUT"       --out "$OUT/fp8_hf_compare.jsonl" --shapes tinyllama-1.1b,llama3.2-1b --steps 64       --quantize fp8 > "$OUT/fp8_hf_compare.log" 2>&1 || rc=1
+    grep -E "^(model|-----|tinyllama|llama3)" "$OUT/fp8_hf_compare.log" | head -20
     ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac
