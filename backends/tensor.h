@@ -21,6 +21,9 @@ struct Tensor {
   Device device = Device::kCpu;
   std::array<int64_t, 4> shape{};
   int ndim = 0;
+  // kF8E4M3 weights (docs/FP8.md): one fp32 scale per row of dim 0, on the tensor's device;
+  // row r of the weight is decode(codes[r, :]) * row_scale[r].
+  const float* row_scale = nullptr;
 
   Tensor() = default;
   Tensor(void* d, DType t, Device dev, std::initializer_list<int64_t> dims)
@@ -57,6 +60,7 @@ struct Tensor {
     Tensor t = *this;
     t.shape[0] = count;
     t.data = static_cast<char*>(data) + size_t(begin) * (bytes() / size_t(shape[0] ? shape[0] : 1));
+    if (row_scale) t.row_scale = row_scale + begin;
     return t;
   }
 

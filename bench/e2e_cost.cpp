@@ -18,7 +18,12 @@ int64_t layer_linear_params(const ModelConfig& c) {
 double weight_bytes(const ModelConfig& c, int elem_bytes) {
   const double norms = double(2 * c.num_layers + 1) * c.hidden_size;
   const double head = double(c.vocab_size) * c.hidden_size;
-  return (double(layer_linear_params(c)) + norms + head) * elem_bytes;
+  if (c.quant_method != "fp8") return (double(layer_linear_params(c)) + norms + head) * elem_bytes;
+  // FP8 projections: a byte per weight and an fp32 scale per output row.
+  const double rows = double(c.num_layers) *
+                      (double(c.num_q_heads + 2 * c.num_kv_heads) * c.head_dim /*q, k, v*/ +
+                       2.0 * c.hidden_size /*o, down*/ + 2.0 * c.intermediate_size /*gate, up*/);
+  return double(layer_linear_params(c)) + 4 * rows + (norms + head) * elem_bytes;
 }
 
 double kv_bytes_per_token(const ModelConfig& c, int elem_bytes) {

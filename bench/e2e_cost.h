@@ -27,7 +27,8 @@ struct StepCost {
 int64_t layer_linear_params(const ModelConfig& c);
 // The bytes one forward step reads for weights: every layer's linear maps and norms, the final
 // norm and lm_head (the embedding table itself when tied: read once as the head). The embedding
-// lookup's rows are per token and counted in step_cost.
+// lookup's rows are per token and counted in step_cost. An FP8 model (config.quant_method
+// "fp8") counts its projections at 1 byte per weight plus a 4-byte scale per output row.
 double weight_bytes(const ModelConfig& c, int elem_bytes = 2);
 // K and V of one token over all layers.
 double kv_bytes_per_token(const ModelConfig& c, int elem_bytes = 2);

@@ -48,7 +48,7 @@ struct Case {
 };
 
 struct Args {
-  std::string model, backend = "cuda", label;
+  std::string model, backend = "cuda", label, quantize = "none";
   std::vector<Case> cases;
   int repeats = 3, max_num_seqs = 256, max_num_batched_tokens = 8192, threads = 0;
   int tensor_parallel_size = 1;
@@ -104,6 +104,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--backend", a.backend)->check(CLI::IsMember({"cuda", "cpu", "auto"}))
       ->capture_default_str();
   app.add_option("--label", a.label, "the records' model name (default: --model)");
+  cli::add_quantize_flag(app, a.quantize);
   app.add_option("--cases", cases, "comma-separated decode:1xPxO and offline:NxPxO")
       ->capture_default_str();
   app.add_option("--repeats", a.repeats, "decode runs after the warm-up")->check(CLI::Range(1, 1000))
@@ -232,6 +233,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+ModelConfig unquantized(ModelConfig c) {
+  c.quant_method = "";
+  return c;
+}
+
 json shape_json(const ModelConfig& c) {
   return {{"hidden_size", c.hidden_size},
           {"intermediate_size", c.intermediate_size},
@@ -241,7 +247,7 @@ json shape_json(const ModelConfig& c) {
           {"head_dim", c.head_dim},
           {"vocab_size", c.vocab_size},
           {"tie_word_embeddings", c.tie_word_embeddings},
-          {"weight_bytes_bf16", bench::weight_bytes(c)}};
+          {"weight_bytes_bf16", bench::weight_bytes(unquantized(c))}};
 }
 
 // KV tokens for the largest case's requests all at once, capped by what free device memory
@@ -383,7 +389,7 @@ int run(const Args& a) {
                 {"bf16_tflops", hw.bf16_flops_per_s / 1e12},
                 {"gemm_shape", hw.gemm_shape}});
 
-  auto model = load_model(a.model);
+  auto model = load_model(a.model, LoadOptions{.quantize = parse_quantize(a.quantize)});
   const ModelConfig& c = model->config();
   ModelRunnerOptions ro;
   ro.backend = a.backend;
@@ -414,6 +420,9 @@ int run(const Args& a) {
     j["gpu"] = gpu;
     j["command"] = a.command;
     j["backend"] = backend;
+    // The weights' format: "fp8" (the projections, docs/FP8.md) or the backend's compute dtype.
+    j["dtype"] = c.quant_method == "fp8" ? "fp8" : backend.rfind("cuda", 0) == 0 ? "bf16" : "f32";
+    j["weight_bytes"] = bench::weight_bytes(c);
     j["shape"] = shape_json(c);
     j["prompt_len"] = k.prompt_len;
     j["output_len"] = k.output_len;

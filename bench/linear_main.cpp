@@ -5,7 +5,11 @@
 // (so launch gaps do not count) over weight copies that together overflow L2, bytes = w + x + out, and the ratio to the measured copy
 // bandwidth. Prints one JSON line per (shape, projection, m) with speedup_vs_cublaslt and
 // frac_of_copy_bw, and a `weights_per_step` line per (shape, m): all of one step's projections.
-//   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20]
+// --dtype fp8 (docs/FP8.md) adds FP8 weights through the same backend (skinny kernels up to
+// m = 16, dequantize + cuBLASLt above; lm_head stays bf16 as in the model): records then carry
+// dtype "fp8", its time as us, bytes = 1 per weight + 4 per row scale, and the bf16 kernel's and
+// cuBLASLt's times from the same run with speedup_vs_bf16 (against the faster of the two).
+//   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20] [--dtype bf16|fp8]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,6 +75,7 @@ std::vector<int> parse_ints(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string shape_list = "tinyllama-1.1b,llama2-7b", rows_list = "1,2,4,8,16", command;
+  std::string dtype = "bf16";
   int reps = 20;
   command = flashserve::cli::command_line(argc, argv);
   CLI::App app{"The decode step's projections: skinny-matmul kernel vs cuBLASLt (JSON lines).", "bench_linear"};
@@ -85,29 +90,45 @@ int main(int argc, char** argv) {
           "M,M,..."))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--dtype", dtype, "fp8: also FP8 weights, against bf16 in the same run")
+      ->check(CLI::IsMember({"bf16", "fp8"}))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   return bench::run_guarded("bench_linear", [&] {
     const bench::HwCeilings hw = bench::require_hw_ceilings();
     auto gemv = make_cuda_backend(0, 16);   // skinny-matmul kernel up to m = 16 (kGemvMaxRows)
     auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
+    const bool fp8 = dtype == "fp8";
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (const Shape& s : shapes()) {
       if (shape_list.find(s.name) == std::string::npos) continue;
       for (int m : parse_ints(rows_list)) {
-        double step_s[2] = {0, 0}, step_bytes = 0;
+        // Per variant (0: bf16 skinny kernel, 1: bf16 cuBLASLt, 2: FP8 weights on backend 0).
+        double step_s[3] = {0, 0, 0}, step_bytes[3] = {0, 0, 0};
         for (const Proj& p : s.proj) {
-          // Random bf16 data, never zeros (a GEMM on zeros runs faster than on real data).
+          // Random data, never zeros (a GEMM on zeros runs faster than on real data); FP8: any
+          // non-NaN code, scales around the bf16 weights' size.
           std::vector<uint16_t> hw_w(size_t(p.n * p.k)), hx(size_t(m) * p.k);
           for (auto& b : hw_w) b = float_to_bf16_bits(0.05f * u(rng));
           for (auto& b : hx) b = float_to_bf16_bits(u(rng));
-          double sec[2];
-          Backend* bes[2] = {gemv.get(), cublas.get()};
-          const double w_bytes = 2.0 * p.n * p.k;
-          const int copies = int(std::min(64.0, std::ceil(256e6 / w_bytes)));
-          for (int b = 0; b < 2; ++b) {
+          const bool with_fp8 = fp8 && !p.f32_out;  // lm_head stays bf16 in FP8 models
+          std::vector<uint8_t> codes(with_fp8 ? size_t(p.n * p.k) : 0);
+          for (auto& c : codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
+          std::vector<float> scales(size_t(p.n), 0.05f / 448.f);
+          const TensorView fp8_view{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
+          double sec[3] = {0, 0, 0}, bytes[3];
+          Backend* bes[3] = {gemv.get(), cublas.get(), gemv.get()};
+          const double act = 2.0 * m * p.k + (p.f32_out ? 4.0 : 2.0) * m * p.n;  // x in, out
+          bytes[0] = bytes[1] = 2.0 * p.n * p.k + act;
+          bytes[2] = 1.0 * p.n * p.k + 4.0 * p.n + act;
+          for (int b = 0; b < (with_fp8 ? 3 : 2); ++b) {
+            const int copies = int(std::min(64.0, std::ceil(256e6 / (bytes[b] - act))));
             std::vector<Buffer> ws;
             for (int c = 0; c < copies; ++c) {
+              if (b == 2) {
+                ws.push_back(bes[b]->load_weight(fp8_view));
+                continue;
+              }
               ws.push_back(bes[b]->allocate(DType::kBF16, {p.n, p.k}));
               bes[b]->copy_from_host(ws.back().tensor, hw_w.data());
             }
@@ -120,30 +141,39 @@ int main(int argc, char** argv) {
                 *bes[b], [&](int i) { bes[b]->matmul(o.tensor, x.tensor, ws[i % ws.size()].tensor); },
                 std::max(reps, copies));
           }
-          const double bytes = 2.0 * (p.n * p.k + m * p.k) + (p.f32_out ? 4.0 : 2.0) * m * p.n;
           const int times = p.f32_out ? 1 : s.layers;
-          step_s[0] += times * sec[0];
-          step_s[1] += times * sec[1];
-          step_bytes += times * bytes;
+          const int main = with_fp8 ? 2 : 0;  // the record's own variant
+          for (int b = 0; b < 3; ++b) {
+            const int v = b == 2 && !with_fp8 ? 0 : b;  // lm_head: bf16 in the FP8 step too
+            step_s[b] += times * sec[v];
+            step_bytes[b] += times * bytes[v];
+          }
           json j = bench::record_head("linear", hw.gpu, command, s.name, m);
           j["proj"] = p.name;
+          j["dtype"] = with_fp8 ? "fp8" : "bf16";
           j["n"] = p.n;
           j["k"] = p.k;
-          j["us"] = sec[0] * 1e6;
+          j["us"] = sec[main] * 1e6;
+          if (with_fp8) j["bf16_us"] = sec[0] * 1e6;
           j["cublaslt_us"] = sec[1] * 1e6;
-          j["gb_s"] = bytes / sec[0] / 1e9;
-          j["cublaslt_gb_s"] = bytes / sec[1] / 1e9;
+          j["gb_s"] = bytes[main] / sec[main] / 1e9;
+          j["cublaslt_gb_s"] = bytes[1] / sec[1] / 1e9;
           j["copy_gb_s"] = hw.copy_bytes_per_s / 1e9;
-          j["speedup_vs_cublaslt"] = sec[1] / sec[0];
-          j["frac_of_copy_bw"] = bytes / sec[0] / hw.copy_bytes_per_s;
+          j["speedup_vs_cublaslt"] = sec[1] / sec[main];
+          if (with_fp8) j["speedup_vs_bf16"] = std::min(sec[0], sec[1]) / sec[main];
+          j["frac_of_copy_bw"] = bytes[main] / sec[main] / hw.copy_bytes_per_s;
           bench::print_record(j);
         }
         json j = bench::record_head("linear_weights_per_step", hw.gpu, command, s.name, m);
-        j["ms"] = step_s[0] * 1e3;
+        const int main = fp8 ? 2 : 0;
+        j["dtype"] = fp8 ? "fp8" : "bf16";
+        j["ms"] = step_s[main] * 1e3;
+        if (fp8) j["bf16_ms"] = step_s[0] * 1e3;
         j["cublaslt_ms"] = step_s[1] * 1e3;
-        j["speedup_vs_cublaslt"] = step_s[1] / step_s[0];
-        j["frac_of_copy_bw"] = step_bytes / step_s[0] / hw.copy_bytes_per_s;
-        j["cublaslt_frac_of_copy_bw"] = step_bytes / step_s[1] / hw.copy_bytes_per_s;
+        j["speedup_vs_cublaslt"] = step_s[1] / step_s[main];
+        if (fp8) j["speedup_vs_bf16"] = std::min(step_s[0], step_s[1]) / step_s[main];
+        j["frac_of_copy_bw"] = step_bytes[main] / step_s[main] / hw.copy_bytes_per_s;
+        j["cublaslt_frac_of_copy_bw"] = step_bytes[1] / step_s[1] / hw.copy_bytes_per_s;
         bench::print_record(j);
       }
     }

@@ -4,6 +4,7 @@
 // tools/hf_compare.py calls it to check flashserve against Hugging Face transformers.
 //   flashserve-logits --model DIR --prompts FILE.json --out-logits F.npy --out-json F.json
 //                     [--backend cpu|cuda|auto] [--steps 64] [--prefill-chunk 0] [--threads 0]
+//                     [--quantize none|fp8] [--out-all-logits F.npy]
 // FILE.json: {"prompts": [[1, 450, ...], ...]} (a plain list of lists is accepted too).
 #include <algorithm>
 #include <chrono>
@@ -27,7 +28,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model, prompts, out_logits, out_json, backend = "cpu";
+  std::string model, prompts, out_logits, out_json, backend = "cpu", quantize = "none";
+  std::string out_all_logits;  // every prompt position's logits (teacher-forced), or ""
   int steps = 64, prefill_chunk = 0, threads = 0;
 };
 
@@ -42,6 +44,10 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--out-logits", a.out_logits, "F.npy")->required();
   app.add_option("--out-json", a.out_json, "F.json")->required();
   app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
+  cli::add_quantize_flag(app, a.quantize);
+  app.add_option("--out-all-logits", a.out_all_logits,
+                 "F.npy: the logits of every prompt position, prompts one after another\n"
+                 "([total prompt tokens, vocab]; teacher-forced quality checks, bench/fp8_quality.py)");
   app.add_option("--steps", a.steps, "greedy tokens generated per prompt, EOS ignored")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("--prefill-chunk", a.prefill_chunk, "split prompts into chunks of this many tokens (0 = whole prompt)")
@@ -105,7 +111,7 @@ Top2 top2(const float* row, int vocab) {  // row: [vocab_size]
 
 int run(const Args& a) {
   auto prompts = read_prompts(a.prompts);
-  auto model = load_model(a.model);
+  auto model = load_model(a.model, LoadOptions{.quantize = parse_quantize(a.quantize)});
   const ModelConfig& c = model->config();
   const int vocab = c.vocab_size, n = int(prompts.size());
 
@@ -130,6 +136,7 @@ int run(const Args& a) {
   // Prefill, chunked when asked (every chunk of every prompt shares one step, as in the engine).
   std::vector<int> cached(n, 0);
   std::vector<float> last_logits(size_t(n) * vocab), step_logits;
+  std::vector<std::vector<float>> all_logits(n);  // --out-all-logits: [prompt length, vocab] each
   const auto t0 = Clock::now();
   int prefill_steps = 0;
   for (bool pending = true; pending;) {
@@ -143,7 +150,9 @@ int run(const Args& a) {
       ch.tokens = prompts[s].data() + cached[s];
       ch.num_cached = cached[s];
       ch.block_table = &tables[s];
-      ch.logits = ch.num_tokens == left ? LogitsWanted::kLast : LogitsWanted::kNone;
+      ch.logits = !a.out_all_logits.empty()  ? LogitsWanted::kAll
+                  : ch.num_tokens == left ? LogitsWanted::kLast
+                                          : LogitsWanted::kNone;
       batch.chunks.push_back(ch);
       ids.push_back(s);
     }
@@ -154,11 +163,16 @@ int run(const Args& a) {
     ++prefill_steps;
     size_t row = 0;
     for (size_t k = 0; k < ids.size(); ++k) {
-      const int s = ids[k];
-      cached[s] += batch.chunks[k].num_tokens;
-      if (batch.chunks[k].logits == LogitsWanted::kLast)
-        std::copy_n(step_logits.data() + row++ * vocab, vocab,
-                    last_logits.data() + size_t(s) * vocab);
+      const int s = ids[k], tokens = batch.chunks[k].num_tokens;
+      cached[s] += tokens;
+      if (batch.chunks[k].logits == LogitsWanted::kNone) continue;
+      const size_t rows = batch.chunks[k].logits == LogitsWanted::kAll ? size_t(tokens) : 1;
+      const float* first = step_logits.data() + row * vocab;
+      if (batch.chunks[k].logits == LogitsWanted::kAll)
+        all_logits[s].insert(all_logits[s].end(), first, first + rows * vocab);
+      if (cached[s] == int(prompts[s].size()))  // the prompt's last position
+        std::copy_n(first + (rows - 1) * vocab, vocab, last_logits.data() + size_t(s) * vocab);
+      row += rows;
     }
     FS_CHECK(row * vocab == step_logits.size(), "runner returned ", step_logits.size() / vocab,
              " logit rows, expected ", row);
@@ -196,8 +210,14 @@ int run(const Args& a) {
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
 
   write_npy_f32(a.out_logits, last_logits, size_t(n), size_t(vocab));
+  if (!a.out_all_logits.empty()) {
+    std::vector<float> all;
+    for (const auto& p : all_logits) all.insert(all.end(), p.begin(), p.end());
+    write_npy_f32(a.out_all_logits, all, all.size() / size_t(vocab), size_t(vocab));
+  }
   json out = {{"backend", runner->backend_name()},
               {"model", a.model},
+              {"quantize", a.quantize},
               {"num_prompts", n},
               {"vocab_size", vocab},
               {"steps", a.steps},

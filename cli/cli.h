@@ -49,6 +49,17 @@ inline int run_main(const char* program, const std::function<int()>& body) {
   }
 }
 
+// --quantize none|fp8, alike in every program that loads a model (weights/model.h's
+// parse_quantize reads the value; docs/FP8.md).
+inline CLI::Option* add_quantize_flag(CLI::App& app, std::string& value) {
+  return app
+      .add_option("--quantize", value,
+                  "fp8: the layers' projections become FP8 E4M3 weights at load, one\n"
+                  "scale per output row (docs/FP8.md); none: as stored (default)")
+      ->type_name("none|fp8")
+      ->check(CLI::IsMember({"none", "fp8"}).description(""));
+}
+
 // The command as typed (argv joined by spaces), for the records benchmarks print.
 inline std::string command_line(int argc, char** argv) {
   std::string command;

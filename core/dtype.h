@@ -1,4 +1,4 @@
-// Element types and host-side conversions between fp32 and the 16-bit formats.
+// Element types and host-side conversions between fp32 and the 16-bit formats (FP8 E4M3: core/fp8.h).
 // C++17-clean. The conversions round to nearest even, matching __float2bfloat16_rn / __float2half_rn.
 #pragma once
 
@@ -7,9 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "core/fp8.h"
+
 namespace flashserve {
 
-enum class DType { kF32, kF16, kBF16, kI32 };
+// kF8E4M3: FP8 weights (core/fp8.h), one byte each, always with per-output-row scales
+// (TensorView::row_scale, Tensor::row_scale); never an activation.
+enum class DType { kF32, kF16, kBF16, kI32, kF8E4M3 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -17,6 +21,7 @@ inline size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
+    case DType::kF8E4M3: return 1;
   }
   return 0;
 }
@@ -27,6 +32,7 @@ inline const char* dtype_name(DType t) {
     case DType::kI32: return "i32";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
+    case DType::kF8E4M3: return "fp8_e4m3";
   }
   return "?";
 }
@@ -102,6 +108,7 @@ inline float round_to(DType t, float x) {
   switch (t) {
     case DType::kBF16: return bf16_bits_to_float(float_to_bf16_bits(x));
     case DType::kF16: return f16_bits_to_float(float_to_f16_bits(x));
+    case DType::kF8E4M3: return fp8_e4m3_to_float(float_to_fp8_e4m3(x));
     default: return x;
   }
 }

@@ -1,5 +1,6 @@
 // Launchers for the CUDA kernels the CUDA backend calls besides attention: the skinny matmul
-// (kernels/cuda/gemv.cu) and its fused form (kernels/cuda/gemv_fused.cu), and the GPU sampler
+// (kernels/cuda/gemv.cu, bf16 and FP8 weights), its fused form (kernels/cuda/gemv_fused.cu), the
+// FP8 dequantization (kernels/cuda/fp8_dequantize.cu), and the GPU sampler
 // (kernels/cuda/sampling.cu). Every launcher checks the launch and throws flashserve::Error. C++17-clean so that host .cpp files can include it.
 #pragma once
 
@@ -27,6 +28,24 @@ void gemv_bf16(void* out,            // [m, n] fp32 (out_f32) or bf16
                const void* x,        // [m, k] bf16
                const void* w,        // [n, k] bf16
                int m, int n, int k, cudaStream_t stream);
+// The skinny matmul with FP8 E4M3 weights (docs/FP8.md; same kernels, the CPU twin is
+// kernels/cpu/fp8_matmul_ref.h): out = x · (decode(w) * w_scale)ᵀ, each output multiplied by its
+// row's scale after an fp32 dot product of x and the widened codes. Supported when
+// gemv_fp8_supported(): 1 <= m <= kGemvMaxRows, k a multiple of 16, x, w and out 16-byte aligned.
+bool gemv_fp8_supported(int m, int k, const void* x, const void* w, const float* w_scale,
+                        const void* out);
+void gemv_fp8(void* out,              // [m, n] fp32 (out_f32) or bf16
+              bool out_f32,
+              const void* x,          // [m, k] bf16
+              const void* w,          // [n, k] E4M3 codes
+              const float* w_scale,   // [n]
+              int m, int n, int k, cudaStream_t stream);
+// out = decode(w) * w_scale rounded to bf16 once (kernels/cuda/fp8_dequantize.cu): the FP8
+// weight as the cuBLASLt path of larger steps takes it. k a multiple of 8, pointers 16-byte aligned.
+void dequantize_fp8_bf16(void* out,             // [n, k] bf16
+                         const void* w,         // [n, k] E4M3 codes
+                         const float* w_scale,  // [n]
+                         int n, int k, cudaStream_t stream);
 // The skinny matmul with the residual add and RMSNorm in front (kernels/cuda/gemv_fused.cu):
 // x_out = x + delta (rounded to bf16), out = (rms_norm(x_out) * norm_w) · wᵀ; with delta null
 // x is normed as is and x_out (then optional) is not written. x_out must not alias x or delta.

@@ -128,17 +128,21 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
              " with the other projections (shape or dtype differs)");
     rows += t.shape[0];
   }
-  // One host copy of the stacked rows; load_weight converts it like any other weight.
+  // One host copy of the stacked rows (and of FP8 row scales); load_weight converts it like any
+  // other weight.
   std::vector<char> bytes;
+  std::vector<float> row_scales;
   for (const TensorView& t : parts) {
     const char* p = static_cast<const char*>(t.data);
     bytes.insert(bytes.end(), p, p + size_t(t.numel()) * dtype_size(t.dtype));
+    if (t.row_scale) row_scales.insert(row_scales.end(), t.row_scale, t.row_scale + t.shape[0]);
   }
   TensorView stacked;
   stacked.dtype = parts[0].dtype;
   stacked.shape = {rows};
   if (parts[0].shape.size() == 2) stacked.shape.push_back(parts[0].shape[1]);
   stacked.data = bytes.data();
+  if (stacked.dtype == DType::kF8E4M3) stacked.row_scale = row_scales.data();
   return backend_.load_weight(stacked);
 }
 

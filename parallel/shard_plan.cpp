@@ -92,9 +92,11 @@ TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vecto
   out.shape[size_t(dim)] = s.count;
   if (s.kind == K::kRows) {
     out.data = static_cast<const char*>(full.data) + size_t(s.begin * cols) * elem;
+    if (out.row_scale) out.row_scale += s.begin;  // FP8: each row keeps its scale
     return out;
   }
-  // Columns of a [rows, cols] matrix: each row's run of `count` elements, gathered.
+  // Columns of a [rows, cols] matrix: each row's run of `count` elements, gathered (an FP8
+  // weight's row scales stay as they are).
   const int64_t rows = full.shape[0];
   storage.resize(size_t(rows * s.count) * elem);
   const char* src = static_cast<const char*>(full.data);

@@ -44,6 +44,7 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option("--model", f.model,
                  "model directory (HF safetensors or llama2.c .bin) or .bin file\n"
                  "(default: ../shared/models/stories260K when it exists)")->type_name("PATH");
+  cli::add_quantize_flag(app, f.quantize);
   app.add_option("--tokenizer", f.tokenizer,
                  "tokenizer.json or SentencePiece .model (default: tokenizer.json,\n"
                  "else tokenizer.model, beside the weights)")->type_name("PATH");

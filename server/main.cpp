@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const ChatTemplate> chat_template;
   try {
-    std::unique_ptr<LoadedModel> model = load_model(flags.model);
+    std::unique_ptr<LoadedModel> model =
+        load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize)});
     // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
     const std::string tok_path =
         flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
@@ -133,12 +134,14 @@ int main(int argc, char** argv) {
   served.chat_template = chat_template;
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
-               "(q/kv), head_dim %d, vocab %d, context %d\n"
+               "(q/kv), head_dim %d, vocab %d, context %d%s\n"
                "flashserve: backend %s; KV cache %d blocks x %d tokens = %lld tokens; "
                "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d, prefix caching %s\n",
                served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
                c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
-               c.max_position_embeddings, r.backend_name().c_str(), r.num_kv_blocks(),
+               c.max_position_embeddings,
+               c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "",
+               r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue,
                flags.prefix_caching ? "on" : "off");

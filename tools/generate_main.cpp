@@ -25,7 +25,7 @@ using namespace flashserve;
 namespace {
 
 struct Args {
-  std::string model, tokenizer, prompt = "Once upon a time", backend = "auto";
+  std::string model, tokenizer, prompt = "Once upon a time", backend = "auto", quantize = "none";
   long max_tokens = 256, top_k = 0, threads = 0, tensor_parallel_size = 1;
   bool enforce_eager = false;
   double temperature = 1.0, top_p = 1.0;
@@ -37,6 +37,7 @@ struct Args {
 void add_flags(CLI::App& app, Args& a) {
   app.add_option("--model", a.model,
                  "HF folder or llama2.c .bin (default: stories260K beside the program)");
+  cli::add_quantize_flag(app, a.quantize);
   app.add_option("--tokenizer", a.tokenizer, "tokenizer.json or SentencePiece .model (default: beside the model)");
   app.add_option("--prompt", a.prompt, "text after BOS")->capture_default_str();
   app.add_option("--max-tokens", a.max_tokens, "tokens to generate (stops early at EOS or the context end)")
@@ -62,7 +63,7 @@ int run(const Args& a) {
   const std::string model_path = a.model.empty() ? default_model_dir() : a.model;
   if (model_path.empty())
     FS_THROW("no default model found (stories260K beside the program): pass --model DIR");
-  auto model = load_model(model_path);
+  auto model = load_model(model_path, LoadOptions{.quantize = parse_quantize(a.quantize)});
   const std::string tok_path = a.tokenizer.empty() ? find_tokenizer_file(model_path) : a.tokenizer;
   auto tok = Tokenizer::load(tok_path);
   const ModelConfig& c = model->config();

@@ -139,6 +139,8 @@ def run_flashserve(a, model_dir, prompts_file, tag, logdir, prefill_chunk=0):
            "--steps", str(a.steps), "--out-logits", npy, "--out-json", js]
     if prefill_chunk:
         cmd += ["--prefill-chunk", str(prefill_chunk)]
+    if a.quantize != "none":  # docs/FP8.md: FP8 weights against transformers' bf16 and fp32
+        cmd += ["--quantize", a.quantize]
     log("run:", " ".join(cmd))
     t0 = time.time()
     with open(os.path.join(logdir, f"flashserve_logits_{tag}.log"), "w") as f:
@@ -269,7 +271,7 @@ def compare_shape(a, shape, prompts, out_f, logdir):
     for config_kind, fs, cmd, err in runs:
         for ref_name in ("hf_bf16", "hf_fp32"):
             rec = dict(common, candidate="flashserve", reference=ref_name, config=config_kind,
-                       command=cmd)
+                       command=cmd, quantize=a.quantize)
             if fs is None:
                 rec["error"] = err
             else:
@@ -328,6 +330,9 @@ def main():
     ap.add_argument("--config-dir", default=None)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--quantize", default="none", choices=["none", "fp8"],
+                    help="flashserve-logits --quantize (fp8: its records carry quantize fp8; the "
+                         "pass thresholds are bf16's and do not apply)")
     ap.add_argument("--prefill-chunk", type=int, default=0,
                     help="also run flashserve with prompts prefilled in chunks of this many tokens")
     ap.add_argument("--seed", type=int, default=0)

@@ -94,9 +94,6 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
                    "for ", arch);
   if (get_bool(j, "mlp_bias", path))
     FS_THROW(path, ": mlp_bias true (biases on the MLP projections) is not supported");
-  if (j.contains("quantization_config") && !j["quantization_config"].is_null())
-    FS_THROW(path, ": quantized weights (quantization_config) are not supported; use a bf16, "
-                   "f16 or f32 checkpoint");
   // Sliding-window attention is not implemented; a window that covers the whole served context
   // (max_position_embeddings) is exactly full attention. Mistral applies its window whenever it
   // is set; Qwen2/Qwen3 only with use_sliding_window (or "sliding_attention" layer_types).
@@ -112,6 +109,34 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
                c.max_position_embeddings, ": sliding-window attention is not supported (only "
                "full attention, i.e. a null window or one covering the whole context)");
   }
+}
+
+// quantization_config: only FP8 E4M3 weights with per-tensor or per-channel `weight_scale`
+// tensors (docs/FP8.md); anything else is a start-up error naming the setting. Returns "" (no
+// quantization_config) or "fp8". The activation scheme does not matter: activations stay bf16
+// (weight-only), so a static scheme's input_scale tensors are not read.
+std::string read_quantization(const json& j, const std::string& path) {
+  if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return "";
+  const json& q = j["quantization_config"];
+  if (!q.is_object()) FS_THROW(path, ": \"quantization_config\" must be an object or null");
+  const std::string method =
+      q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "";
+  if (method != "fp8")
+    FS_THROW(path, ": quantization_config quant_method ",
+             q.contains("quant_method") ? q["quant_method"].dump() : "(missing)",
+             " is not supported (only \"fp8\": FP8 E4M3 weights; or use a bf16, f16 or f32 checkpoint)");
+  if (q.contains("weight_block_size") && !q["weight_block_size"].is_null())
+    FS_THROW(path, ": quantization_config weight_block_size ", q["weight_block_size"].dump(),
+             " (block-wise FP8 scales, weight_scale_inv) is not supported yet; per-tensor and "
+             "per-channel weight_scale are");
+  for (const char* key : {"fmt", "weight_dtype"})
+    if (q.contains(key) && q[key].is_string() && q[key] != "e4m3" && q[key] != "float8_e4m3fn")
+      FS_THROW(path, ": quantization_config ", key, " ", q[key].dump(), " is not supported (only e4m3)");
+  if (q.contains("activation_scheme") && !q["activation_scheme"].is_null() &&
+      q["activation_scheme"] != "dynamic" && q["activation_scheme"] != "static")
+    FS_THROW(path, ": quantization_config activation_scheme ", q["activation_scheme"].dump(),
+             " is not supported (dynamic or static)");
+  return method;
 }
 
 // `key` names the object holding the scaling: "rope_scaling" (transformers < 5) or
@@ -244,6 +269,7 @@ ModelConfig read_hf_config(const std::string& path) {
   }
   validate_config(c, path);
   check_unsupported(j, family, c, path);
+  c.quant_method = read_quantization(j, path);
   if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
     FS_THROW(path, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
              c.num_q_heads, " and no head_dim is given");
@@ -302,6 +328,10 @@ std::string hf_config_json(const ModelConfig& c) {
   else
     j["rope_scaling"] = nullptr;
   if (c.architecture != "LlamaForCausalLM") j["sliding_window"] = nullptr;  // full attention
+  if (c.quant_method == "fp8")  // the projections in F8_E4M3 with a weight_scale each; lm_head not
+    j["quantization_config"] = {{"quant_method", "fp8"},
+                                {"activation_scheme", "dynamic"},
+                                {"ignored_layers", {"lm_head"}}};
   return j.dump(2) + "\n";
 }
 

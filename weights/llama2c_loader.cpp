@@ -46,7 +46,7 @@ void permute_rope_rows(const float* src,  // [num_heads * head_dim, hidden_size]
 
 }  // namespace
 
-std::unique_ptr<LoadedModel> load_llama2c(const std::string& bin_path) {
+std::unique_ptr<ModelImpl> load_llama2c(const std::string& bin_path) {
   auto model = std::make_unique<ModelImpl>(bin_path);
   model->files_.push_back(std::make_unique<MappedFile>(bin_path));
   const MappedFile& file = *model->files_.back();

@@ -74,12 +74,18 @@ struct ModelConfig {
   std::vector<int> eos_token_ids = {2};
   bool eos_from_config = false;  // a config file named eos_token_id
   GenerationDefaults generation;
+  // "" for plain f32/f16/bf16 weights; "fp8" when the layers' projections are FP8 E4M3
+  // (config.json's quantization_config, or quantized at load: LoadOptions).
+  std::string quant_method;
 };
 
 struct TensorView {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // points into a mapped file (or a loader-owned buffer)
+  // kF8E4M3 weights only (weights/fp8_weights.h): one fp32 scale per row, row r of the weight
+  // being decode(q[r, :]) * row_scale[r]. A checkpoint's per-tensor scale is expanded to rows.
+  const float* row_scale = nullptr;  // [shape[0]]
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
@@ -103,8 +109,18 @@ class LoadedModel {
   virtual void use_tokenizer_eos(int eos_id) = 0;
 };
 
+// Quantization applied while loading: kFp8 turns the seven projections of every layer into FP8
+// E4M3 with one scale per output row (weights/fp8_weights.h); the other tensors stay as stored.
+enum class Quantize { kNone, kFp8 };
+struct LoadOptions {
+  Quantize quantize = Quantize::kNone;
+};
+// "none" or "fp8" (the --quantize flag's values) as a Quantize; throws for anything else.
+Quantize parse_quantize(const std::string& name);
+
 // Loads a model from a directory (HF: config.json + *.safetensors; llama2.c: one *.bin) or a
 // llama2.c .bin file. Validates every tensor's presence, dtype and shape against the config.
-std::unique_ptr<LoadedModel> load_model(const std::string& path);
+// Quantizing a model that is FP8 already is an error.
+std::unique_ptr<LoadedModel> load_model(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace flashserve

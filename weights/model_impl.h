@@ -9,6 +9,7 @@
 
 #include "weights/mapped_file.h"
 #include "weights/model.h"
+#include "weights/safetensors.h"
 
 namespace flashserve {
 
@@ -27,17 +28,30 @@ class ModelImpl final : public LoadedModel {
   // Checks that every tensor the config needs is present, floating point, and shaped right;
   // errors name `source` (the file the tensors came from, or the model folder).
   // With only_present, tensors not loaded yet are skipped (checking one shard at a time).
+  // FP8 tensors must be projections (weights/fp8_weights.h) of a model whose config says fp8.
   void check_required_tensors(const std::string& source, bool only_present = false) const;
+
+  // FP8 checkpoints: gives every FP8 tensor its row scales from `scales` (weight_scale name ->
+  // its safetensors entry and file); a missing or malformed scale is an error naming the file.
+  struct ScaleEntry {
+    SafetensorsEntry entry;
+    std::string path;
+  };
+  void attach_fp8_scales(const std::map<std::string, ScaleEntry>& scales, const std::string& source);
+  // --quantize fp8: the seven projections of every layer become FP8 with per-row scales.
+  void quantize_fp8();
 
   ModelConfig config_;
   std::map<std::string, TensorView> tensors_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::unique_ptr<float[]>> owned_;  // loader-owned buffers (llama2.c q/k permutation)
+  std::vector<std::vector<uint8_t>> owned_fp8_;  // FP8 codes quantized at load
+  std::vector<std::vector<float>> owned_scales_;  // FP8 row scales
   std::string path_;
   std::string tokenizer_path_;
 };
 
-std::unique_ptr<LoadedModel> load_llama2c(const std::string& bin_path);
-std::unique_ptr<LoadedModel> load_hf(const std::string& dir);
+std::unique_ptr<ModelImpl> load_llama2c(const std::string& bin_path);
+std::unique_ptr<ModelImpl> load_hf(const std::string& dir);
 
 }  // namespace flashserve

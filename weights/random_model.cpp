@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "weights/fp8_weights.h"
 #include "weights/hf_config.h"
 #include "weights/llama_tensors.h"
 #include "weights/safetensors_writer.h"
@@ -60,6 +61,22 @@ void write_random_tensor(const TensorSpec& spec, uint64_t seed, float scale, std
   }
 }
 
+// An FP8 projection (spec dtype kF8E4M3) or its weight_scale: the f32 values quantized. The
+// scale is written before its weight (larger elements first), so each quantizes on its own.
+void write_fp8_tensor(const TensorSpec& spec, const std::vector<int64_t>& weight_shape,
+                      const std::string& weight_name, uint64_t seed, float scale, bool per_tensor,
+                      std::ostream& out) {
+  const std::vector<float> values = random_tensor_values(weight_name, weight_shape, seed, scale);
+  const TensorView view{DType::kF32, weight_shape, values.data()};
+  const Fp8Rows q = quantize_fp8_rows(view, weight_name, per_tensor);
+  if (spec.dtype == DType::kF8E4M3) {
+    out.write(reinterpret_cast<const char*>(q.q.data()), std::streamsize(q.q.size()));
+  } else {
+    const size_t n = per_tensor ? 1 : q.scale.size();
+    out.write(reinterpret_cast<const char*>(q.scale.data()), std::streamsize(n * 4));
+  }
+}
+
 std::string shard_name(int i, int n) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "model-%05d-of-%05d.safetensors", i + 1, n);
@@ -79,18 +96,32 @@ std::vector<float> random_tensor_values(const std::string& name, const std::vect
 }
 
 void write_random_hf_model(const std::string& dir, const ModelConfig& config, uint64_t seed,
-                           DType dtype, int num_shards, float scale) {
+                           DType dtype, int num_shards, float scale, Fp8Layout fp8) {
   validate_config(config, dir + " (random model config)");
-  FS_CHECK(dtype != DType::kI32, "random models hold floating-point weights");
+  FS_CHECK(dtype != DType::kI32 && dtype != DType::kF8E4M3,
+           "random models hold f32, f16 or bf16 weights (FP8: the fp8 layout)");
   std::vector<TensorSpec> specs;
-  for (const auto& [name, shape] : llama_tensor_shapes(config)) specs.push_back({name, dtype, shape});
+  std::map<std::string, std::vector<int64_t>> fp8_shape;  // FP8 weight or scale -> weight shape
+  for (const auto& [name, shape] : llama_tensor_shapes(config)) {
+    if (fp8 == Fp8Layout::kNone || !is_fp8_projection(name)) {
+      specs.push_back({name, dtype, shape});
+      continue;
+    }
+    specs.push_back({name, DType::kF8E4M3, shape});
+    specs.push_back({fp8_scale_name(name), DType::kF32,
+                     fp8 == Fp8Layout::kPerTensor ? std::vector<int64_t>{}
+                                                  : std::vector<int64_t>{shape[0], 1}});
+    fp8_shape[name] = fp8_shape[fp8_scale_name(name)] = shape;
+  }
   FS_CHECK(num_shards >= 1 && size_t(num_shards) <= specs.size(), "bad num_shards ", num_shards);
 
   fs::create_directories(dir);
   const fs::path root(dir);
   {
+    ModelConfig written = config;
+    written.quant_method = fp8 == Fp8Layout::kNone ? "" : "fp8";
     std::ofstream cfg(root / "config.json");
-    cfg << hf_config_json(config);
+    cfg << hf_config_json(written);
     if (!cfg) FS_THROW((root / "config.json").string(), ": write failed");
   }
   // Remove the other layout's files so a reused folder is never ambiguous.
@@ -98,7 +129,12 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
 
   auto write_file = [&](const std::string& path, const std::vector<TensorSpec>& part) {
     write_safetensors_streamed(path, part, [&](size_t i, std::ostream& out) {
-      write_random_tensor(part[i], seed, scale, out);
+      auto it = fp8_shape.find(part[i].name);
+      if (it == fp8_shape.end()) return write_random_tensor(part[i], seed, scale, out);
+      const std::string weight = part[i].dtype == DType::kF8E4M3
+                                     ? part[i].name
+                                     : part[i].name.substr(0, part[i].name.size() - 6);  // "_scale"
+      write_fp8_tensor(part[i], it->second, weight, seed, scale, fp8 == Fp8Layout::kPerTensor, out);
     });
   };
   if (num_shards == 1) {
@@ -115,7 +151,7 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
     write_file((root / name).string(), part);
     for (const auto& t : part) {
       weight_map[t.name] = name;
-      uint64_t n = dtype_size(dtype);
+      uint64_t n = dtype_size(t.dtype);
       for (int64_t d : t.shape) n *= uint64_t(d);
       total_size += n;
     }

@@ -2,6 +2,9 @@
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
 //                           [--scale 0.02] [--tokenizer FILE] [--config-only 1] [--layers N]
+//                           [--fp8-scale channel|tensor]
+// --dtype fp8 writes an FP8 checkpoint as Hugging Face stores one (docs/FP8.md): the layers'
+// projections F8_E4M3 with a weight_scale each (per output channel, or per tensor), the rest bf16.
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
 #include <cstdio>
@@ -70,7 +73,7 @@ flashserve::ModelConfig preset(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, preset_name = "tiny", dtype = "bf16", tokenizer;
+  std::string out, preset_name = "tiny", dtype = "bf16", tokenizer, fp8_scale = "channel";
   uint64_t seed = 1;
   int shards = 1;
   float scale = 0.02f;
@@ -91,7 +94,11 @@ int main(int argc, char** argv) {
           },
           "NAME"))
       ->capture_default_str();
-  app.add_option("--dtype", dtype, "weight dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  app.add_option("--dtype", dtype, "weight dtype (fp8: FP8 projections, the rest bf16)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}))
+      ->capture_default_str();
+  app.add_option("--fp8-scale", fp8_scale, "with --dtype fp8: one scale per output channel or per tensor")
+      ->check(CLI::IsMember({"channel", "tensor"}))
       ->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--shards", shards, "safetensors files")->check(CLI::Range(1, 1024))->capture_default_str();
@@ -108,6 +115,9 @@ int main(int argc, char** argv) {
     const flashserve::DType t = dtype == "f32"   ? flashserve::DType::kF32
                                 : dtype == "f16" ? flashserve::DType::kF16
                                                  : flashserve::DType::kBF16;  // checked by --dtype
+    const flashserve::Fp8Layout fp8 = dtype != "fp8"            ? flashserve::Fp8Layout::kNone
+                                      : fp8_scale == "tensor" ? flashserve::Fp8Layout::kPerTensor
+                                                              : flashserve::Fp8Layout::kPerChannel;
     flashserve::ModelConfig config = preset(preset_name);
     if (layers > 0) config.num_layers = layers;
     if (config_only) {
@@ -116,7 +126,7 @@ int main(int argc, char** argv) {
       f << flashserve::hf_config_json(config);
       if (!f) throw flashserve::Error(out + "/config.json: write failed");
     } else {
-      flashserve::write_random_hf_model(out, config, seed, t, shards, scale);
+      flashserve::write_random_hf_model(out, config, seed, t, shards, scale, fp8);
     }
     if (!tokenizer.empty())
       std::filesystem::copy_file(tokenizer, std::filesystem::path(out) / "tokenizer.model",

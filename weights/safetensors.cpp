@@ -103,7 +103,9 @@ TensorView safetensors_view(const SafetensorsEntry& e, const std::string& name,
   if (e.dtype == "F32") v.dtype = DType::kF32;
   else if (e.dtype == "F16") v.dtype = DType::kF16;
   else if (e.dtype == "BF16") v.dtype = DType::kBF16;
-  else FS_THROW(path, ": tensor '", name, "' has dtype ", e.dtype, "; only F32, F16, BF16 are supported");
+  else if (e.dtype == "F8_E4M3") v.dtype = DType::kF8E4M3;  // needs its scales (fp8_weights.h)
+  else FS_THROW(path, ": tensor '", name, "' has dtype ", e.dtype,
+                "; only F32, F16, BF16 and F8_E4M3 (FP8 checkpoints) are supported");
   if (reinterpret_cast<uintptr_t>(e.data) % dtype_size(v.dtype) != 0)
     FS_THROW(path, ": tensor '", name, "' data is not aligned to its ", dtype_size(v.dtype),
              "-byte elements");

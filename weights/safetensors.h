@@ -25,7 +25,8 @@ struct SafetensorsEntry {
 // Throws flashserve::Error "<path>: <problem>". Entries point into `file`, which must outlive them.
 std::map<std::string, SafetensorsEntry> parse_safetensors(const MappedFile& file);
 
-// The entry as a TensorView; throws "<path>: tensor 'x' has dtype I64 ..." unless F32/F16/BF16,
+// The entry as a TensorView; throws "<path>: tensor 'x' has dtype I64 ..." unless F32/F16/BF16/
+// F8_E4M3 (an FP8 view has no row_scale yet: the loader adds it from the scale tensor),
 // and for data not aligned to its element size.
 TensorView safetensors_view(const SafetensorsEntry& entry, const std::string& name,
                             const std::string& path);

@@ -19,6 +19,7 @@ const char* st_dtype_name(DType t) {
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
     case DType::kI32: return "I32";
+    case DType::kF8E4M3: return "F8_E4M3";
   }
   return "?";
 }

@@ -1,4 +1,5 @@
-// The CPU backend: plain fp32 loops over host memory. Weights are converted to f32 at load.
+// The CPU backend: plain fp32 loops over host memory. Weights are converted to f32 at load (FP8
+// weights dequantized: the reference the CUDA kernels are checked against, docs/FP8.md).
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
 // ranges of query rows; each output element is computed by the same code whatever the split, so results
 // do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention
@@ -190,6 +191,13 @@ class CpuBackend final : public Backend {
       case DType::kBF16: {
         const uint16_t* in = static_cast<const uint16_t*>(w.data);
         for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(in[i]);
+        break;
+      }
+      case DType::kF8E4M3: {  // the reference: the dequantized weight, decode(q) * row scale
+        FS_CHECK(w.row_scale && w.shape.size() == 2, "an FP8 weight needs 2 dims and row scales");
+        const uint8_t* in = static_cast<const uint8_t*>(w.data);
+        const int64_t cols = w.shape[1];
+        for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_float(in[i]) * w.row_scale[i / cols];
         break;
       }
       default:

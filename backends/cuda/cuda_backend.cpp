@@ -4,6 +4,8 @@
 // with a chunk longer than 1) or split-K decode (every chunk of length 1; cascade attention when
 // the step's sequences share leading blocks), for head_dim 64/128;
 // other head dims (stories260K has 8) go through a generic fp32 kernel, named in name().
+// FP8 weights (docs/FP8.md) stay FP8 on the device (a byte per weight + a scale per row): the
+// skinny kernels read them directly, larger steps dequantize into a bf16 scratch for cuBLASLt.
 // Elementwise ops are backends/cuda/ops.cu. Everything runs on one stream; host copies
 // synchronise it. Compiles to the no-CUDA stubs unless FLASHSERVE_HAS_CUDA.
 #include <string>
@@ -117,6 +119,7 @@ class CudaBackend final : public Backend {
 
   Buffer load_weight(const TensorView& w) override {
     FS_CHECK(w.shape.size() >= 1 && w.shape.size() <= 4 && w.data, "bad weight view");
+    if (w.dtype == DType::kF8E4M3) return load_fp8_weight(w);
     const int64_t n = w.numel();
     Buffer b = allocate(DType::kBF16, {n});
     b.tensor.ndim = int(w.shape.size());
@@ -175,23 +178,40 @@ class CudaBackend final : public Backend {
                         stream_);
   }
 
+  // FP8 weights (docs/FP8.md): the skinny kernels read the codes up to kGemvMaxRows rows
+  // (whatever gemv_max_rows says, unless it is 0: the all-cuBLASLt baseline); larger steps
+  // dequantize the weight into a bf16 scratch buffer and run the cuBLASLt GEMM on it.
   void matmul(Tensor out, const Tensor& x, const Tensor& w) override {
     expect_bf16(x, "matmul x");
-    expect_bf16(w, "matmul w");
+    const bool fp8 = w.dtype == DType::kF8E4M3;
+    if (!fp8) expect_bf16(w, "matmul w");
     const int64_t k = w.dim(w.ndim - 1), n = w.numel() / k, m = x.numel() / k;
     FS_CHECK(x.numel() == m * k && out.numel() == m * n, "matmul: x ", x.numel(), " w ", n, "x",
              k, " out ", out.numel());
     FS_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kBF16, "matmul out dtype ",
              dtype_name(out.dtype));
     if (m == 0) return;
-    if (m <= gemv_max_rows_ && cuda::gemv_supported(int(m), int(k), x.data, w.data, out.data)) {
-      cuda::gemv_bf16(out.data, out.dtype == DType::kF32, x.data, w.data, int(m), int(n), int(k),
-                      stream_);
+    const bool out_f32 = out.dtype == DType::kF32;
+    const void* w_bf16 = w.data;
+    if (fp8) {
+      if (gemv_max_rows_ > 0 &&
+          cuda::gemv_fp8_supported(int(m), int(k), x.data, w.data, w.row_scale, out.data)) {
+        cuda::gemv_fp8(out.data, out_f32, x.data, w.data, w.row_scale, int(m), int(n), int(k),
+                       stream_);
+        return;
+      }
+      FS_CHECK(fp8_scratch_ && size_t(n * k) * 2 <= fp8_scratch_bytes_, "matmul: no FP8 scratch for ",
+               n, "x", k);
+      cuda::dequantize_fp8_bf16(fp8_scratch_.get(), w.data, w.row_scale, int(n), int(k), stream_);
+      w_bf16 = fp8_scratch_.get();
+    } else if (m <= gemv_max_rows_ &&
+               cuda::gemv_supported(int(m), int(k), x.data, w.data, out.data)) {
+      cuda::gemv_bf16(out.data, out_f32, x.data, w.data, int(m), int(n), int(k), stream_);
       return;
     }
     const GemmPlan& p = gemm_plan(int(m), int(n), int(k), out.dtype);
     const float alpha = 1.f, beta = 0.f;
-    CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w.data, p.a, x.data, p.b, &beta, out.data,
+    CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w_bf16, p.a, x.data, p.b, &beta, out.data,
                                 p.c, out.data, p.c, &p.algo, gemm_ws_.get(), kGemmWorkspaceBytes,
                                 stream_));
   }
@@ -583,6 +603,31 @@ class CudaBackend final : public Backend {
     return gemms_.emplace(key, p).first->second;
   }
 
+  // An FP8 weight on the device: the codes, then (16-byte aligned) one fp32 scale per row, in
+  // one allocation. The bf16 scratch that larger steps dequantize into grows here, at load, to
+  // the largest FP8 weight, so that no step (nor a recorded graph) ever reallocates it.
+  Buffer load_fp8_weight(const TensorView& w) {
+    FS_CHECK(w.shape.size() == 2 && w.row_scale, "an FP8 weight needs 2 dims and row scales");
+    FS_CHECK(w.shape[1] % 8 == 0, "FP8 weights on the GPU need rows of a multiple of 8 values; "
+             "this one has ", w.shape[1], " (load the model without --quantize fp8)");
+    const int64_t rows = w.shape[0], n = w.numel();
+    const size_t codes = (size_t(n) + 15) / 16 * 16;
+    Buffer b;
+    b.tensor = Tensor(nullptr, DType::kF8E4M3, Device::kCuda, {rows, w.shape[1]});
+    b.storage = allocate_bytes(codes + size_t(rows) * 4);
+    b.tensor.data = b.storage.get();
+    b.tensor.row_scale = reinterpret_cast<const float*>(static_cast<char*>(b.storage.get()) + codes);
+    CUDA_CHECK(cudaMemcpy(b.tensor.data, w.data, size_t(n), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(const_cast<float*>(b.tensor.row_scale), w.row_scale, size_t(rows) * 4,
+                          cudaMemcpyHostToDevice));
+    if (size_t(n) * 2 > fp8_scratch_bytes_) {
+      fp8_scratch_ = nullptr;
+      fp8_scratch_ = allocate_bytes(size_t(n) * 2);
+      fp8_scratch_bytes_ = size_t(n) * 2;
+    }
+    return b;
+  }
+
   int device_;
   int gemv_max_rows_;  // matmuls of up to this many rows use cuda::gemv_bf16
   // add_rms_norm_matmul fused where it pays; FLASHSERVE_FUSE=0 runs it unfused (an A/B switch
@@ -608,6 +653,8 @@ class CudaBackend final : public Backend {
   int64_t fresh_tokens_ = 0;
   std::shared_ptr<void> cascade_ws_;  // kernels/attention_cascade.h's workspace
   size_t cascade_ws_bytes_ = 0;
+  std::shared_ptr<void> fp8_scratch_;  // [largest FP8 weight] bf16, see load_fp8_weight
+  size_t fp8_scratch_bytes_ = 0;
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;

@@ -16,16 +16,20 @@
 // Programmatic dependent launch (kernels/cuda/pdl.cuh): before waiting for the previous kernel a
 // block loads its first unroll of w into registers, so the weight stream starts while the kernel
 // before it finishes. Rows past n are clamped onto row n - 1 (read, never stored); the columns of
-// a last partial unit are zero in both operands. Included by gemv.cu and gemv_fused.cu, which
-// instantiate it. docs/decode.md has the measurements (and what did not pay: an L2 bulk prefetch
+// a last partial unit are zero in both operands. FP8 weights (kFp8, docs/FP8.md): each thread
+// loads its 8 columns as 8 bytes of E4M3 codes and widens them to the same bf16 fragment in
+// registers (exact), and the epilogue multiplies each output by its row's scale. Included by
+// gemv.cu, gemv_fused.cu and gemv_fp8.cu, which instantiate it. docs/decode.md has the measurements (and what did not pay: an L2 bulk prefetch
 // of the block's rows, a SwiGLU prologue).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ptx.cuh"
 
@@ -37,7 +41,8 @@ enum class Prologue { kPlain, kAddNorm };
 
 struct Args {
   void* out;           // [m, n] bf16 or f32
-  const bf16* w;       // [n, k]
+  const void* w;       // [n, k] bf16, or E4M3 codes (kFp8)
+  const float* w_scale;  // kFp8: [n] the rows' scales
   const bf16* x;       // kPlain: [m, k]; kAddNorm: the residual [m, k]
   const bf16* delta;   // kAddNorm: [m, k] added to the residual, or null (x used as is)
   bf16* x_out;         // kAddNorm: [m, k] receives x + delta (block 0 writes it), or null
@@ -50,11 +55,16 @@ struct Args {
 // a quarter-warp reads at once into different banks.
 __host__ __device__ constexpr int norm_pitch(int k) { return k + 32; }
 
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {  // w: read once, keep out of L1
+__device__ __forceinline__ uint4 load_stream(const void* p) {  // w: read once, keep out of L1
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 load_stream8(const void* p) {  // FP8 w: 8 codes
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -70,6 +80,10 @@ __device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 v) {
 __device__ __forceinline__ float2 bf16x2_float(uint32_t bits) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
 }
+
+// A w fragment as the mma takes it: bf16 as loaded, FP8 codes widened to bf16.
+__device__ __forceinline__ uint4 widen(uint4 v) { return v; }
+__device__ __forceinline__ uint4 widen(uint2 v) { return fp8x8_to_bf16x8(v); }
 
 __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_out(bf16* p, float v) { *p = __float2bfloat16(v); }
@@ -136,8 +150,9 @@ __device__ void add_norm_prologue(const Args& a, bf16* h) {
 }
 
 // kNT n8 tiles of x rows (m <= 8 kNT); kTiles 16-row tiles of w per block; kWarps warps over k,
-// each taking kUnroll 32-column units per round (all their loads in flight at once).
-template <int kNT, int kTiles, int kWarps, int kUnroll, Prologue P, class Out>
+// each taking kUnroll 32-column units per round (all their loads in flight at once); kFp8: w
+// holds E4M3 codes and a.w_scale their rows' scales.
+template <int kNT, int kTiles, int kWarps, int kUnroll, Prologue P, class Out, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const __grid_constant__ Args a) {
   constexpr int kThreads = kWarps * 32, kRows = 16 * kTiles, kOut = kTiles * kNT * 4;
@@ -146,16 +161,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   pdl_trigger();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * kRows, k = a.k;
-  const bf16* wrow[kTiles][2];
+  constexpr int kWBytes = kFp8 ? 1 : 2;  // bytes per weight
+  const unsigned char* wrow[kTiles][2];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf)
-      wrow[i][hf] = a.w + size_t(min(row0 + 16 * i + 8 * hf + g, a.n - 1)) * k;
+      wrow[i][hf] = static_cast<const unsigned char*>(a.w) +
+                    size_t(min(row0 + 16 * i + 8 * hf + g, a.n - 1)) * k * kWBytes;
 
   const int units = (k + 31) / 32;
   constexpr int kPerRound = kWarps * kUnroll;
-  uint4 wv[kUnroll][kTiles][2];
+  // The loads' registers: raw codes for FP8, widened to bf16 only where the mma takes them, so
+  // that every load of a round is in flight before the first conversion waits for one.
+  using WReg = std::conditional_t<kFp8, uint2, uint4>;
+  WReg wv[kUnroll][kTiles][2];
   auto load_w = [&](int first_unit) {
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
@@ -164,8 +184,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int i = 0; i < kTiles; ++i)
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          wv[j][i][hf] = ok ? load_stream(wrow[i][hf] + col) : make_uint4(0, 0, 0, 0);
+        for (int hf = 0; hf < 2; ++hf) {
+          const unsigned char* p = wrow[i][hf] + size_t(col) * kWBytes;
+          if constexpr (kFp8)
+            wv[j][i][hf] = ok ? load_stream8(p) : WReg{};
+          else
+            wv[j][i][hf] = ok ? load_stream(p) : WReg{};
+        }
     }
   };
   load_w(0);  // independent of the previous kernel: in flight while we wait for it
@@ -201,17 +226,18 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j)
 #pragma unroll
-      for (int i = 0; i < kTiles; ++i)
+      for (int i = 0; i < kTiles; ++i) {
+        const uint4 w0 = widen(wv[j][i][0]);  // row g
+        const uint4 w1 = widen(wv[j][i][1]);  // row g + 8
+        const uint32_t a_lo[4] = {w0.x, w1.x, w0.y, w1.y}, a_hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const uint4& w0 = wv[j][i][0];  // row g
-          const uint4& w1 = wv[j][i][1];  // row g + 8
           const uint4& xx = xv[j][nt];
-          const uint32_t a_lo[4] = {w0.x, w1.x, w0.y, w1.y}, b_lo[2] = {xx.x, xx.y};
-          const uint32_t a_hi[4] = {w0.z, w1.z, w0.w, w1.w}, b_hi[2] = {xx.z, xx.w};
+          const uint32_t b_lo[2] = {xx.x, xx.y}, b_hi[2] = {xx.z, xx.w};
           detail::mma_m16n8k16<bf16>(acc[i][nt], a_lo, b_lo);
           detail::mma_m16n8k16<bf16>(acc[i][nt], a_hi, b_hi);
         }
+      }
   }
 
 #pragma unroll
@@ -231,6 +257,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     // 8 nt + 2 (l % 4) (+ 1 for odd c): the m16n8 C fragment layout.
     const int c = e % 4, nt = (e / 4) % kNT, i = e / 4 / kNT;
     const int row = row0 + 16 * i + l / 4 + 8 * (c / 2), col = 8 * nt + 2 * (l % 4) + c % 2;
+    if constexpr (kFp8)
+      if (row < a.n) s *= a.w_scale[row];
     if (row < a.n && col < a.m) store_out(out + size_t(col) * a.n + row, s);
   }
 }
@@ -239,6 +267,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 // The block shape every launch uses: one 16-row tile of w per block, 8 warps over k, 4 units of
 // 32 columns in flight per warp (docs/decode.md: the variants measured and why this one).
 constexpr int kTiles = 1, kWarps = 8, kUnroll = 4;
+// FP8 weights: a unit's load is 8 bytes instead of 16, so twice the units per round keep the same
+// bytes in flight per thread (and the same registers for them: 8 x uint2 = 4 x uint4).
+constexpr int kUnrollFp8 = 2 * kUnroll;
 constexpr int kMaxRows = 16;  // m: two n8 tiles of x
 // Shared memory the kAddNorm prologue may take for the normed rows (m * norm_pitch(k) bf16):
 // up to two blocks per SM; larger m * k goes the unfused way.
@@ -249,7 +280,7 @@ inline Args make_args(void* out, const void* x, const void* w, int m, int n, int
   Args a{};
   a.out = out;
   a.x = static_cast<const bf16*>(x);
-  a.w = static_cast<const bf16*>(w);
+  a.w = w;
   a.m = m;
   a.n = n;
   a.k = k;
@@ -261,11 +292,12 @@ inline size_t dynamic_smem(Prologue p, int m, int k) {
 }
 
 // Launches the kernel for a.m rows (1..kMaxRows) with programmatic dependent launch; the
-// caller has checked shapes and alignment.
-template <Prologue P, class Out>
+// caller has checked shapes and alignment (kFp8: w 8-byte aligned, k a multiple of 8).
+template <Prologue P, class Out, bool kFp8 = false>
 void launch(const Args& a, cudaStream_t stream) {
-  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kUnroll, P, Out>
-                         : skinny_gemm_kernel<2, kTiles, kWarps, kUnroll, P, Out>;
+  constexpr int kU = kFp8 ? kUnrollFp8 : kUnroll;
+  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kU, P, Out, kFp8>
+                         : skinny_gemm_kernel<2, kTiles, kWarps, kU, P, Out, kFp8>;
   const size_t smem = dynamic_smem(P, a.m, a.k);
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -139,6 +139,31 @@ Err compare(const std::vector<float>& gpu, const std::vector<float>& cpu) {
   return e;
 }
 
+// One mixed ragged prefill step over `lens` tokens with every position's logits, then decode
+// steps of the first decode_seqs[s] sequences (last logits); all the logits in order.
+std::vector<float> ragged_logits(const LoadedModel& m, const char* backend,
+                                 const std::vector<int>& lens, const std::vector<size_t>& decode_seqs) {
+  const int bs = 16;
+  auto r = runner(m, backend, bs);
+  BlockPool pool(r->num_kv_blocks(), 5);
+  std::vector<TestSeq> seqs(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i)
+    seqs[i].tokens = random_tokens(lens[i] + int(decode_seqs.size()), m.config().vocab_size,
+                                   uint32_t(100 + i));
+  StepPlan b;
+  for (size_t i = 0; i < lens.size(); ++i)
+    b.chunks.push_back(seqs[i].chunk(lens[i], bs, pool, LogitsWanted::kAll));
+  std::vector<float> logits;
+  r->step(b, &logits);
+  for (size_t active : decode_seqs) {
+    StepPlan d;
+    for (size_t i = 0; i < active; ++i)
+      d.chunks.push_back(seqs[i].chunk(1, bs, pool, LogitsWanted::kLast));
+    r->step(d, &logits);
+  }
+  return logits;
+}
+
 class CudaRandomModel : public ::testing::TestWithParam<RandomModelShape> {};
 
 TEST_P(CudaRandomModel, LogitsCloseToCpu) {
@@ -149,27 +174,11 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
   const std::string dir = fresh_dir(rc.name);
   write_random_hf_model(dir, c, 42, rc.file_dtype, 1, 0.05f);
   auto model = load_model(dir);
-  const int bs = 16;
   // Step 1: a mixed ragged prefill with all logits; then 6 decode steps (last logits).
   const std::vector<int> lens = {37, 1, 70, 16};
-  std::vector<float> all[2];
-  const char* backends[2] = {"cuda", "cpu"};
-  for (int k = 0; k < 2; ++k) {
-    auto r = runner(*model, backends[k], bs);
-    BlockPool pool(r->num_kv_blocks(), 5);
-    std::vector<TestSeq> seqs(lens.size());
-    for (size_t i = 0; i < lens.size(); ++i)
-      seqs[i].tokens = random_tokens(lens[i] + 6, c.vocab_size, uint32_t(100 + i));
-    StepPlan b;
-    for (size_t i = 0; i < lens.size(); ++i)
-      b.chunks.push_back(seqs[i].chunk(lens[i], bs, pool, LogitsWanted::kAll));
-    r->step(b, &all[k]);
-    for (int step = 0; step < 6; ++step) {
-      StepPlan d;
-      for (auto& s : seqs) d.chunks.push_back(s.chunk(1, bs, pool, LogitsWanted::kLast));
-      r->step(d, &all[k]);
-    }
-  }
+  const std::vector<size_t> decode(6, lens.size());
+  const std::vector<float> all[2] = {ragged_logits(*model, "cuda", lens, decode),
+                                     ragged_logits(*model, "cpu", lens, decode)};
   const Err e = compare(all[0], all[1]);
   std::printf("%s: %zu logits, NMSE %.3e, max abs err %.3e (max |logit| %.3e)\n", rc.name,
               all[1].size(), e.nmse, e.max_abs, e.max_ref);
@@ -180,6 +189,34 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaRandomModel, ::testing::ValuesIn(cuda_model_shapes()),
     [](const auto& info) { return std::string(info.param.name); });
+
+// FP8 weights (docs/FP8.md) quantized at load: the CUDA backend (codes + row scales; skinny
+// kernels at decode, dequantize + cuBLASLt for the prefill) against the CPU backend holding the
+// same weights dequantized in fp32. The weights' values are the same on both sides (the
+// dequantize path rounds them to bf16 once), so the tolerance is the bf16-vs-fp32 one above.
+// Decode steps of 4, 2 and 1 sequences run the tensor-core and warp kernels, in graphs. How far
+// FP8 moves the logits from the bf16 model on the GPU is printed (docs/FP8.md), bounded loosely.
+TEST(CudaBackend, Fp8ModelCloseToCpuFp8) {
+  ModelConfig c = small_config(256, 4, 2, 64, false);
+  c.vocab_size = 512;
+  c.max_position_embeddings = 1024;
+  const std::string dir = fresh_dir("fp8");
+  write_random_hf_model(dir, c, 42, DType::kBF16, 1, 0.05f);
+  auto fp8 = load_model(dir, LoadOptions{.quantize = Quantize::kFp8});
+  auto bf16 = load_model(dir);
+  const std::vector<int> lens = {37, 1, 70, 16};
+  const std::vector<size_t> decode = {4, 4, 4, 2, 2, 1, 1, 1};  // m = 4 (tensor cores), 2, 1 (warp)
+  const std::vector<float> gpu8 = ragged_logits(*fp8, "cuda", lens, decode),
+                           cpu8 = ragged_logits(*fp8, "cpu", lens, decode);
+  const Err e = compare(gpu8, cpu8);
+  std::printf("fp8: cuda vs cpu over %zu logits: NMSE %.3e, max abs err %.3e (max |logit| %.3e)\n",
+              cpu8.size(), e.nmse, e.max_abs, e.max_ref);
+  EXPECT_LT(e.nmse, 1e-3);
+  EXPECT_LT(e.max_abs, 0.05 * e.max_ref);
+  const Err q = compare(gpu8, ragged_logits(*bf16, "cuda", lens, decode));
+  std::printf("fp8 vs bf16 weights, both on cuda: NMSE %.3e, max abs err %.3e\n", q.nmse, q.max_abs);
+  EXPECT_LT(q.nmse, 0.05);
+}
 
 // Decode steps replayed from CUDA graphs (padded to batch buckets, keyed by the split-K plan)
 // against the same steps run eagerly: a ragged batch of 7 that shrinks to 1 as sequences finish

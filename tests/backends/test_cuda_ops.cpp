@@ -201,6 +201,40 @@ TEST_F(Ops, MatmulBf16AndF32Out) {
   }
 }
 
+TEST_F(Ops, MatmulFp8Weights) {
+  // FP8 weights (docs/FP8.md) loaded by each backend from one view: the CPU dequantizes them to
+  // fp32 (the reference), the GPU keeps codes + row scales and runs the skinny kernels up to
+  // m = 16 and dequantize + cuBLASLt above (always, on the gemv_max_rows 0 backend).
+  std::uniform_int_distribution<int> code(0, 255);
+  std::uniform_real_distribution<float> log_scale(-3.f, 1.f);
+  for (auto [m, n, k] : {std::tuple{1, 64, 64}, {2, 130, 5632}, {3, 1000, 1024}, {9, 33, 2048},
+                         {16, 257, 512}, {17, 64, 64}, {64, 512, 256}}) {
+    std::vector<uint8_t> codes(size_t(n) * k);
+    for (uint8_t& c : codes) {
+      do c = uint8_t(code(rng_));
+      while ((c & 0x7f) == 0x7f);
+    }
+    std::vector<float> scale(static_cast<size_t>(n));
+    for (float& s : scale) s = std::pow(10.f, log_scale(rng_));
+    TensorView view{DType::kF8E4M3, {n, k}, codes.data(), scale.data()};
+    const Buffer wc = cpu_->load_weight(view);
+    for (Backend* be : {gpu_.get(), cublas_.get()}) {
+      const Buffer wg = be->load_weight(view);
+      ASSERT_EQ(wg.tensor.dtype, DType::kF8E4M3);
+      Pair x = make(random(int64_t(m) * k, -0.5f, 1.f), {m, k});
+      for (DType out_t : {DType::kBF16, DType::kF32}) {
+        Pair o{cpu_->allocate(DType::kF32, {m, n}), be->allocate(out_t, {m, n})};
+        cpu_->matmul(o.cpu.tensor, x.cpu.tensor, wc.tensor);
+        be->matmul(o.gpu.tensor, x.gpu.tensor, wg.tensor);
+        be->synchronize();
+        // bf16 out, or the dequantize path's bf16 weights: the bf16 tolerance; else fp32's.
+        const bool dequantized = be == cublas_.get() || m > cuda::kGemvMaxRows;
+        expect_close(o, out_t == DType::kBF16 || dequantized ? kTol : 1e-3, "matmul fp8");
+      }
+    }
+  }
+}
+
 // Values of a bf16 GPU tensor, or of an f32 one.
 std::vector<float> device_values(Backend& be, const Tensor& t) {
   std::vector<float> v(size_t(t.numel()));

@@ -174,6 +174,7 @@ TEST_F(FaultStartup, BadFlagsAndTakenPort) {
   expect_refused("unknown flag", {"--model", model, "--frobnicate"}, "--frobnicate", 2);
   expect_refused("bad number", {"--model", model, "--max-queue", "x"}, "--max-queue", 2);
   expect_refused("bad backend", {"--model", model, "--backend", "tpu"}, "--backend", 2);
+  expect_refused("bad quantize", {"--model", model, "--quantize", "int4"}, "--quantize", 2);
   // A queue of 0 could admit nothing (Engine::create refused it: exit 1 after loading the model);
   // ports outside 0..65535 do not exist. All three are usage errors now.
   expect_refused("max-queue 0", {"--model", model, "--max-queue", "0"}, "--max-queue", 2);
@@ -257,6 +258,17 @@ TEST_F(FaultStartup, FlagsAgainstTheRealBinary) {
   EXPECT_EQ(got["choices"][0]["text"], want["choices"][0]["text"]);
   EXPECT_EQ(got["usage"], want["usage"]);
   EXPECT_EQ(chunked.stop(), 0);
+
+  // --quantize fp8 (docs/FP8.md): the projections quantized at load; the start-up line says so,
+  // and the server answers (the text itself may differ from the unquantized model's).
+  ServerProcess fp8({"--quantize", "fp8", "--no-request-log"});
+  ASSERT_TRUE(fp8.started()) << fp8.log();
+  EXPECT_NE(fp8.log().find(", FP8 weights (docs/FP8.md)"), std::string::npos) << fp8.log();
+  got = complete(fp8.port(), body, &status);
+  ASSERT_EQ(status, 200) << got.dump();
+  EXPECT_EQ(got["usage"]["prompt_tokens"], want["usage"]["prompt_tokens"]);
+  EXPECT_GT(got["usage"]["completion_tokens"].get<int>(), 0);
+  EXPECT_EQ(fp8.stop(), 0);
   EXPECT_EQ(named.stop(), 0);
 }
 

@@ -1,6 +1,7 @@
 // Helpers for the model tests: temporary folders (tests/common/temp_dir.h), a small model shape, a
 // block pool that hands out shuffled block ids (so sequences interleave in the cache), one
-// sequence's KV bookkeeping, and comparisons of logit arrays.
+// sequence's KV bookkeeping, a prompt's logits, a greedy continuation, and comparisons of logit
+// arrays.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -127,6 +128,51 @@ inline std::vector<int32_t> stories260k_greedy_ids() {
     for (int32_t x; ls >> x;) ids.push_back(x);
   }
   return ids;
+}
+
+// Every position's logits [ids.size(), vocab] of one sequence prefilled whole on the CPU backend.
+inline std::vector<float> prefill_logits(const LoadedModel& model, const std::vector<int32_t>& ids,
+                                         ModelRunnerOptions o = {}) {
+  auto runner = ModelRunner::create(model, o);
+  BlockPool pool(runner->num_kv_blocks(), 11);
+  TestSeq seq;
+  seq.tokens = ids;
+  StepPlan b;
+  b.chunks.push_back(seq.chunk(int(ids.size()), runner->block_size(), pool, LogitsWanted::kAll));
+  std::vector<float> logits;
+  runner->step(b, &logits);
+  return logits;
+}
+
+// The greedy continuation of `prompt` by n tokens (CPU backend): the prompt prefilled whole or
+// token by token, then one decode step per token.
+inline std::vector<int32_t> greedy_tokens(const LoadedModel& model, std::vector<int32_t> prompt,
+                                          int n, int block_size = 16, int threads = 0,
+                                          bool token_by_token = false) {
+  ModelRunnerOptions o;
+  o.block_size = block_size;
+  o.threads = threads;
+  auto runner = ModelRunner::create(model, o);
+  BlockPool pool(runner->num_kv_blocks(), 3);
+  TestSeq seq;
+  seq.tokens = std::move(prompt);
+  const int vocab = model.config().vocab_size;
+  std::vector<int32_t> out;
+  std::vector<float> logits;
+  while (int(out.size()) < n) {
+    StepPlan b;
+    const int pending = int(seq.tokens.size()) - seq.num_cached;
+    b.chunks.push_back(
+        seq.chunk(token_by_token ? 1 : pending, block_size, pool, LogitsWanted::kLast));
+    logits.clear();
+    runner->step(b, &logits);
+    if (seq.num_cached < int(seq.tokens.size())) continue;  // still in the prompt
+    const int32_t next =
+        int32_t(std::max_element(logits.end() - vocab, logits.end()) - (logits.end() - vocab));
+    out.push_back(next);
+    seq.tokens.push_back(next);
+  }
+  return out;
 }
 
 // max |a - b| / max |b| over the arrays (a relative error that ignores near-zero entries).

@@ -47,18 +47,6 @@ std::vector<float> numpy_logits(const std::string& model, const std::vector<int3
   return std::vector<float>(d.begin(), d.end());
 }
 
-std::vector<float> runner_logits(const LoadedModel& model, const std::vector<int32_t>& ids) {
-  auto runner = ModelRunner::create(model, ModelRunnerOptions{});
-  BlockPool pool(runner->num_kv_blocks(), 11);
-  TestSeq seq;
-  seq.tokens = ids;
-  StepPlan b;
-  b.chunks.push_back(seq.chunk(int(ids.size()), runner->block_size(), pool, LogitsWanted::kAll));
-  std::vector<float> logits;
-  runner->step(b, &logits);
-  return logits;
-}
-
 struct Case {
   RandomModelShape model;
   int shards;   // weight files
@@ -83,7 +71,7 @@ TEST_P(RandomHf, LogitsMatchNumpy) {
   auto model = load_model(dir);
   const auto ids = random_tokens(20, c.vocab_size, 7);
   const auto want = numpy_logits(dir, ids, dir + "/ref_logits.f64");
-  const auto got = runner_logits(*model, ids);
+  const auto got = prefill_logits(*model, ids);
   ASSERT_EQ(got.size(), size_t(20) * c.vocab_size);
   ASSERT_EQ(want.size(), got.size());
   const double err = max_rel_diff(got, want);
@@ -119,7 +107,7 @@ TEST(Stories260K, LogitsMatchNumpy) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
   const std::string dir = fresh_dir("stories");
   const auto want = numpy_logits(bin, ids, dir + "/ref_logits.f64");
-  const auto got = runner_logits(*model, ids);
+  const auto got = prefill_logits(*model, ids);
   const double err = max_rel_diff(got, want);
   EXPECT_LT(err, kTol);
   std::printf("stories260K: max |diff| / max |logit| = %.3g\n", err);

@@ -17,30 +17,8 @@ const std::string kModel = std::string(FS_MODELS_DIR) + "/stories260K";
 
 std::vector<int32_t> greedy(const LoadedModel& model, int block_size, int threads,
                             bool token_by_token, int n) {
-  ModelRunnerOptions o;
-  o.block_size = block_size;
-  o.threads = threads;
-  auto runner = ModelRunner::create(model, o);
-  BlockPool pool(runner->num_kv_blocks(), 3);
-  TestSeq seq;
-  seq.tokens = {1, 403, 407, 261, 378};  // BOS + "Once upon a time"
-  const int vocab = model.config().vocab_size;
-  std::vector<int32_t> out;
-  std::vector<float> logits;
-  while (int(out.size()) < n) {
-    StepPlan b;
-    const int pending = int(seq.tokens.size()) - seq.num_cached;
-    b.chunks.push_back(
-        seq.chunk(token_by_token ? 1 : pending, block_size, pool, LogitsWanted::kLast));
-    logits.clear();
-    runner->step(b, &logits);
-    if (seq.num_cached < int(seq.tokens.size())) continue;  // still in the prompt
-    const int32_t next =
-        int32_t(std::max_element(logits.end() - vocab, logits.end()) - (logits.end() - vocab));
-    out.push_back(next);
-    seq.tokens.push_back(next);
-  }
-  return out;
+  return greedy_tokens(model, {1, 403, 407, 261, 378}, n, block_size, threads,  // BOS + "Once
+                       token_by_token);                                          // upon a time"
 }
 
 TEST(Stories260K, GreedyMatchesNumpyReference) {

@@ -32,6 +32,20 @@ TEST(E2eCost, ParameterCountsMatchThePublishedModels) {
             1235814400);  // Llama-3.2-1B
 }
 
+TEST(E2eCost, Fp8WeightBytes) {
+  // FP8 projections: a byte per weight, a 4-byte scale per output row; norms and head stay bf16.
+  ModelConfig c = shape(8, 16, 1, 2, 1, 4, 10, false);
+  c.quant_method = "fp8";
+  const double rows = (2 + 2 * 1) * 4 /*q, k, v*/ + 2 * 8 /*o, down*/ + 2 * 16 /*gate, up*/;
+  EXPECT_DOUBLE_EQ(weight_bytes(c), 576 + 4 * rows + (3 * 8 + 80) * 2.0);
+  // TinyLlama batch-1: the weights a step reads fall from 2.07 GB to 1.10 GB (docs/FP8.md).
+  ModelConfig t = shape(2048, 5632, 22, 32, 4, 64, 32000, false);
+  const double bf16 = weight_bytes(t);
+  t.quant_method = "fp8";
+  EXPECT_NEAR(bf16 / 1e9, 2.069, 0.001);
+  EXPECT_NEAR(weight_bytes(t) / 1e9, 1.102, 0.001);
+}
+
 TEST(E2eCost, KvBytesPerToken) {
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(shape(2048, 5632, 22, 32, 4, 64, 32000, false)),
                    2.0 * 22 * 4 * 64 * 2);

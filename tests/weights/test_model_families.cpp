@@ -141,7 +141,19 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
   EXPECT_MSG(config_error(j), ": hidden_act \"gelu\" is not supported (only \"silu\")");
   j = published("qwen3-0.6b");
   j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
-  EXPECT_MSG(config_error(j), ": quantized weights (quantization_config) are not supported");
+  EXPECT_MSG(config_error(j), ": quantization_config quant_method \"awq\" is not supported (only "
+                              "\"fp8\"");
+  // FP8 (docs/FP8.md): per-tensor and per-channel scales load; block-wise scales, another
+  // element format or activation scheme do not.
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  EXPECT_MSG(config_error(j), ": quantization_config weight_block_size [128,128] (block-wise FP8 "
+                              "scales, weight_scale_inv) is not supported yet");
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e5m2"}};
+  EXPECT_MSG(config_error(j), ": quantization_config fmt \"e5m2\" is not supported (only e4m3)");
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "per_token"}};
+  EXPECT_MSG(config_error(j), ": quantization_config activation_scheme \"per_token\"");
+  j["quantization_config"] = {{"activation_scheme", "static"}};
+  EXPECT_MSG(config_error(j), ": quantization_config quant_method (missing) is not supported");
 }
 
 ModelConfig tiny(const std::string& architecture) {

@@ -1,0 +1,44 @@
+// FP8 E4M3 weights (docs/FP8.md): which tensors may be FP8, quantizing a weight at load (one
+// scale per output row: amax / 448), and reading a checkpoint's scales as Hugging Face stores
+// them (`<name>.weight_scale` next to `<name>.weight`: per tensor [] / [1], or per output channel
+// [rows] / [rows, 1]), expanded to one scale per row. Internal to weights/ and its tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weights/model.h"
+#include "weights/safetensors.h"
+
+namespace flashserve {
+
+// The seven projections of a layer (q, k, v, o, gate, up, down: "model.layers.{i}.*_proj.weight"):
+// the tensors --quantize fp8 converts and the only ones an FP8 checkpoint may store as FP8.
+// Embeddings, norms, biases and lm_head stay as stored (docs/FP8.md says why).
+bool is_fp8_projection(const std::string& name);
+
+// "model.layers.0.mlp.up_proj.weight" -> "model.layers.0.mlp.up_proj.weight_scale".
+std::string fp8_scale_name(const std::string& weight_name);
+
+// A weight as FP8 codes and one fp32 scale per row.
+struct Fp8Rows {
+  std::vector<uint8_t> q;     // [rows, cols] E4M3 codes
+  std::vector<float> scale;   // [rows]
+};
+
+// Per-row quantization of an f32/f16/bf16 matrix [rows, cols]: scale = amax(row) / 448 (1 for a
+// row of zeros), q = encode(w / scale). per_tensor: one scale, amax of the whole matrix / 448,
+// repeated for every row (how per-tensor checkpoints are written). Throws for a non-finite value
+// (naming `name`).
+Fp8Rows quantize_fp8_rows(const TensorView& w, const std::string& name, bool per_tensor = false);
+
+// w's values as fp32 (f32, f16, bf16; FP8 with its row scales: decode(q) * scale).
+std::vector<float> weight_values(const TensorView& w);
+
+// The scales of FP8 weight `weight_name` ([rows, cols]) from its weight_scale entry, one per row;
+// errors name `path` and the tensor (wrong dtype or shape, non-finite or negative values).
+std::vector<float> fp8_row_scales(const SafetensorsEntry& scale, const std::string& weight_name,
+                                  int64_t rows, const std::string& path);
+
+}  // namespace flashserve
