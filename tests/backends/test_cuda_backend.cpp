@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "model/model_runner.h"
+#include "tests/common/test_tensor_parallel.h"
 #include "tests/model/model_test_util.h"
 #include "weights/hf_config.h"
 
@@ -30,7 +31,7 @@ std::unique_ptr<ModelRunner> runner(const LoadedModel& m, const std::string& bac
   o.block_size = bs;
   o.graph_max_batch = graph_max_batch;
   o.kv_cache_tokens = 16384;
-  return ModelRunner::create(m, o);
+  return ModelRunner::create(m, with_test_tensor_parallel(o));
 }
 
 int32_t argmax_last(const std::vector<float>& logits, int vocab) {

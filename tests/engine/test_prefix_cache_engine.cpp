@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "engine/engine.h"
 #include "stream_util.h"
+#include "tests/common/test_tensor_parallel.h"
 #include "weights/model.h"
 
 namespace flashserve {
@@ -57,7 +58,7 @@ class PrefixCacheEngine : public ::testing::TestWithParam<std::string> {
     EngineOptions eo;
     eo.enable_prefix_caching = caching;
     eo.max_num_batched_tokens = batched;
-    return Engine::create(ModelRunner::create(model(), ro), eo);
+    return Engine::create(ModelRunner::create(model(), with_test_tensor_parallel(ro)), eo);
   }
 
   // used + free + cached == total, nothing used, nothing cached without caching.

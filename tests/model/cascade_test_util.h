@@ -13,6 +13,7 @@
 
 #include "model/model_runner.h"
 #include "model/step.h"
+#include "tests/common/test_tensor_parallel.h"
 #include "tests/model/model_test_util.h"
 
 namespace flashserve::test {
@@ -46,9 +47,9 @@ inline CascadePair cascade_pair(const std::string& backend, int64_t kv_cache_tok
   write_random_hf_model(dir, small_config(256, 4, 2, 64, false), 7, DType::kF32, 1, 0.08f);
   p.model = load_model(dir);
   o.cascade = test_cascade(false);
-  p.plain = ModelRunner::create(*p.model, o);
+  p.plain = ModelRunner::create(*p.model, with_test_tensor_parallel(o));
   o.cascade = test_cascade(true);
-  p.cascade = ModelRunner::create(*p.model, o);
+  p.cascade = ModelRunner::create(*p.model, with_test_tensor_parallel(o));
   return p;
 }
 

@@ -8,6 +8,10 @@
 #   build        carried_session.sh build of SRC into BUILD (default /tmp/tp_build), these targets
 #   tests        test_tensor_parallel_cuda (NCCL: TP 1 .. min(GPUs, 4) against one GPU),
 #                test_parallel_unit, test_tensor_parallel_cpu
+#   gpu_tp2      the GPU model tests (test_cuda_backend, test_cascade_attention,
+#                test_prefix_cache_engine) with their CUDA runners at TP 2
+#                (FLASHSERVE_TEST_TENSOR_PARALLEL=2, tests/common/test_tensor_parallel.h); the kernel
+#                tests run no model and have no TP form
 #   generate     flashserve-generate stories260K on cuda, greedy, 200 tokens, at each TP size the
 #                GPUs allow (1, 2, 4): the texts compared with TP 1's
 #   collectives  bench_tp_collectives on the llama2-7b shape at each TP size (1: NCCL on one GPU)
@@ -90,6 +94,17 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
       [ $r -ne 0 ] && rc=1
       echo "$name rc=$r: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ')"
       grep -E "NCCL group|vs one GPU|skipped|Failure|FAILED  \]" "$OUT/$name.log" | head -20
+    done
+    ;;
+  gpu_tp2)
+    if [ "$G" -lt 2 ]; then echo "gpu_tp2: skipped, one GPU"; continue; fi
+    for t in backends/test_cuda_backend backends/test_cascade_attention engine/test_prefix_cache_engine; do
+      name=$(basename $t)
+      CUDA_MODULE_LOADING=EAGER FLASHSERVE_TEST_TENSOR_PARALLEL=2 timeout 300 "$B/tests/$t" \
+        > "$OUT/${name}_tp2.log" 2>&1; r=$?
+      [ $r -ne 0 ] && rc=1
+      echo "$name at TP 2 rc=$r: $(grep -E '^\[  (PASSED|FAILED)|tests ran' "$OUT/${name}_tp2.log" | tr '\n' ' ')"
+      grep -E "backend: |Failure|FAILED  \]" "$OUT/${name}_tp2.log" | head -20
     done
     ;;
   generate)
