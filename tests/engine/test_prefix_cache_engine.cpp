@@ -58,7 +58,7 @@ class PrefixCacheEngine : public ::testing::TestWithParam<std::string> {
     EngineOptions eo;
     eo.enable_prefix_caching = caching;
     eo.max_num_batched_tokens = batched;
-    return Engine::create(ModelRunner::create(model(), with_test_tensor_parallel(ro)), eo);
+    return Engine::create(ModelRunner::create(model(), test::with_test_tensor_parallel(ro)), eo);
   }
 
   // used + free + cached == total, nothing used, nothing cached without caching.
