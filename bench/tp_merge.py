@@ -31,7 +31,8 @@ def metric_of(r):
 def merge(e2e, coll):
     tp1 = {case_key(r): r for r in e2e if r.get("tensor_parallel_size") == 1 and metric_of(r) in r}
     # Keyed by model too: one session may measure several shapes (the folder name is the label).
-    by_tp_m = {(c.get("model"), c["tensor_parallel_size"], c["m"]): c
+    # bench_tp_collectives names it "shape", not "model".
+    by_tp_m = {(c.get("model", c.get("shape")), c["tensor_parallel_size"], c["m"]): c
                for c in coll if c.get("bench") == "tp_collectives"}
     out = []
     for r in e2e:

@@ -4,11 +4,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "weights/fp8_weights.h"
@@ -141,21 +146,40 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
     write_file((root / "model.safetensors").string(), specs);
     return;
   }
-  // Contiguous groups of about equal tensor count.
+  // Contiguous groups of about equal tensor count. Each shard is a file of its own and each
+  // tensor's values depend only on its name and the seed, so the shards are written on parallel
+  // threads: a 70B-sized model (138 GB) in about a minute on a many-core machine, not six.
+  std::vector<std::vector<TensorSpec>> parts;
   nlohmann::json weight_map = nlohmann::json::object();
   uint64_t total_size = 0;
   for (int s = 0; s < num_shards; ++s) {
     const size_t begin = specs.size() * s / num_shards, end = specs.size() * (s + 1) / num_shards;
-    std::vector<TensorSpec> part(specs.begin() + begin, specs.begin() + end);
-    const std::string name = shard_name(s, num_shards);
-    write_file((root / name).string(), part);
-    for (const auto& t : part) {
-      weight_map[t.name] = name;
+    parts.emplace_back(specs.begin() + begin, specs.begin() + end);
+    for (const auto& t : parts.back()) {
+      weight_map[t.name] = shard_name(s, num_shards);
       uint64_t n = dtype_size(t.dtype);
       for (int64_t d : t.shape) n *= uint64_t(d);
       total_size += n;
     }
   }
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (int s; (s = next++) < num_shards;) {
+      try {
+        write_file((root / shard_name(s, num_shards)).string(), parts[size_t(s)]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const int threads = std::min(num_shards, int(std::max(1u, std::thread::hardware_concurrency())));
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
   nlohmann::json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
   std::ofstream idx(root / "model.safetensors.index.json");
   idx << index.dump(2) << "\n";

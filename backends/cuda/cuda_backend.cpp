@@ -609,7 +609,9 @@ class CudaBackend final : public Backend {
   Buffer load_fp8_weight(const TensorView& w) {
     FS_CHECK(w.shape.size() == 2 && w.row_scale, "an FP8 weight needs 2 dims and row scales");
     FS_CHECK(w.shape[1] % 8 == 0, "FP8 weights on the GPU need rows of a multiple of 8 values; "
-             "this one has ", w.shape[1], " (load the model without --quantize fp8)");
+             "this one has ", w.shape[1], " (under tensor parallelism a row is this rank's shard "
+             "of the weight, so the shard's width must be a multiple of 8 too: use a "
+             "tensor-parallel size that keeps it so, or load the model without --quantize fp8)");
     const int64_t rows = w.shape[0], n = w.numel();
     const size_t codes = (size_t(n) + 15) / 16 * 16;
     Buffer b;

@@ -11,8 +11,10 @@
 // the largest logit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "model/model_runner.h"
 #include "tests/common/test_tensor_parallel.h"
@@ -39,17 +41,20 @@ int32_t argmax_last(const std::vector<float>& logits, int vocab) {
 }
 
 // Greedy continuation of each prompt, all sequences stepped together; chunk: prompt tokens
-// per step (0 = the whole prompt at once).
+// per step (0 = the whole prompt at once). rows: if given, each sequence's logit rows, one per
+// generated token, end to end.
 std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::string& backend,
                                                std::vector<std::vector<int32_t>> prompts,
                                                int chunk, int steps, int bs,
-                                               bool device_argmax = false) {
+                                               bool device_argmax = false,
+                                               std::vector<std::vector<float>>* rows = nullptr) {
   auto r = runner(m, backend, bs);
   BlockPool pool(r->num_kv_blocks(), 7);
   const int vocab = m.config().vocab_size;
   std::vector<TestSeq> seqs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = prompts[i];
   std::vector<std::vector<int32_t>> out(prompts.size());
+  if (rows) rows->assign(prompts.size(), {});
   std::vector<float> logits;
   while (int(out[0].size()) < steps) {
     StepPlan b;
@@ -77,6 +82,7 @@ std::vector<std::vector<int32_t>> greedy_batch(const LoadedModel& m, const std::
         const std::vector<float> row(logits.begin() + i * vocab,
                                      logits.begin() + (i + 1) * vocab);
         next = argmax_last(row, vocab);
+        if (rows) (*rows)[i].insert((*rows)[i].end(), row.begin(), row.end());
       }
       out[i].push_back(next);
       seqs[i].tokens.push_back(next);
@@ -91,17 +97,47 @@ int first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return a.size() == b.size() ? -1 : int(std::min(a.size(), b.size()));
 }
 
+// The GPU's greedy tokens against the CPU's (cpu_rows: the CPU's logit rows, one per token). At
+// TP 1 they must agree exactly. At TP > 1 the row-parallel projections all-reduce bf16 partial
+// sums in another order, which moves each logit by up to ~1% of the largest |logit|
+// (test_tensor_parallel_cuda, stories260K TP 2 vs one GPU: max abs 0.22 of 22), so where the
+// CPU's top two are nearly tied one argmax may flip, and the texts legitimately part after it.
+// Then the tokens must agree up to the first difference, and there the CPU's own logits must
+// rank the GPU's token within 2% of the row's largest |logit| (twice that shift: both logits
+// of the pair move) of the CPU's token; the rest is not compared.
+void expect_greedy_matches(const std::vector<int32_t>& gpu, const std::vector<int32_t>& cpu,
+                           const std::vector<float>& cpu_rows, int vocab,
+                           const std::string& what) {
+  const int d = first_difference(gpu, cpu);
+  std::printf("%s: first difference at %d of %zu\n", what.c_str(), d, cpu.size());
+  const int tp = test_tensor_parallel_size();
+  if (tp == 1 || d < 0) {
+    EXPECT_EQ(d, -1) << what;
+    return;
+  }
+  ASSERT_LT(size_t(d), std::min(gpu.size(), cpu.size())) << what;
+  ASSERT_GE(cpu_rows.size(), size_t(d + 1) * vocab) << what;
+  const float* row = cpu_rows.data() + size_t(d) * vocab;
+  float scale = 0;
+  for (int j = 0; j < vocab; ++j) scale = std::max(scale, std::abs(row[j]));
+  const float gap = row[cpu[d]] - row[gpu[d]], bound = 0.02f * scale;
+  std::printf("  TP %d near tie at %d: CPU logit of token %d (CPU) %.4f, of token %d (GPU) %.4f: "
+              "gap %.4f, allowed %.4f (2%% of max |logit| %.3f); rest not compared\n",
+              tp, d, cpu[d], row[cpu[d]], gpu[d], row[gpu[d]], gap, bound, scale);
+  EXPECT_LE(gap, bound) << what << ": not a near tie";
+}
+
 TEST(CudaBackend, Stories260kGreedyMatchesCpuOver200Tokens) {
   auto model = load_model(kStories);
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};  // BOS + "Once upon a time"
-  const auto cpu = greedy_batch(*model, "cpu", {prompt}, 0, 200, 16);
+  std::vector<std::vector<float>> cpu_rows;
+  const auto cpu = greedy_batch(*model, "cpu", {prompt}, 0, 200, 16, false, &cpu_rows);
   for (int chunk : {0, 3, 1}) {
     for (bool device_argmax : {false, true}) {
       const auto gpu = greedy_batch(*model, "cuda", {prompt}, chunk, 200, 16, device_argmax);
-      const int d = first_difference(gpu[0], cpu[0]);
-      std::printf("stories260K chunk %d%s: first difference at %d of 200\n", chunk,
-                  device_argmax ? " (argmax on the GPU)" : "", d);
-      EXPECT_EQ(d, -1) << "prompt chunk " << chunk;
+      expect_greedy_matches(gpu[0], cpu[0], cpu_rows[0], model->config().vocab_size,
+                            "stories260K chunk " + std::to_string(chunk) +
+                                (device_argmax ? " (argmax on the GPU)" : ""));
     }
   }
 }
@@ -111,14 +147,13 @@ TEST(CudaBackend, Stories260kRaggedBatchMatchesCpu) {
   const std::vector<std::vector<int32_t>> prompts = {
       {1, 403, 407, 261, 378}, {1, 403}, {1, 261, 378, 403, 407, 261, 378, 300, 301}, {1}};
   for (int chunk : {0, 4}) {
-    const auto cpu = greedy_batch(*model, "cpu", prompts, chunk, 120, 8);
+    std::vector<std::vector<float>> cpu_rows;
+    const auto cpu = greedy_batch(*model, "cpu", prompts, chunk, 120, 8, false, &cpu_rows);
     const auto gpu = greedy_batch(*model, "cuda", prompts, chunk, 120, 8);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const int d = first_difference(gpu[i], cpu[i]);
-      std::printf("stories260K ragged chunk %d seq %zu: first difference at %d of 120\n", chunk,
-                  i, d);
-      EXPECT_EQ(d, -1) << "chunk " << chunk << " seq " << i;
-    }
+    for (size_t i = 0; i < prompts.size(); ++i)
+      expect_greedy_matches(gpu[i], cpu[i], cpu_rows[i], model->config().vocab_size,
+                            "stories260K ragged chunk " + std::to_string(chunk) + " seq " +
+                                std::to_string(i));
   }
 }
 
@@ -199,6 +234,11 @@ INSTANTIATE_TEST_SUITE_P(
 // FP8 moves the logits from the bf16 model on the GPU is printed (docs/FP8.md), bounded loosely.
 TEST(CudaBackend, Fp8ModelCloseToCpuFp8) {
   ModelConfig c = small_config(256, 4, 2, 64, false);
+  // small_config's intermediate size, 392, is 8 mod 16: at TP 1 the down projection (k = 392)
+  // misses the skinny FP8 kernels (k % 16) and takes the dequantize + cuBLASLt path even at
+  // decode; keep that. Sharded, a rank's rows must stay a multiple of 8 (load_fp8_weight), so
+  // TP > 1 uses 416 = 32 * 13: shards of 208 at TP 2 (skinny kernels), 104 at TP 4 (dequantize).
+  if (test_tensor_parallel_size() > 1) c.intermediate_size = 416;
   c.vocab_size = 512;
   c.max_position_embeddings = 1024;
   const std::string dir = fresh_dir("fp8");

@@ -18,9 +18,10 @@
 #   bench        random llama2-7b weights: bench_e2e decode:1x128x256 and offline:16x128x256 at
 #                each TP size, bench_tp_collectives, then bench/tp_merge.py: speedup_vs_tp1 and
 #                allreduce_ms_per_step in $OUT/tp_e2e.jsonl
-#   bench70b     the same on a random llama2-70b at TP 2 and 4 (138 GB of weights: no TP 1;
-#                frac_of_roofline is its measure; writing the weights takes minutes: a call of
-#                its own)
+#   bench70b     the same on a random llama2-70b at TP 4 (138 GB of weights, 32 shards written
+#                on parallel threads: no TP 1; frac_of_roofline is its measure; a call of its own)
+#   hang         repeated short runs at TP 2 and 4 with a watchdog: with flashserve's NCCL
+#                settings, then with NCCL's defaults (see the stage)
 #   bench70b8    8 of the 70B's 80 layers (its exact layer shape, 14.6 GB: TP 1, 2 and 4 fit),
 #                written in seconds: every layer is the same work, so per-layer bandwidth and
 #                collective costs, and frac_of_roofline, are the 70B's (the lm_head and the
@@ -52,6 +53,23 @@ export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-
 [ -e /work/shared/models ] || { mkdir -p /work/shared && ln -s "$M" /work/shared/models; }
 rc=0
 
+# Runs a command with stdout/stderr to $3/$4, allowing it $1 seconds; past that it is taken as
+# hung: every thread's stack is printed with cuda-gdb (the image has no gdb) into $2, then it is
+# killed. Returns the command's status (137 when killed).
+run_watched() {  # seconds stacks_file stdout_file stderr_file cmd...
+  local secs=$1 stacks=$2 so=$3 se=$4; shift 4
+  "$@" > "$so" 2> "$se" &
+  local pid=$! waited=0
+  while kill -0 $pid 2>/dev/null && [ $waited -lt "$secs" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 $pid 2>/dev/null; then
+    echo "still running after $secs s: $*; stacks in $(basename "$stacks")"
+    timeout 90 cuda-gdb -p $pid -batch -ex "info threads" -ex "thread apply all bt" > "$stacks" 2>&1
+    grep -E "^#[0-9]+ " "$stacks" | grep -v " in ?? " | head -40
+    kill -9 $pid
+  fi
+  wait $pid
+}
+
 # Random weights of a preset (once), with the Llama 2 tokenizer beside them, into $T.
 random_model() {  # $1 preset, $2 seconds allowed to write it, $3 label, [$4...] more flags
   T=/tmp/fs_models/$3
@@ -67,9 +85,11 @@ bench_shape() {
   random_model "$1" "$2" "$label" "${@:5}"
   for n in $sizes; do
     [ "$n" -lt "$3" ] && continue
-    timeout 300 "$B/bench/bench_e2e" --model "$T" --backend cuda --label "$label" --tensor-parallel-size $n \
-      --cases decode:1x128x256,offline:16x128x256 --max-seconds 90 >> "$OUT/tp_e2e_raw.jsonl" \
-      2> "$OUT/bench_${label}_tp$n.log" || rc=1
+    run_watched 240 "$OUT/bench_${label}_tp${n}_stacks.txt" "$OUT/bench_${label}_tp$n.jsonl" \
+      "$OUT/bench_${label}_tp$n.log" "$B/bench/bench_e2e" --model "$T" --backend cuda \
+      --label "$label" --tensor-parallel-size $n --cases decode:1x128x256,offline:16x128x256 \
+      --max-seconds 90 || rc=1
+    cat "$OUT/bench_${label}_tp$n.jsonl" >> "$OUT/tp_e2e_raw.jsonl"
     echo "TP $n:"; grep -E "^(decode|offline)|error" "$OUT/bench_${label}_tp$n.log"
     timeout 120 "$B/bench/bench_tp_collectives" --model "$T" --tensor-parallel-size $n \
       --batch 1,16 >> "$OUT/tp_collectives.jsonl" 2>> "$OUT/collectives.log" || rc=1
@@ -111,22 +131,13 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
     # Greedy text at each TP size against TP 1's. bf16 rounds at other points at each TP size, so
     # a near-tie can flip a token after many steps (the tests bound the logits instead): a
     # difference is reported with where it starts, a failure to run is an error. A run that has
-    # not finished in 40 s (200 tokens of stories260K take well under a second) is taken as hung:
-    # every thread's stack is printed with cuda-gdb (the image has no gdb) before it is killed.
+    # not finished in 40 s (200 tokens of stories260K take well under a second) is taken as hung.
     for n in $sizes; do
-      NCCL_DEBUG=WARN "$B/tools/flashserve-generate" --model "$M/stories260K" --backend cuda \
-        --temperature 0 --max-tokens 200 --tensor-parallel-size $n > "$OUT/generate_tp$n.txt" \
-        2> "$OUT/generate_tp$n.log" &
-      pid=$!
-      for _ in $(seq 40); do kill -0 $pid 2>/dev/null || break; sleep 1; done
-      if kill -0 $pid 2>/dev/null; then
-        echo "generate TP $n: still running after 40 s: stacks in generate_tp${n}_stacks.txt"
-        timeout 60 cuda-gdb -p $pid -batch -ex "info threads" -ex "thread apply all bt" \
-          > "$OUT/generate_tp${n}_stacks.txt" 2>&1
-        grep -E "^#[0-9]+ " "$OUT/generate_tp${n}_stacks.txt" | grep -v " in ?? " | head -40
-        kill -9 $pid; rc=1
-      fi
-      wait $pid || rc=1
+      NCCL_DEBUG=WARN run_watched 40 "$OUT/generate_tp${n}_stacks.txt" "$OUT/generate_tp$n.out" \
+        "$OUT/generate_tp$n.log" "$B/tools/flashserve-generate" --model "$M/stories260K" \
+        --backend cuda --temperature 0 --max-tokens 200 --tensor-parallel-size $n || rc=1
+      # NCCL_DEBUG prints NCCL's version line on stdout: the text is the rest.
+      grep -v "^NCCL version" "$OUT/generate_tp$n.out" > "$OUT/generate_tp$n.txt"
       tail -n 3 "$OUT/generate_tp$n.log"
       if [ -s "$OUT/generate_tp$n.txt" ] && cmp -s "$OUT/generate_tp1.txt" "$OUT/generate_tp$n.txt"; then
         echo "generate stories260K TP $n: text identical to TP 1"
@@ -146,8 +157,34 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
     done
     cat "$OUT/collectives.log"
     ;;
+  hang)
+    # A step that never returned, seen twice (TP 4 generate's first step; TP 2 7B's first
+    # offline step): NCCL connecting lazily inside a collective is the suspect
+    # (parallel/nccl_communicator.cpp). Repeated runs at TP 2 and 4, each meeting new collective
+    # sizes, with flashserve's settings, then with NCCL's defaults put back
+    # (NCCL_RUNTIME_CONNECT=1 NCCL_GRAPH_REGISTER=1): how many of each stalled, with stacks.
+    random_model tinyllama-1.1b 120 tinyllama-1.1b
+    for mode in flashserve nccl_defaults; do
+      env=(); [ $mode = nccl_defaults ] && env=(NCCL_RUNTIME_CONNECT=1 NCCL_GRAPH_REGISTER=1)
+      stalled=0 runs=0
+      for n in $sizes $sizes; do
+        [ "$n" -lt 2 ] && continue
+        runs=$((runs + 1))
+        run_watched 60 "$OUT/hang_${mode}_${runs}_stacks.txt" "$OUT/hang_${mode}_${runs}.jsonl" \
+          "$OUT/hang_${mode}_${runs}.log" env "${env[@]}" "$B/bench/bench_e2e" --model "$T" \
+          --backend cuda --label tinyllama-1.1b --tensor-parallel-size $n --no-ceilings 1 \
+          --cases decode:1x128x64,offline:16x128x64,offline:64x512x32 --max-seconds 30
+        r=$?
+        [ $r -eq 137 ] && stalled=$((stalled + 1))
+        [ $r -ne 0 ] && [ $mode = flashserve ] && rc=1
+        echo "$mode run $runs (TP $n): rc=$r $(grep -cE '^(decode|offline)' "$OUT/hang_${mode}_${runs}.log") cases"
+      done
+      echo "hang $mode: $stalled of $runs runs stalled" | tee -a "$OUT/hang_summary.txt"
+    done
+    ;;
   bench) bench_shape llama2-7b 300 1 ;;
-  bench70b) bench_shape llama2-70b 580 2 ;;  # 138 GB: no single GPU holds it
+  # 138 GB, written as 32 shards on parallel threads: TP 4 only (TP 2 would need 69 GB a GPU)
+  bench70b) bench_shape llama2-70b 400 4 llama2-70b --shards 32 ;;
   bench70b8) bench_shape llama2-70b 120 1 llama2-70b-8layers --layers 8 ;;
   *) echo "unknown stage $stage"; rc=1 ;;
   esac
