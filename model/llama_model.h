@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "backends/backend.h"
@@ -50,6 +51,12 @@ class LlamaModel {
   void set_cascade(const CascadeConfig& config);
   uint64_t cascade_steps() const { return cascade_steps_; }
 
+  // Tensor parallelism (model/llama_model_parallel.cpp): whether `step` would run a matrix
+  // product of a row count this model has not run yet, and running those products once, on this
+  // rank's thread with no collective in flight (TensorParallelRunner::forward says why).
+  bool has_new_matmul_rows(const StepPlan& step) const;
+  void warm_up_matmuls(const StepPlan& step);
+
  private:
   // The plan's arrays on the device (one upload): the step's StepArgs.
   StepArgs upload_step(const StepPlan& step, KvCache& cache);
@@ -89,6 +96,10 @@ class LlamaModel {
                              const Tensor& x,     // [rows, hidden_size]
                              const Tensor& head);  // [vocab_size / size, hidden_size]
   const Tensor& gather_order(int64_t rows);  // [rows * size] int32, see vocab_parallel_logits
+  // The token and logit-row counts `step`'s products run at: its own, and a decode step's graph
+  // bucket (which pads both) when graphs are on.
+  std::vector<int64_t> matmul_token_rows(const StepPlan& step) const;
+  std::vector<int64_t> matmul_logit_rows(const StepPlan& step) const;
 
   Backend& backend_;
   ModelConfig config_;
@@ -113,6 +124,7 @@ class LlamaModel {
   CascadeConfig cascade_config_;
   CascadePlan cascade_;  // the current step's, uploaded with its metadata
   uint64_t cascade_steps_ = 0;
+  std::set<int64_t> warm_token_rows_, warm_logit_rows_;  // warm_up_matmuls' row counts so far
 };
 
 }  // namespace flashserve

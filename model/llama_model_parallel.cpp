@@ -58,4 +58,56 @@ const Tensor& LlamaModel::gather_order(int64_t rows) {
   return gather_order_.emplace(rows, std::move(b)).first->second.tensor;
 }
 
+std::vector<int64_t> LlamaModel::matmul_token_rows(const StepPlan& s) const {
+  std::vector<int64_t> rows = {int64_t(s.tokens.size())};
+  if (graph_max_batch_ > 0 && s.max_q_len == 1)
+    if (const int bucket = graph_batch_bucket(s.num_seqs, graph_max_batch_); bucket > 0)
+      rows.push_back(bucket);
+  return rows;
+}
+
+std::vector<int64_t> LlamaModel::matmul_logit_rows(const StepPlan& s) const {
+  std::vector<int64_t> rows = matmul_token_rows(s);
+  rows[0] = int64_t(s.logit_rows.size());
+  return rows;
+}
+
+bool LlamaModel::has_new_matmul_rows(const StepPlan& s) const {
+  for (int64_t n : matmul_token_rows(s))
+    if (n > 0 && !warm_token_rows_.count(n)) return true;
+  for (int64_t n : matmul_logit_rows(s))
+    if (n > 0 && !warm_logit_rows_.count(n)) return true;
+  return false;
+}
+
+// Every product run_layers would run at these row counts, once each, on the buffers it would use
+// (so the same shapes, pointers and out dtypes: the same cuBLASLt algorithms); their contents are
+// overwritten by the step. Layer 0 stands for all: every layer's products have its shapes.
+void LlamaModel::warm_up_matmuls(const StepPlan& s) {
+  const DType act = backend_.compute_dtype();
+  const int64_t hidden = config_.hidden_size, d = config_.head_dim;
+  const Layer& L = layers_[0];
+  for (int64_t n : matmul_token_rows(s)) {
+    if (n == 0 || !warm_token_rows_.insert(n).second) continue;
+    Tensor h = scratch(ws_.h, act, {n, hidden});
+    Tensor qkv = scratch(ws_.qkv, act, {n, (hq_ + 2 * hkv_) * d});
+    Tensor attn = scratch(ws_.attn, act, {n, hq_ * d});
+    Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter_});
+    Tensor gate = scratch(ws_.gate, act, {n, inter_});
+    backend_.matmul(qkv, h, L.wqkv.tensor);
+    backend_.matmul_k_sliced(h, attn, L.wo.tensor, k_slices_);
+    backend_.matmul(gate_up, h, L.w_gate_up.tensor);
+    backend_.matmul_k_sliced(h, gate, L.w_down.tensor, k_slices_);
+  }
+  const Tensor& head = lm_head_.storage ? lm_head_.tensor : embed_.tensor;
+  for (int64_t rows : matmul_logit_rows(s)) {
+    if (rows == 0 || !warm_logit_rows_.insert(rows).second) continue;
+    Tensor sel = scratch(ws_.sel, act, {rows, hidden});
+    Tensor out = shard_ ? scratch(ws_.logits_local, DType::kF32, {rows, vocab_})
+                        : scratch(ws_.logits, DType::kF32, {rows, int64_t(config_.vocab_size)});
+    backend_.matmul(out, sel, head);
+  }
+  backend_.synchronize();
+}
+
 }  // namespace flashserve

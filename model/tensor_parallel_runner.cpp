@@ -74,6 +74,16 @@ class TensorParallelRunner final : public ForwardRunner {
   };
 
   void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {
+    // cuBLASLt loads a GEMM kernel's library the first time it runs that kernel, under a lock of
+    // its own shared by the whole process, and the load waits for the GPU: if that GPU is busy
+    // with an all-reduce waiting for another rank, and that rank's thread waits for the lock
+    // before it can issue its side, neither moves again (seen on 4 H100s, cuda-gdb: one rank in
+    // cuLibraryLoadData under cublasLtMatmul, the other three waiting on its lock, GPU 0 in
+    // ncclDevKernel_AllReduce). So a step with row counts no step had before first runs those
+    // products on every rank, with no collective in flight, and every rank has finished that
+    // before any starts the step.
+    if (ranks_[0].model->has_new_matmul_rows(plan))
+      on_all_ranks([&](int r) { ranks_[size_t(r)].model->warm_up_matmuls(plan); });
     on_all_ranks([&](int r) {
       Rank& k = ranks_[size_t(r)];
       k.model->forward(plan, *k.cache, r == 0 ? logits : nullptr, r == 0 ? argmax : nullptr);
