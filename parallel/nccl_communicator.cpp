@@ -112,15 +112,6 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
   // program using it can take the host's GPUs out of service, and the all-reduces here are small
   // (latency-bound), where it gains little. Set before NCCL reads its environment.
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  // Every connection is made inside ncclCommInitAll, where all ranks are in one call, not lazily
-  // at the first collective of each new size (NCCL's runtime connect, on by default since 2.22);
-  // nor are our buffers registered while a graph records NCCL calls. Both set up peer mappings
-  // and buffers inside a collective on one rank's thread, taking the CUDA driver's locks, while
-  // the other rank threads of this process may be waiting in CUDA calls of their own: a step
-  // stalled for good once that way (TP 2, the first batch-16 step of a 7B model; TP 4 once more
-  // before eager module loading). A user's own setting of either variable wins.
-  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-  setenv("NCCL_GRAPH_REGISTER", "0", 0);
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count < size)
