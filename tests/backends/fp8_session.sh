@@ -47,7 +47,9 @@ e2e_pair() {  # label preset cases
   /usr/bin/python3 - "$OUT/fp8_e2e_$1_none.jsonl" "$OUT/fp8_e2e_$1_fp8.jsonl" >> "$OUT/fp8_e2e.jsonl" <<'PY'
 import json, sys
 def recs(path):
-    return [json.loads(l) for l in open(path) if l.startswith("{")]
+    # The run records only (not the ceilings line: no model, no prompt length).
+    return [j for j in (json.loads(l) for l in open(path) if l.startswith("{"))
+            if j.get("bench") in ("e2e_decode", "e2e_offline")]
 bf16 = recs(sys.argv[1])
 key = lambda j: (j["bench"], j.get("num_requests", 1), j["prompt_len"], j["output_len"])
 rate = lambda j: j.get("decode_tokens_per_s", j.get("output_tokens_per_s"))
@@ -114,7 +116,7 @@ json.dump({'prompts': [[1] + [random.randrange(3, 32000) for _ in range(255)] fo
         --out-json "$OUT/fp8_logits_$q.json" --out-all-logits /tmp/fp8_all_$q.npy \
         2> "$OUT/fp8_logits_$q.log" || rc=1
     done
-    /usr/bin/python3 bench/fp8_quality.py --label tinyllama-1.1b-random \
+    python3 bench/fp8_quality.py --label tinyllama-1.1b-random \
       --bf16 /tmp/fp8_all_none.npy "$OUT/fp8_logits_none.json" \
       --fp8 /tmp/fp8_all_fp8.npy "$OUT/fp8_logits_fp8.json" | tee -a "$OUT/fp8_quality.jsonl" || rc=1
     ;;
