@@ -55,8 +55,10 @@ struct StepArgs {
   Tensor kv_lens;       // [num_seqs] cached tokens including this step's
   Tensor block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
   Tensor logit_rows;    // [num_logit_rows] token rows whose logits are wanted
-  // Host copy of kv_lens (valid during the step), for launch plans such as split-K decode.
-  const int32_t* host_kv_lens = nullptr;  // [num_seqs]
+  // Host copies of kv_lens and cu_q_lens (valid during the step), for launch plans such as
+  // split-K decode and the prefill kernel's contiguous K/V choice.
+  const int32_t* host_kv_lens = nullptr;     // [num_seqs]
+  const int32_t* host_cu_q_lens = nullptr;   // [num_seqs + 1]
   CascadeStepArgs cascade;  // shared-prefix decode attention, when the model planned it
 };
 

@@ -210,6 +210,7 @@ StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   b.block_size = cache.config().block_size;
   b.max_blocks_per_seq = s.max_blocks_per_seq;
   b.host_kv_lens = s.kv_lens.data();
+  b.host_cu_q_lens = s.cu_q_lens.data();
   b.tokens = view(0, {n});
   b.positions = view(1, {n});
   b.slot_mapping = view(2, {n});

@@ -31,6 +31,7 @@
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/prefill_plan.h"
 #include "sampling/sample_pack.h"
 
 #define CUBLAS_CHECK(expr)                                                               \
@@ -426,7 +427,10 @@ class CudaBackend final : public Backend {
         paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scale);
     // The rows kept by the qkv_rope_write_kv of this step, if any (valid for this call only).
     const cuda::FreshKv fresh = std::exchange(fresh_, cuda::FreshKv{});
-    const bool have_fresh = fresh.k != nullptr && fresh_tokens_ == b.num_tokens;
+    // ...and only where they pay (kernels/prefill_plan.h): mostly fresh prompts of a tile or more.
+    const bool have_fresh = fresh.k != nullptr && fresh_tokens_ == b.num_tokens &&
+                            b.host_cu_q_lens != nullptr &&
+                            prefill_fresh_kv_pays(b.host_cu_q_lens, b.host_kv_lens, b.num_seqs);
     switch (attention_path(b, a)) {
       case AttentionPath::kGeneric:
         cuda::paged_attention_generic_bf16(a, b.num_tokens, q.data, k_cache.data, v_cache.data,
