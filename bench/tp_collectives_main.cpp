@@ -33,6 +33,7 @@ namespace {
 struct Args {
   std::string model, backend = "cuda", command;
   int tp = 2, reps = 20;
+  bool symmetric = false;  // all-reduce in the communicator's symmetric buffer
   std::vector<int> batches = {1, 16, 64};
 };
 
@@ -62,12 +63,24 @@ int run(const Args& a) {
   });
   const DType act = cuda ? DType::kBF16 : DType::kF32;
   const int64_t vocab_local = c.vocab_size / a.tp;
+  // --symmetric: one buffer for the largest batch, registered once (a collective), as the model
+  // runner does (FLASHSERVE_NCCL_SYMMETRIC=1).
+  std::vector<void*> symmetric(size_t(a.tp), nullptr);
+  if (a.symmetric) {
+    const int max_m = *std::max_element(a.batches.begin(), a.batches.end());
+    workers.run([&](int r) {
+      symmetric[size_t(r)] = comms[size_t(r)]->symmetric_buffer(
+          size_t(max_m) * size_t(c.hidden_size) * dtype_size(act));
+    });
+    FS_CHECK(symmetric[0] != nullptr, "--symmetric: ", comms[0]->name(), " has no symmetric memory");
+  }
   for (const int m : a.batches) {
     std::vector<double> reduce_s(size_t(a.tp)), gather_s(size_t(a.tp));
     workers.run([&](int r) {
       Backend& be = *backends[size_t(r)];
       Communicator& comm = *comms[size_t(r)];
       Buffer x = be.allocate(act, {m, c.hidden_size});
+      if (a.symmetric) x.tensor = Tensor(symmetric[size_t(r)], act, be.device(), {m, c.hidden_size});
       Buffer local = be.allocate(DType::kF32, {m, vocab_local});
       Buffer all = be.allocate(DType::kF32, {int64_t(a.tp) * m, vocab_local});
       std::vector<char> zeros(std::max(x.tensor.bytes(), local.tensor.bytes()), 0);
@@ -87,6 +100,7 @@ int run(const Args& a) {
     json j = bench::record_head("tp_collectives", gpu, a.command, dir.filename().string(), m);
     j["tensor_parallel_size"] = a.tp;
     j["communicator"] = comms[0]->name();
+    j["symmetric_memory"] = a.symmetric;
     j["all_reduces_per_step"] = 2 * c.num_layers;
     j["all_reduce_bytes"] = int64_t(m) * c.hidden_size * int64_t(dtype_size(act));
     j["gather_bytes_per_rank"] = int64_t(m) * vocab_local * 4;
@@ -122,6 +136,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", a.backend, "cuda (NCCL) or cpu (the thread stand-in)")
       ->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
   app.add_option("--reps", a.reps, "steps per timing")->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--symmetric", a.symmetric,
+                 "1: all-reduce in NCCL symmetric memory (ncclMemAlloc + a symmetric window)")
       ->capture_default_str();
   app.callback([&] {
     a.batches.clear();

@@ -251,7 +251,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   // (a fused add + norm + projection kernel cannot update the rows its other blocks still read).
   Tensor x = scratch(ws_.x, act, {n, hidden});
   Tensor x_next = scratch(ws_.x_next, act, {n, hidden});
-  Tensor h = scratch(ws_.h, act, {n, hidden});  // normed input of a block / its output
+  Tensor h = block_out(n);  // normed input of a block / its output
   Tensor qkv = scratch(ws_.qkv, act, {n, (hq + 2 * hkv) * d});
   Tensor q = scratch(ws_.q, act, {n, hq, d});
   Tensor attn = scratch(ws_.attn, act, {n, hq, d});

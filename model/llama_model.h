@@ -56,6 +56,11 @@ class LlamaModel {
   // rank's thread with no collective in flight (TensorParallelRunner::forward says why).
   bool has_new_matmul_rows(const StepPlan& step) const;
   void warm_up_matmuls(const StepPlan& step);
+  // Memory for the row-parallel products' outputs (the all-reduced block outputs, [rows,
+  // hidden_size] of the compute dtype) in steps of up to `rows` tokens: the communicator's
+  // symmetric buffer (Communicator::symmetric_buffer), used where it fits; larger steps use the
+  // workspace as before.
+  void set_reduce_buffer(void* mem, int64_t rows) { reduce_mem_ = mem, reduce_rows_ = rows; }
 
  private:
   // The plan's arrays on the device (one upload): the step's StepArgs.
@@ -98,6 +103,9 @@ class LlamaModel {
   const Tensor& gather_order(int64_t rows);  // [rows * size] int32, see vocab_parallel_logits
   // The token and logit-row counts `step`'s products run at: its own, and a decode step's graph
   // bucket (which pads both) when graphs are on.
+  // The block-output buffer h of an n-token step: [n, hidden_size], the reduce buffer where set
+  // and large enough, else the workspace's.
+  Tensor block_out(int64_t n);
   std::vector<int64_t> matmul_token_rows(const StepPlan& step) const;
   std::vector<int64_t> matmul_logit_rows(const StepPlan& step) const;
 
@@ -125,6 +133,8 @@ class LlamaModel {
   CascadePlan cascade_;  // the current step's, uploaded with its metadata
   uint64_t cascade_steps_ = 0;
   std::set<int64_t> warm_token_rows_, warm_logit_rows_;  // warm_up_matmuls' row counts so far
+  void* reduce_mem_ = nullptr;  // set_reduce_buffer
+  int64_t reduce_rows_ = 0;
 };
 
 }  // namespace flashserve

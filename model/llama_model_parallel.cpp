@@ -58,6 +58,13 @@ const Tensor& LlamaModel::gather_order(int64_t rows) {
   return gather_order_.emplace(rows, std::move(b)).first->second.tensor;
 }
 
+Tensor LlamaModel::block_out(int64_t n) {
+  const DType act = backend_.compute_dtype();
+  if (reduce_mem_ && n <= reduce_rows_)  // a fixed buffer: recorded graphs stay valid
+    return Tensor(reduce_mem_, act, backend_.device(), {n, int64_t(config_.hidden_size)});
+  return scratch(ws_.h, act, {n, int64_t(config_.hidden_size)});
+}
+
 std::vector<int64_t> LlamaModel::matmul_token_rows(const StepPlan& s) const {
   std::vector<int64_t> rows = {int64_t(s.tokens.size())};
   if (graph_max_batch_ > 0 && s.max_q_len == 1)
@@ -89,7 +96,7 @@ void LlamaModel::warm_up_matmuls(const StepPlan& s) {
   const Layer& L = layers_[0];
   for (int64_t n : matmul_token_rows(s)) {
     if (n == 0 || !warm_token_rows_.insert(n).second) continue;
-    Tensor h = scratch(ws_.h, act, {n, hidden});
+    Tensor h = block_out(n);
     Tensor qkv = scratch(ws_.qkv, act, {n, (hq_ + 2 * hkv_) * d});
     Tensor attn = scratch(ws_.attn, act, {n, hq_ * d});
     Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter_});

@@ -5,6 +5,8 @@
 #include "model/tensor_parallel_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -17,6 +19,11 @@
 
 namespace flashserve {
 namespace {
+
+bool symmetric_all_reduce_requested() {
+  const char* v = std::getenv("FLASHSERVE_NCCL_SYMMETRIC");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 
 class TensorParallelRunner final : public ForwardRunner {
  public:
@@ -47,6 +54,15 @@ class TensorParallelRunner final : public ForwardRunner {
         kv[size_t(r)].num_blocks = blocks;
         k.cache = std::make_unique<KvCache>(*k.backend, kv[size_t(r)]);
         if (cuda) k.model->set_graph_max_batch(o.graph_max_batch);
+        // Experimental (FLASHSERVE_NCCL_SYMMETRIC=1, docs/TENSOR_PARALLEL.md): the all-reduced
+        // block outputs of steps up to the graph batch (the decode steps, whose small
+        // all-reduces are latency-bound) in NCCL symmetric memory.
+        if (cuda && symmetric_all_reduce_requested()) {
+          const int64_t rows = std::max(1, o.graph_max_batch);
+          const size_t bytes = size_t(rows) * size_t(config_.hidden_size) * 2;  // bf16
+          if (void* mem = comms_[size_t(r)]->symmetric_buffer(bytes))
+            k.model->set_reduce_buffer(mem, rows);
+        }
         k.model->set_cascade(cascade_config(o));  // the same plan on every rank, its own heads
       });
     } catch (...) {

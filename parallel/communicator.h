@@ -36,6 +36,12 @@ class Communicator {
   virtual void all_gather(const void* send,  // [count]
                           void* recv,        // [size() * count]
                           int64_t count, DType dtype) = 0;
+  // Device memory of `bytes` (the same on every rank) whose all-reduces may take a faster path:
+  // NCCL's symmetric memory (ncclMemAlloc'd, registered as a window with NCCL_WIN_COLL_SYMMETRIC;
+  // NCCL 2.27+ has all-reduce kernels for such windows built for small messages over NVLink).
+  // Null where the communicator has none (the stand-in, older NCCL). A collective call: every
+  // rank calls it at once. One per communicator, freed with it.
+  virtual void* symmetric_buffer(size_t bytes) { return nullptr; }
   // Returns once every rank got here and (NCCL) this rank's queued collectives are done.
   virtual void barrier() = 0;
   // Called when a rank failed: the collectives of this group throw from now on (also those
@@ -59,8 +65,8 @@ bool nccl_available();  // built with NCCL (no GPU needed)
 // so that every kernel is loaded when each GPU's context starts. With CUDA's default, lazy
 // loading, the first launch of a kernel loads its module and waits for the GPU's queued work to
 // drain while holding a lock other CUDA calls need; a GPU whose NCCL kernel waits for a peer rank
-// that is itself stuck behind such a load never drains (docs/TENSOR_PARALLEL.md, "Eager module
-// loading").
+// that is itself stuck behind such a load never drains (docs/TENSOR_PARALLEL.md, "A deadlock
+// between ranks").
 void prepare_cuda_for_tensor_parallelism(int tensor_parallel_size);
 
 }  // namespace flashserve

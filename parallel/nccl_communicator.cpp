@@ -52,6 +52,10 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(ncclComm_t comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
   ~NcclCommunicator() override {
     if (scratch_) cudaFree(scratch_);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (window_ && comm_) ncclCommWindowDeregister(comm_, window_);  // (collective, as made)
+    if (symmetric_) ncclMemFree(symmetric_);
+#endif
     if (comm_) ncclCommDestroy(comm_);
   }
   int rank() const override { return rank_; }
@@ -74,6 +78,19 @@ class NcclCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override {
     nccl_check(ncclAllGather(send, recv, size_t(count), nccl_type(dtype), live(), stream_),
                "all-gather");
+  }
+
+  void* symmetric_buffer(size_t bytes) override {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (!symmetric_) {
+      nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc");
+      nccl_check(ncclCommWindowRegister(live(), symmetric_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
+                 "ncclCommWindowRegister");
+    }
+    return symmetric_;
+#else
+    return nullptr;
+#endif
   }
 
   void barrier() override {
@@ -100,6 +117,10 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   cudaStream_t stream_ = nullptr;  // the rank backend's stream (0: the legacy default stream)
   void* scratch_ = nullptr;        // one float for barrier()
+  void* symmetric_ = nullptr;      // symmetric_buffer()
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  ncclWindow_t window_ = nullptr;
+#endif
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #   bench70b     the same on a random llama2-70b at TP 4 (138 GB of weights, 32 shards written
 #                on parallel threads: no TP 1; frac_of_roofline is its measure; a call of its own)
 #   hang         HANG_RUNS (8) short runs at TP 2 and 4 under a watchdog (see the stage)
+#   symmetric    NCCL symmetric memory for the decode all-reduces, A/B (see the stage)
 #   bench70b8    8 of the 70B's 80 layers (its exact layer shape, 14.6 GB: TP 1, 2 and 4 fit),
 #                written in seconds: every layer is the same work, so per-layer bandwidth and
 #                collective costs, and frac_of_roofline, are the 70B's (the lm_head and the
@@ -179,6 +180,37 @@ flashserve-generate flashserve-random-model bench_e2e bench_tp_collectives" \
       echo "run $i (TP $n): rc=$r $(grep -cE '^(decode|offline)' "$OUT/hang_$i.log") cases"
     done
     echo "hang: $stalled of ${HANG_RUNS:-8} runs stalled" | tee -a "$OUT/hang_summary.txt"
+    ;;
+  symmetric)
+    # Experimental: the decode steps' all-reduces in NCCL symmetric memory
+    # (FLASHSERVE_NCCL_SYMMETRIC=1, docs/TENSOR_PARALLEL.md). The collectives alone with and
+    # without it, the TP tests with it, then Llama-2-7B batch-1 decode at TP 2 without and with
+    # it, alternated twice (labels llama2-7b-sym0 / -sym1).
+    CFG=/tmp/fs_models/fs_configs/llama2-7b
+    "$B/weights/flashserve-random-model" --out $CFG --preset llama2-7b --config-only 1 > /dev/null 2>&1
+    for n in $sizes; do
+      [ "$n" -lt 2 ] && continue
+      for sym in 0 1; do
+        timeout 120 "$B/bench/bench_tp_collectives" --model $CFG --tensor-parallel-size $n \
+          --batch 1,16,64 --symmetric $sym >> "$OUT/tp_collectives_symmetric.jsonl" \
+          2>> "$OUT/symmetric.log" || rc=1
+      done
+    done
+    cat "$OUT/symmetric.log"
+    FLASHSERVE_NCCL_SYMMETRIC=1 timeout 300 "$B/tests/parallel/test_tensor_parallel_cuda" \
+      > "$OUT/test_tensor_parallel_cuda_symmetric.log" 2>&1 || rc=1
+    echo "test_tensor_parallel_cuda, symmetric: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_tensor_parallel_cuda_symmetric.log" | tr '\n' ' ')"
+    random_model llama2-7b 300 llama2-7b
+    for round in 1 2; do
+      for sym in 0 1; do
+        FLASHSERVE_NCCL_SYMMETRIC=$sym run_watched 200 "$OUT/sym_${sym}_${round}_stacks.txt" \
+          "$OUT/sym_${sym}_${round}.jsonl" "$OUT/sym_${sym}_${round}.log" "$B/bench/bench_e2e" \
+          --model "$T" --backend cuda --label llama2-7b-sym$sym --tensor-parallel-size 2 \
+          --cases decode:1x128x256 --max-seconds 60 || rc=1
+        cat "$OUT/sym_${sym}_${round}.jsonl" >> "$OUT/tp_symmetric_e2e.jsonl"
+        echo "round $round, symmetric $sym: $(grep -E '^decode|error' "$OUT/sym_${sym}_${round}.log")"
+      done
+    done
     ;;
   bench) bench_shape llama2-7b 300 1 ;;
   # 138 GB, written as 32 shards on parallel threads: TP 4 only (TP 2 would need 69 GB a GPU)
