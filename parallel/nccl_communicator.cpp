@@ -86,7 +86,10 @@ class NcclCommunicator final : public Communicator {
       nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc");
       nccl_check(ncclCommWindowRegister(live(), symmetric_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
                  "ncclCommWindowRegister");
+      symmetric_bytes_ = bytes;
     }
+    FS_CHECK(bytes <= symmetric_bytes_, "symmetric_buffer: ", bytes, " bytes asked, ",
+             symmetric_bytes_, " registered (one buffer per communicator)");
     return symmetric_;
 #else
     return nullptr;
@@ -117,7 +120,8 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   cudaStream_t stream_ = nullptr;  // the rank backend's stream (0: the legacy default stream)
   void* scratch_ = nullptr;        // one float for barrier()
-  void* symmetric_ = nullptr;      // symmetric_buffer()
+  void* symmetric_ = nullptr;      // symmetric_buffer(), of symmetric_bytes_
+  size_t symmetric_bytes_ = 0;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
   ncclWindow_t window_ = nullptr;
 #endif
