@@ -12,6 +12,10 @@
 namespace flashserve {
 
 constexpr float kFp8E4M3Max = 448.f;
+// Activations quantized per row (kernels/cpu/fp8_matmul_ref.h's quantize_rows_fp8 and its CUDA
+// twin) scale a row by 448 / amax only from this amax up: below it the quotient could overflow,
+// and the row keeps scale 1 (its codes round to zero).
+constexpr float kFp8MinRowAmax = 1e-30f;
 
 inline float fp8_e4m3_to_float(uint8_t c) {
   const int e = (c >> 3) & 0xf, m = c & 7;

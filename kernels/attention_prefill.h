@@ -37,9 +37,9 @@ struct FreshKv {
 // in) it runs the Hopper kernel, elsewhere the mma.sync one; FLASHSERVE_PREFILL_KERNEL=fa2 in the
 // environment forces the mma.sync kernel (A/B switch). Throws flashserve::Error on bad
 // arguments or a CUDA error. `fresh` (optional, may be nullptr) offers this step's own K/V rows;
-// the launcher reads them only with FLASHSERVE_PREFILL_KV=contig in the environment (read once;
-// unset or "paged": the paged path, as without `fresh`) on the Hopper kernel, for the sequences
-// whose q_len equals their kv_len; the cache must hold the same values either way.
+// the Hopper kernel reads them (its contiguous variant) for the sequences whose q_len equals
+// their kv_len, unless FLASHSERVE_PREFILL_KV=paged is in the environment (read once: the paged
+// path, as without `fresh`); the cache must hold the same values either way.
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens,
                        const void* q,        // [num_tokens, num_q_heads, head_dim]
                        const void* k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -78,8 +78,9 @@ void attention_prefill_sm90(int variant, const PagedAttentionArgs& args, int num
                             const void* q, const void* k_cache, const void* v_cache, void* out,
                             float* lse, DType dtype, cudaStream_t stream,
                             const FreshKv* fresh = nullptr);
-// The contiguous-K/V variant the launcher runs with FLASHSERVE_PREFILL_KV=contig (-1 when the
-// Hopper kernel is not compiled), and whether that environment setting is on.
+// The contiguous-K/V variant the launcher runs on offered fresh rows (-1 when the Hopper kernel
+// is not compiled), and whether it is selected: by default where the Hopper kernel runs;
+// FLASHSERVE_PREFILL_KV=paged or contig overrides.
 int prefill_sm90_contig_variant(int head_dim);
 bool prefill_kv_contig_selected();
 // Timing diagnostic for benchmarks only: a TMA variant of the Hopper kernel with its K/V copies

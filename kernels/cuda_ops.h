@@ -46,6 +46,21 @@ void dequantize_fp8_bf16(void* out,             // [n, k] bf16
                          const void* w,         // [n, k] E4M3 codes
                          const float* w_scale,  // [n]
                          int n, int k, cudaStream_t stream);
+// x to E4M3 codes with one scale per row (kernels/cuda/fp8_quantize.cu; the CPU twin, bitwise
+// the same, is ref::quantize_rows_fp8): what the FP8 cuBLASLt GEMM of larger steps multiplies
+// the FP8 weights by. k a multiple of 8; x 16-byte and codes 8-byte aligned.
+void quantize_rows_fp8(void* codes,     // [m, k] E4M3
+                       float* scales,   // [m]
+                       const void* x,   // [m, k] bf16
+                       int m, int k, cudaStream_t stream);
+// out[i, j] = out[i, j] * (row_scale[i] * col_scale[j]), in place, rounded once to out's type
+// (kernels/cuda/fp8_quantize.cu; CPU twin ref::scale_rows_cols): the per-token and per-channel
+// scales of an FP8 GEMM that cuBLASLt ran unscaled. n a multiple of 8, out 16-byte aligned.
+void scale_rows_cols_fp8(void* out,                // [m, n] fp32 (out_f32) or bf16
+                         bool out_f32,
+                         const float* row_scale,   // [m]
+                         const float* col_scale,   // [n]
+                         int m, int n, cudaStream_t stream);
 // The skinny matmul with the residual add and RMSNorm in front (kernels/cuda/gemv_fused.cu):
 // x_out = x + delta (rounded to bf16), out = (rms_norm(x_out) * norm_w) · wᵀ; with delta null
 // x is normed as is and x_out (then optional) is not written. x_out must not alias x or delta.

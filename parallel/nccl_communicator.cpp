@@ -83,9 +83,9 @@ class NcclCommunicator final : public Communicator {
   void* symmetric_buffer(size_t bytes) override {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
     if (!symmetric_) {
-      nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc");
+      nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc (symmetric memory; FLASHSERVE_NCCL_SYMMETRIC=0 goes without)");
       nccl_check(ncclCommWindowRegister(live(), symmetric_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
-                 "ncclCommWindowRegister");
+                 "ncclCommWindowRegister (FLASHSERVE_NCCL_SYMMETRIC=0 goes without)");
       symmetric_bytes_ = bytes;
     }
     FS_CHECK(bytes <= symmetric_bytes_, "symmetric_buffer: ", bytes, " bytes asked, ",

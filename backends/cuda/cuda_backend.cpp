@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -54,6 +55,10 @@ bool fast_attention_head_dim(int d) { return d == 64 || d == 128; }
 
 // One cuBLASLt matmul configuration: row-major out[m, n] = x[m, k] · w[n, k]ᵀ, computed in the
 // column-major view as outᵀ (n×m) = w (k×n)ᵀ · xᵀ (k×m).
+// What a cuBLASLt plan multiplies (gemm_plan): bf16 x bf16, or E4M3 x E4M3 with cuBLASLt's
+// outer-vector scales or without scales.
+enum class GemmInputs { kBf16 = 0, kFp8Scaled = 1, kFp8Unscaled = 2 };
+
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -78,15 +83,13 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     gpu_name_ = prop.name;
+    const char* fp8_gemm = std::getenv("FLASHSERVE_FP8_GEMM");
+    fp8_gemm_ = (prop.major > 8 || (prop.major == 8 && prop.minor >= 9)) &&
+                (fp8_gemm == nullptr || std::strcmp(fp8_gemm, "0") != 0);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
-    for (auto& [key, p] : gemms_) {
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.c);
-      cublasLtMatmulDescDestroy(p.desc);
-    }
+    for (auto& [key, p] : gemms_) destroy(p);
     cublasLtDestroy(lt_);
     cudaStreamDestroy(stream_);
   }
@@ -181,7 +184,8 @@ class CudaBackend final : public Backend {
 
   // FP8 weights (docs/FP8.md): the skinny kernels read the codes up to kGemvMaxRows rows
   // (whatever gemv_max_rows says, unless it is 0: the all-cuBLASLt baseline); larger steps
-  // dequantize the weight into a bf16 scratch buffer and run the cuBLASLt GEMM on it.
+  // quantize x per row and run cuBLASLt's FP8 GEMM (matmul_fp8_gemm), or, where that is off or
+  // has no algorithm, dequantize the weight into a bf16 scratch buffer and run the bf16 GEMM.
   void matmul(Tensor out, const Tensor& x, const Tensor& w) override {
     expect_bf16(x, "matmul x");
     const bool fp8 = w.dtype == DType::kF8E4M3;
@@ -201,6 +205,7 @@ class CudaBackend final : public Backend {
                        stream_);
         return;
       }
+      if (matmul_fp8_gemm(out, x, w, m, n, k)) return;
       FS_CHECK(fp8_scratch_ && size_t(n * k) * 2 <= fp8_scratch_bytes_, "matmul: no FP8 scratch for ",
                n, "x", k);
       cuda::dequantize_fp8_bf16(fp8_scratch_.get(), w.data, w.row_scale, int(n), int(k), stream_);
@@ -210,11 +215,66 @@ class CudaBackend final : public Backend {
       cuda::gemv_bf16(out.data, out_f32, x.data, w.data, int(m), int(n), int(k), stream_);
       return;
     }
-    const GemmPlan& p = gemm_plan(int(m), int(n), int(k), out.dtype);
+    const GemmPlan& p = *gemm_plan(int(m), int(n), int(k), out.dtype, GemmInputs::kBf16);
     const float alpha = 1.f, beta = 0.f;
     CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w_bf16, p.a, x.data, p.b, &beta, out.data,
                                 p.c, out.data, p.c, &p.algo, gemm_ws_.get(), kGemmWorkspaceBytes,
                                 stream_));
+  }
+
+  // W8A8 (docs/FP8.md): x quantized to E4M3 with one scale per row (cuda::quantize_rows_fp8)
+  // into the FP8 scratch, then cuBLASLt's E4M3 x E4M3 GEMM, fp32 accumulation. The weight's row
+  // scales and x's row scales go in as cuBLASLt's "outer vector" scales where it has them for
+  // the GPU, else the GEMM runs unscaled and cuda::scale_rows_cols_fp8 applies them to its output
+  // (decided on the first FP8 GEMM: fp8_outer_scales_). It reads 1 byte per weight where the
+  // dequantize path reads 1, writes 2 and reads 2 again. Rows go in chunks that fit the scratch
+  // (one chunk but for very long prompts). False, with nothing run, where it is off
+  // (FLASHSERVE_FP8_GEMM=0, or no FP8 tensor cores) or cuBLASLt has no algorithm for the shape.
+  bool matmul_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
+                       int64_t k) {
+    if (!fp8_gemm_ || k % 16 != 0 || n % 16 != 0 || !fp8_scratch_) return false;
+    const auto scales_at = [k](int64_t rows) { return (size_t(rows * k) + 15) / 16 * 16; };
+    int64_t cap = int64_t(fp8_scratch_bytes_) / (k + 4) - 4;  // rows of codes + scales
+    cap -= cap > 16 ? cap % 16 : 0;
+    const int64_t chunk = std::min(m, cap);
+    if (chunk < 1 || scales_at(chunk) + size_t(chunk) * 4 > fp8_scratch_bytes_) return false;
+    if (fp8_outer_scales_ < 0) {
+      fp8_outer_scales_ = gemm_plan(int(chunk), int(n), int(k), out.dtype,
+                                    GemmInputs::kFp8Scaled) != nullptr;
+      if (!fp8_outer_scales_)
+        std::fprintf(stderr, "flashserve: cuBLASLt has no FP8 GEMM with outer-vector scales on %s; "
+                     "FP8 GEMMs scale their output in a kernel of their own\n", gpu_name_.c_str());
+    }
+    const GemmInputs inputs = fp8_outer_scales_ ? GemmInputs::kFp8Scaled : GemmInputs::kFp8Unscaled;
+    const GemmPlan* full = gemm_plan(int(chunk), int(n), int(k), out.dtype, inputs);
+    const GemmPlan* tail = m % chunk ? gemm_plan(int(m % chunk), int(n), int(k), out.dtype, inputs)
+                                     : full;
+    if (!full || !tail) return false;
+    auto* codes = static_cast<uint8_t*>(fp8_scratch_.get());
+    auto* x_scale = reinterpret_cast<float*>(codes + scales_at(chunk));
+    const size_t out_row = size_t(n) * dtype_size(out.dtype);
+    for (int64_t r = 0; r < m; r += chunk) {
+      const int64_t rows = std::min(chunk, m - r);
+      const GemmPlan& p = rows == chunk ? *full : *tail;
+      cuda::quantize_rows_fp8(codes, x_scale, static_cast<const char*>(x.data) + r * k * 2,
+                              int(rows), int(k), stream_);
+      if (fp8_outer_scales_) {
+        const void* w_scale = w.row_scale;
+        const void* xs = x_scale;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                    &w_scale, sizeof(w_scale)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                    &xs, sizeof(xs)));
+      }
+      void* o = static_cast<char*>(out.data) + size_t(r) * out_row;
+      const float alpha = 1.f, beta = 0.f;
+      CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w.data, p.a, codes, p.b, &beta, o, p.c, o,
+                                  p.c, &p.algo, gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
+      if (!fp8_outer_scales_)
+        cuda::scale_rows_cols_fp8(o, out.dtype == DType::kF32, x_scale, w.row_scale, int(rows),
+                                  int(n), stream_);
+    }
+    return true;
   }
 
   void argmax_rows(Tensor ids, const Tensor& logits) override {
@@ -349,7 +409,8 @@ class CudaBackend final : public Backend {
     FS_CHECK(qkv.numel() == n * (hq + 2 * hkv) * d && positions.numel() == n &&
                  slot_mapping.numel() == n && inv_freq.numel() * 2 == d && k_cache.dim(3) == d,
              "qkv_rope_write_kv: shapes");
-    // FLASHSERVE_PREFILL_KV=contig (the prefill launcher's switch): a multi-token step also keeps
+    // The prefill launcher's contiguous path (its default where the Hopper kernel runs;
+    // FLASHSERVE_PREFILL_KV=paged turns it off): a multi-token step also keeps
     // its turned K rows, so the paged_attention that follows can give the prefill kernel this
     // step's own K/V (K from here, V straight from qkv) for its fresh prompts. Never while a graph
     // is recorded: the buffer may move.
@@ -576,21 +637,34 @@ class CudaBackend final : public Backend {
     return plan_;
   }
 
-  const GemmPlan& gemm_plan(int m, int n, int k, DType out_dtype) {
-    const auto key = std::make_tuple(m, n, k, int(out_dtype));
+  // The cached cuBLASLt plan of one product: bf16 x bf16, or E4M3 x E4M3 with per-row scales on
+  // both operands (kFp8Scaled) or none (kFp8Unscaled). Null for an FP8 shape cuBLASLt has no
+  // algorithm for (remembered, so that the caller's fallback is decided once); a bf16 shape
+  // without one is an error.
+  const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, GemmInputs inputs) {
+    const bool fp8 = inputs != GemmInputs::kBf16;
+    const auto key = std::make_tuple(m, n, k, int(out_dtype) + 256 * int(inputs));
     auto it = gemms_.find(key);
-    if (it != gemms_.end()) return it->second;
+    if (it != gemms_.end()) return it->second.desc ? &it->second : nullptr;
     GemmPlan p;
     const cudaDataType_t ct = out_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;  // FP8 needs this "TN" form
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
                                                 sizeof(ta)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
                                                 sizeof(tb)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k));  // w: k×n, ld k
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, m, k));  // x: k×m, ld k
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, ct, n, m, n));           // out: n×m, ld n
+    if (inputs == GemmInputs::kFp8Scaled) {  // A's per row of op(A) (weight row), B's per token
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                                  sizeof(mode)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                  sizeof(mode)));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, k, n, k));  // w: k×n, ld k
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, k, m, k));  // x: k×m, ld k
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, ct, n, m, n));  // out: n×m, ld n
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = kGemmWorkspaceBytes;
@@ -601,10 +675,24 @@ class CudaBackend final : public Backend {
     const cublasStatus_t st =
         cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (fp8 && (st != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      destroy(p);
+      gemms_.emplace(key, GemmPlan{});
+      return nullptr;
+    }
     FS_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for ", m, "x",
              n, "x", k, " (status ", int(st), ")");
     p.algo = res.algo;
-    return gemms_.emplace(key, p).first->second;
+    return &gemms_.emplace(key, p).first->second;
+  }
+
+  static void destroy(GemmPlan& p) {
+    if (!p.desc) return;
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+    p = GemmPlan{};
   }
 
   // An FP8 weight on the device: the codes, then (16-byte aligned) one fp32 scale per row, in
@@ -653,13 +741,19 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> plan_kv_lens_;
   std::shared_ptr<void> decode_ws_;
   size_t decode_ws_bytes_ = 0;
-  std::shared_ptr<void> fresh_k_;  // [num_tokens, num_kv_heads, head_dim] turned K (FLASHSERVE_PREFILL_KV=contig)
+  std::shared_ptr<void> fresh_k_;  // [num_tokens, num_kv_heads, head_dim] turned K (the contiguous prefill path)
   size_t fresh_k_bytes_ = 0;
   cuda::FreshKv fresh_;  // set by qkv_rope_write_kv, taken by the next paged_attention
   int64_t fresh_tokens_ = 0;
   std::shared_ptr<void> cascade_ws_;  // kernels/attention_cascade.h's workspace
   size_t cascade_ws_bytes_ = 0;
-  std::shared_ptr<void> fp8_scratch_;  // [largest FP8 weight] bf16, see load_fp8_weight
+  // FP8 steps above the skinny kernels as W8A8 GEMMs (matmul_fp8_gemm): on GPUs with FP8 tensor
+  // cores (compute capability 8.9 and up) unless FLASHSERVE_FP8_GEMM=0, which dequantizes
+  // instead (the A/B switch; weight-only numerics at every step).
+  bool fp8_gemm_ = false;
+  int fp8_outer_scales_ = -1;  // cuBLASLt scales FP8 GEMMs itself: 1 yes, 0 no, -1 not asked yet
+  // [largest FP8 weight] bf16, see load_fp8_weight; matmul_fp8_gemm puts x's codes and scales here
+  std::shared_ptr<void> fp8_scratch_;
   size_t fp8_scratch_bytes_ = 0;
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;

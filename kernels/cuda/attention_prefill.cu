@@ -2,7 +2,7 @@
 // fills the parameter block and dispatches on (kernel, head_dim, dtype, variant): the Hopper
 // kernel (kernels/cuda/sm90/, compiled when the build has sm_90a) on compute capability 9.x,
 // the mma.sync kernel elsewhere or when FLASHSERVE_PREFILL_KERNEL=fa2; on the Hopper kernel, the
-// contiguous fresh-prompt variant when the caller passes its K/V rows and FLASHSERVE_PREFILL_KV=contig.
+// contiguous fresh-prompt variant when the caller passes its K/V rows (unless FLASHSERVE_PREFILL_KV=paged).
 #include "kernels/attention_prefill.h"
 
 #include <cmath>
@@ -160,12 +160,15 @@ int prefill_sm90_contig_variant(int head_dim) {
   return -1;
 }
 
+// On by default wherever the Hopper kernel runs (docs/prefill_attention.md, "The default since
+// session 29"); FLASHSERVE_PREFILL_KV=paged turns it off, =contig asks for it everywhere.
 bool prefill_kv_contig_selected() {
   static const bool contig = [] {
     const char* v = std::getenv("FLASHSERVE_PREFILL_KV");
     FS_CHECK(v == nullptr || std::strcmp(v, "paged") == 0 || std::strcmp(v, "contig") == 0,
              "FLASHSERVE_PREFILL_KV must be 'paged' or 'contig', got '", v ? v : "", "'");
-    return v != nullptr && std::strcmp(v, "contig") == 0;
+    if (v != nullptr) return std::strcmp(v, "contig") == 0;
+    return std::strcmp(prefill_default_kernel(), "sm90") == 0;
   }();
   return contig;
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 
@@ -227,9 +228,16 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // FP8 weights (docs/FP8.md) quantized at load: the CUDA backend (codes + row scales; skinny
-// kernels at decode, dequantize + cuBLASLt for the prefill) against the CPU backend holding the
-// same weights dequantized in fp32. The weights' values are the same on both sides (the
-// dequantize path rounds them to bf16 once), so the tolerance is the bf16-vs-fp32 one above.
+// kernels at decode, the W8A8 GEMM or dequantize + cuBLASLt for the prefill) against the CPU
+// backend holding the same weights dequantized in fp32. With the W8A8 GEMM off
+// (FLASHSERVE_FP8_GEMM=0) the weights' values are the same on both sides (the dequantize path
+// rounds them to bf16 once), so the tolerance is the bf16-vs-fp32 one above. With it on (the
+// default on FP8 tensor cores) the prefill's activations are E4M3 too: each carries up to 2^-4
+// relative rounding (~2.4% RMS), so the logits may move ~10x further (NMSE bound 1e-2). The
+// largest single logit error: the bound of 0.1 of max |logit| set before the first GPU run failed
+// there at 0.102 (NMSE 5.2e-3; H100, session 29). It is now 0.2: activation rounding is the same
+// relative size as weight rounding, whose largest effect here (FP8 vs bf16 weights, printed
+// below) was 0.53 = 0.17 of max |logit|.
 // Decode steps of 4, 2 and 1 sequences run the tensor-core and warp kernels, in graphs. How far
 // FP8 moves the logits from the bf16 model on the GPU is printed (docs/FP8.md), bounded loosely.
 TEST(CudaBackend, Fp8ModelCloseToCpuFp8) {
@@ -247,13 +255,21 @@ TEST(CudaBackend, Fp8ModelCloseToCpuFp8) {
   auto bf16 = load_model(dir);
   const std::vector<int> lens = {37, 1, 70, 16};
   const std::vector<size_t> decode = {4, 4, 4, 2, 2, 1, 1, 1};  // m = 4 (tensor cores), 2, 1 (warp)
+  setenv("FLASHSERVE_FP8_GEMM", "0", 1);  // read when the runner's backend is made
+  const std::vector<float> gpu8_weight_only = ragged_logits(*fp8, "cuda", lens, decode);
+  unsetenv("FLASHSERVE_FP8_GEMM");
   const std::vector<float> gpu8 = ragged_logits(*fp8, "cuda", lens, decode),
                            cpu8 = ragged_logits(*fp8, "cpu", lens, decode);
-  const Err e = compare(gpu8, cpu8);
-  std::printf("fp8: cuda vs cpu over %zu logits: NMSE %.3e, max abs err %.3e (max |logit| %.3e)\n",
-              cpu8.size(), e.nmse, e.max_abs, e.max_ref);
+  const Err e = compare(gpu8_weight_only, cpu8);
+  std::printf("fp8 weight-only: cuda vs cpu over %zu logits: NMSE %.3e, max abs err %.3e (max "
+              "|logit| %.3e)\n", cpu8.size(), e.nmse, e.max_abs, e.max_ref);
   EXPECT_LT(e.nmse, 1e-3);
   EXPECT_LT(e.max_abs, 0.05 * e.max_ref);
+  const Err a = compare(gpu8, cpu8);
+  std::printf("fp8 (W8A8 prefill where the GPU has FP8 tensor cores): cuda vs cpu: NMSE %.3e, "
+              "max abs err %.3e\n", a.nmse, a.max_abs);
+  EXPECT_LT(a.nmse, 1e-2);
+  EXPECT_LT(a.max_abs, 0.2 * a.max_ref);
   const Err q = compare(gpu8, ragged_logits(*bf16, "cuda", lens, decode));
   std::printf("fp8 vs bf16 weights, both on cuda: NMSE %.3e, max abs err %.3e\n", q.nmse, q.max_abs);
   EXPECT_LT(q.nmse, 0.05);

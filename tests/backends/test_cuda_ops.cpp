@@ -12,7 +12,10 @@
 
 #include "core/dtype.h"
 #include "backends/backend.h"
+#include "core/fp8.h"
+#include "kernels/cpu/fp8_matmul_ref.h"
 #include "kernels/cpu/fused_decode_ref.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda_ops.h"
 
 namespace flashserve::test {
@@ -204,11 +207,19 @@ TEST_F(Ops, MatmulBf16AndF32Out) {
 TEST_F(Ops, MatmulFp8Weights) {
   // FP8 weights (docs/FP8.md) loaded by each backend from one view: the CPU dequantizes them to
   // fp32 (the reference), the GPU keeps codes + row scales and runs the skinny kernels up to
-  // m = 16 and dequantize + cuBLASLt above (always, on the gemv_max_rows 0 backend).
+  // m = 16 (not at all on the gemv_max_rows 0 backend) and above them, on GPUs with FP8 tensor
+  // cores, the W8A8 GEMM where n and k are multiples of 16 (x quantized per row: the reference
+  // then takes the same quantized x), else dequantize + the bf16 GEMM.
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const bool fp8_cores = major > 8 || (major == 8 && minor >= 9);
   std::uniform_int_distribution<int> code(0, 255);
   std::uniform_real_distribution<float> log_scale(-3.f, 1.f);
   for (auto [m, n, k] : {std::tuple{1, 64, 64}, {2, 130, 5632}, {3, 1000, 1024}, {9, 33, 2048},
-                         {16, 257, 512}, {17, 64, 64}, {64, 512, 256}}) {
+                         {16, 257, 512}, {17, 64, 64}, {64, 512, 256}, {200, 2048, 5632},
+                         {40, 96, 24}}) {
     std::vector<uint8_t> codes(size_t(n) * k);
     for (uint8_t& c : codes) {
       do c = uint8_t(code(rng_));
@@ -218,18 +229,33 @@ TEST_F(Ops, MatmulFp8Weights) {
     for (float& s : scale) s = std::pow(10.f, log_scale(rng_));
     TensorView view{DType::kF8E4M3, {n, k}, codes.data(), scale.data()};
     const Buffer wc = cpu_->load_weight(view);
+    const std::vector<float> xv = random(int64_t(m) * k, -0.5f, 1.f);
+    std::vector<float> xq(xv.size());  // x as the W8A8 GEMM sees it
+    {
+      std::vector<uint8_t> q(xv.size());
+      std::vector<float> qs(static_cast<size_t>(m));
+      ref::quantize_rows_fp8(q.data(), qs.data(), xv.data(), m, k);
+      for (size_t i = 0; i < xq.size(); ++i) xq[i] = fp8_e4m3_to_float(q[i]) * qs[i / size_t(k)];
+    }
     for (Backend* be : {gpu_.get(), cublas_.get()}) {
+      SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k
+                                      << (be == cublas_.get() ? " (gemv_max_rows 0)" : ""));
       const Buffer wg = be->load_weight(view);
       ASSERT_EQ(wg.tensor.dtype, DType::kF8E4M3);
-      Pair x = make(random(int64_t(m) * k, -0.5f, 1.f), {m, k});
+      const bool above_skinny = be == cublas_.get() || m > cuda::kGemvMaxRows;
+      const bool w8a8 = fp8_cores && above_skinny && n % 16 == 0 && k % 16 == 0;
+      Pair x = make(xv, {m, k});
+      const Buffer x_ref = cpu_->allocate(DType::kF32, {m, k});
+      cpu_->copy_from_host(x_ref.tensor, (w8a8 ? xq : xv).data());
       for (DType out_t : {DType::kBF16, DType::kF32}) {
         Pair o{cpu_->allocate(DType::kF32, {m, n}), be->allocate(out_t, {m, n})};
-        cpu_->matmul(o.cpu.tensor, x.cpu.tensor, wc.tensor);
+        cpu_->matmul(o.cpu.tensor, x_ref.tensor, wc.tensor);
         be->matmul(o.gpu.tensor, x.gpu.tensor, wg.tensor);
         be->synchronize();
         // bf16 out, or the dequantize path's bf16 weights: the bf16 tolerance; else fp32's.
-        const bool dequantized = be == cublas_.get() || m > cuda::kGemvMaxRows;
-        expect_close(o, out_t == DType::kBF16 || dequantized ? kTol : 1e-3, "matmul fp8");
+        const bool dequantized = above_skinny && !w8a8;
+        expect_close(o, out_t == DType::kBF16 || dequantized ? kTol : 1e-3,
+                     w8a8 ? "matmul fp8 (w8a8)" : "matmul fp8");
       }
     }
   }

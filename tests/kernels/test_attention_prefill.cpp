@@ -64,8 +64,8 @@ uint64_t seed_of(const std::string& name, int variant) {
 }
 
 TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
-  // The cases offer the fresh K/V rows; the launcher reads them only with
-  // FLASHSERVE_PREFILL_KV=contig (bench/gpu_prefill.sh runs this test once more with it set).
+  // The cases offer the fresh K/V rows; the launcher reads them on the Hopper kernel unless
+  // FLASHSERVE_PREFILL_KV=paged (bench/gpu_prefill.sh runs this test once more with it set).
   std::printf("launcher runs the %s kernel, K/V %s\n", cuda::detail::prefill_default_kernel(),
               cuda::detail::prefill_kv_contig_selected() ? "contig (fresh prompts)" : "paged");
   for (const PrefillCase& c : default_cases()) {
