@@ -20,12 +20,13 @@
 namespace flashserve {
 namespace {
 
-// The all-reduces of single-token steps go through NCCL symmetric memory unless
-// FLASHSERVE_NCCL_SYMMETRIC=0 (docs/TENSOR_PARALLEL.md). Measured on 4 x H100 (session 29):
-// an 8 KiB all-reduce (one Llama-2-7B token) 6.6 -> 4.2 us at TP 2, 9.6 -> 4.5 us at TP 4, and
-// 7B batch-1 decode at TP 2 270 -> 286 tokens/s; but 16 and 64 tokens were slower in it (7.2 ->
-// 11.1 us, 9.7 -> 14.1 us at TP 2), so larger steps keep the workspace.
-constexpr int64_t kSymmetricReduceRows = 1;
+// The all-reduces of steps of up to 4 tokens go through NCCL symmetric memory unless
+// FLASHSERVE_NCCL_SYMMETRIC=0 (docs/TENSOR_PARALLEL.md). Measured on 4 x H100 (session 29), us
+// per all-reduce of Llama-2-7B rows, NCCL default -> symmetric: at TP 2, 1 token 6.6 -> 4.2,
+// 2: 6.6 -> 4.4, 4: 6.9 -> 6.2, 8: 7.0 -> 8.1, 16: 7.1 -> 11.4; at TP 4, 9.5 -> 4.5, 10.3 -> 4.7,
+// 10.4 -> 6.8, 10.7 -> 10.0, 10.8 -> 14.3. Up to 4 tokens it wins at both sizes; larger steps
+// keep the workspace. 7B batch-1 decode at TP 2: 270 -> 286 tokens/s.
+constexpr int64_t kSymmetricReduceRows = 4;
 
 bool symmetric_all_reduce_wanted() {
   const char* v = std::getenv("FLASHSERVE_NCCL_SYMMETRIC");
@@ -61,8 +62,8 @@ class TensorParallelRunner final : public ForwardRunner {
         kv[size_t(r)].num_blocks = blocks;
         k.cache = std::make_unique<KvCache>(*k.backend, kv[size_t(r)]);
         if (cuda) k.model->set_graph_max_batch(o.graph_max_batch);
-        // The all-reduced block outputs of single-token steps (latency-bound all-reduces) in
-        // NCCL symmetric memory (kSymmetricReduceRows above). A failure here is a startup
+        // The all-reduced block outputs of steps of up to kSymmetricReduceRows tokens
+        // (latency-bound all-reduces) in NCCL symmetric memory. A failure here is a startup
         // error; FLASHSERVE_NCCL_SYMMETRIC=0 is the way around it.
         if (cuda && symmetric_all_reduce_wanted()) {
           const size_t bytes = size_t(kSymmetricReduceRows) * size_t(config_.hidden_size) * 2;
