@@ -64,7 +64,7 @@ int run(const Args& a) {
   const DType act = cuda ? DType::kBF16 : DType::kF32;
   const int64_t vocab_local = c.vocab_size / a.tp;
   // --symmetric: one buffer for the largest batch, registered once (a collective), as the model
-  // runner does (FLASHSERVE_NCCL_SYMMETRIC=1).
+  // runner does for steps of up to 4 tokens (model/tensor_parallel_runner.cpp).
   std::vector<void*> symmetric(size_t(a.tp), nullptr);
   if (a.symmetric) {
     const int max_m = *std::max_element(a.batches.begin(), a.batches.end());

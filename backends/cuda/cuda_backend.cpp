@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -55,10 +54,6 @@ bool fast_attention_head_dim(int d) { return d == 64 || d == 128; }
 
 // One cuBLASLt matmul configuration: row-major out[m, n] = x[m, k] · w[n, k]ᵀ, computed in the
 // column-major view as outᵀ (n×m) = w (k×n)ᵀ · xᵀ (k×m).
-// What a cuBLASLt plan multiplies (gemm_plan): bf16 x bf16, or E4M3 x E4M3 with cuBLASLt's
-// outer-vector scales or without scales.
-enum class GemmInputs { kBf16 = 0, kFp8Scaled = 1, kFp8Unscaled = 2 };
-
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -215,7 +210,7 @@ class CudaBackend final : public Backend {
       cuda::gemv_bf16(out.data, out_f32, x.data, w.data, int(m), int(n), int(k), stream_);
       return;
     }
-    const GemmPlan& p = *gemm_plan(int(m), int(n), int(k), out.dtype, GemmInputs::kBf16);
+    const GemmPlan& p = *gemm_plan(int(m), int(n), int(k), out.dtype, false);
     const float alpha = 1.f, beta = 0.f;
     CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w_bf16, p.a, x.data, p.b, &beta, out.data,
                                 p.c, out.data, p.c, &p.algo, gemm_ws_.get(), kGemmWorkspaceBytes,
@@ -223,13 +218,13 @@ class CudaBackend final : public Backend {
   }
 
   // W8A8 (docs/FP8.md): x quantized to E4M3 with one scale per row (cuda::quantize_rows_fp8)
-  // into the FP8 scratch, then cuBLASLt's E4M3 x E4M3 GEMM, fp32 accumulation. The weight's row
-  // scales and x's row scales go in as cuBLASLt's "outer vector" scales where it has them for
-  // the GPU, else the GEMM runs unscaled and cuda::scale_rows_cols_fp8 applies them to its output
-  // (decided on the first FP8 GEMM: fp8_outer_scales_). It reads 1 byte per weight where the
-  // dequantize path reads 1, writes 2 and reads 2 again. Rows go in chunks that fit the scratch
-  // (one chunk but for very long prompts). False, with nothing run, where it is off
-  // (FLASHSERVE_FP8_GEMM=0, or no FP8 tensor cores) or cuBLASLt has no algorithm for the shape.
+  // into the FP8 scratch, cuBLASLt's E4M3 x E4M3 GEMM (fp32 accumulation) run unscaled, then
+  // cuda::scale_rows_cols_fp8 multiplies each output by its token's and its weight row's scale
+  // (cuBLASLt's own per-row "outer vector" scales have no FP8 algorithm on the H100 with CUDA
+  // 13.0). It reads 1 byte per weight where the dequantize path reads 1, writes 2 and reads 2
+  // again. Rows go in chunks that fit the scratch (one chunk but for very long prompts). False,
+  // with nothing run, where it is off (FLASHSERVE_FP8_GEMM=0, or no FP8 tensor cores) or cuBLASLt
+  // has no algorithm for the shape.
   bool matmul_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
                        int64_t k) {
     if (!fp8_gemm_ || k % 16 != 0 || n % 16 != 0 || !fp8_scratch_) return false;
@@ -238,16 +233,8 @@ class CudaBackend final : public Backend {
     cap -= cap > 16 ? cap % 16 : 0;
     const int64_t chunk = std::min(m, cap);
     if (chunk < 1 || scales_at(chunk) + size_t(chunk) * 4 > fp8_scratch_bytes_) return false;
-    if (fp8_outer_scales_ < 0) {
-      fp8_outer_scales_ = gemm_plan(int(chunk), int(n), int(k), out.dtype,
-                                    GemmInputs::kFp8Scaled) != nullptr;
-      if (!fp8_outer_scales_)
-        std::fprintf(stderr, "flashserve: cuBLASLt has no FP8 GEMM with outer-vector scales on %s; "
-                     "FP8 GEMMs scale their output in a kernel of their own\n", gpu_name_.c_str());
-    }
-    const GemmInputs inputs = fp8_outer_scales_ ? GemmInputs::kFp8Scaled : GemmInputs::kFp8Unscaled;
-    const GemmPlan* full = gemm_plan(int(chunk), int(n), int(k), out.dtype, inputs);
-    const GemmPlan* tail = m % chunk ? gemm_plan(int(m % chunk), int(n), int(k), out.dtype, inputs)
+    const GemmPlan* full = gemm_plan(int(chunk), int(n), int(k), out.dtype, true);
+    const GemmPlan* tail = m % chunk ? gemm_plan(int(m % chunk), int(n), int(k), out.dtype, true)
                                      : full;
     if (!full || !tail) return false;
     auto* codes = static_cast<uint8_t*>(fp8_scratch_.get());
@@ -258,21 +245,12 @@ class CudaBackend final : public Backend {
       const GemmPlan& p = rows == chunk ? *full : *tail;
       cuda::quantize_rows_fp8(codes, x_scale, static_cast<const char*>(x.data) + r * k * 2,
                               int(rows), int(k), stream_);
-      if (fp8_outer_scales_) {
-        const void* w_scale = w.row_scale;
-        const void* xs = x_scale;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                    &w_scale, sizeof(w_scale)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                    &xs, sizeof(xs)));
-      }
       void* o = static_cast<char*>(out.data) + size_t(r) * out_row;
       const float alpha = 1.f, beta = 0.f;
       CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w.data, p.a, codes, p.b, &beta, o, p.c, o,
                                   p.c, &p.algo, gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
-      if (!fp8_outer_scales_)
-        cuda::scale_rows_cols_fp8(o, out.dtype == DType::kF32, x_scale, w.row_scale, int(rows),
-                                  int(n), stream_);
+      cuda::scale_rows_cols_fp8(o, out.dtype == DType::kF32, x_scale, w.row_scale, int(rows),
+                                int(n), stream_);
     }
     return true;
   }
@@ -637,13 +615,11 @@ class CudaBackend final : public Backend {
     return plan_;
   }
 
-  // The cached cuBLASLt plan of one product: bf16 x bf16, or E4M3 x E4M3 with per-row scales on
-  // both operands (kFp8Scaled) or none (kFp8Unscaled). Null for an FP8 shape cuBLASLt has no
-  // algorithm for (remembered, so that the caller's fallback is decided once); a bf16 shape
-  // without one is an error.
-  const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, GemmInputs inputs) {
-    const bool fp8 = inputs != GemmInputs::kBf16;
-    const auto key = std::make_tuple(m, n, k, int(out_dtype) + 256 * int(inputs));
+  // The cached cuBLASLt plan of one product: bf16 x bf16, or (fp8) E4M3 x E4M3 unscaled. Null
+  // for an FP8 shape cuBLASLt has no algorithm for (remembered, so that the caller's fallback is
+  // decided once); a bf16 shape without one is an error.
+  const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, bool fp8) {
+    const auto key = std::make_tuple(m, n, k, int(out_dtype) + (fp8 ? 256 : 0));
     auto it = gemms_.find(key);
     if (it != gemms_.end()) return it->second.desc ? &it->second : nullptr;
     GemmPlan p;
@@ -655,13 +631,6 @@ class CudaBackend final : public Backend {
                                                 sizeof(ta)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
                                                 sizeof(tb)));
-    if (inputs == GemmInputs::kFp8Scaled) {  // A's per row of op(A) (weight row), B's per token
-      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                                  sizeof(mode)));
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                                  sizeof(mode)));
-    }
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, k, n, k));  // w: k×n, ld k
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, k, m, k));  // x: k×m, ld k
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, ct, n, m, n));  // out: n×m, ld n
@@ -751,7 +720,6 @@ class CudaBackend final : public Backend {
   // cores (compute capability 8.9 and up) unless FLASHSERVE_FP8_GEMM=0, which dequantizes
   // instead (the A/B switch; weight-only numerics at every step).
   bool fp8_gemm_ = false;
-  int fp8_outer_scales_ = -1;  // cuBLASLt scales FP8 GEMMs itself: 1 yes, 0 no, -1 not asked yet
   // [largest FP8 weight] bf16, see load_fp8_weight; matmul_fp8_gemm puts x's codes and scales here
   std::shared_ptr<void> fp8_scratch_;
   size_t fp8_scratch_bytes_ = 0;

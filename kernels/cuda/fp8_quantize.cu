@@ -6,8 +6,8 @@
 // the others. One block per row: pass 1 reduces amax, pass 2 writes 8 codes per 16-byte load.
 // The CPU twin is kernels/cpu/fp8_matmul_ref.h's quantize_rows_fp8; both divide the same way
 // (IEEE division, no fast math), so codes and scales agree bitwise. scale_rows_cols_fp8: the
-// GEMM's output times its row's activation scale and its column's weight scale, where cuBLASLt
-// cannot apply them itself (no outer-vector scales for FP8 on the GPU at hand).
+// GEMM's output times its row's activation scale and its column's weight scale (cuBLASLt's own
+// per-row "outer vector" scales have no FP8 algorithm on the H100 with CUDA 13.0).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
