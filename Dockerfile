@@ -24,13 +24,13 @@ ARG CUDA_ARCHITECTURES=90a
 RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO \
       -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES} \
       -DFLASHSERVE_BUILD_TESTS=OFF -DFLASHSERVE_BUILD_BENCH=OFF \
- && cmake --build /build --target flashserve $(test -f client/CMakeLists.txt && echo flashserve-chat)
+ && cmake --build /build --target flashserve $(test -f chat_cli/CMakeLists.txt && echo flashserve-chat)
 # The runtime packages are computed, not guessed: every shared library the binaries load (ldd),
 # mapped to the Debian/Ubuntu package that owns it (dpkg -S). libcuda.so.1 is not listed: the
 # NVIDIA container toolkit mounts the driver's copy at run time.
 RUN mkdir -p /out/bin \
  && cp /build/server/flashserve /out/bin/ \
- && if [ -f /build/client/flashserve-chat ]; then cp /build/client/flashserve-chat /out/bin/; fi \
+ && if [ -f /build/chat_cli/flashserve-chat ]; then cp /build/chat_cli/flashserve-chat /out/bin/; fi \
  && for lib in $(ldd /out/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do \
       real=$(readlink -f "$lib"); \
       dpkg -S "$lib" 2>/dev/null || dpkg -S "$real" 2>/dev/null || dpkg -S "/usr$lib" 2>/dev/null \

@@ -18,7 +18,7 @@
 #include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve::bench {
 

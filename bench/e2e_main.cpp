@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "parallel/communicator.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 #if FS_BENCH_HAS_CUDA
 #include <cuda_runtime_api.h>

@@ -19,7 +19,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "model/model_runner.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 using namespace flashserve;
 using json = nlohmann::json;

@@ -17,7 +17,7 @@
 #include "model/kv_cache.h"
 #include "model/step.h"
 #include "parallel/shard_plan.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

@@ -14,7 +14,7 @@
 
 #include "model/cascade_plan.h"
 #include "model/step.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

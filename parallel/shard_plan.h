@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

@@ -13,14 +13,14 @@
 #include <string>
 #include <thread>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "parallel/communicator.h"
 #include "server/flags.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace fs = std::filesystem;
 using namespace flashserve;

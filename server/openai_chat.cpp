@@ -7,7 +7,7 @@
 #include <optional>
 #include <set>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "server/openai_api.h"
 #include "server/request_fields.h"

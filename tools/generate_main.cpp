@@ -18,7 +18,7 @@
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/default_model.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 using namespace flashserve;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 #include "weights/safetensors.h"
 
 namespace flashserve {

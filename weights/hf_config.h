@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

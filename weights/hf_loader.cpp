@@ -13,7 +13,7 @@
 #include "weights/fp8_weights.h"
 #include "weights/hf_config.h"
 #include "weights/llama_tensors.h"
-#include "weights/model_impl.h"
+#include "weights/loaded_model_impl.h"
 #include "weights/safetensors.h"
 
 namespace flashserve {

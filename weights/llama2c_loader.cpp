@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "weights/llama_tensors.h"
-#include "weights/model_impl.h"
+#include "weights/loaded_model_impl.h"
 
 namespace flashserve {
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "weights/mapped_file.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 

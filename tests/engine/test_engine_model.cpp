@@ -7,7 +7,7 @@
 
 #include "engine/engine.h"
 #include "stream_util.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 namespace {

@@ -16,7 +16,7 @@
 #include "engine/engine.h"
 #include "stream_util.h"
 #include "tests/common/test_tensor_parallel.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 namespace {

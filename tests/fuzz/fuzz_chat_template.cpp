@@ -1,4 +1,4 @@
-// Fuzzes the chat template interpreter (chat/): the input bytes are a Jinja template; when it
+// Fuzzes the chat template interpreter (chat_template/): the input bytes are a Jinja template; when it
 // parses, it is rendered against a small fixed conversation (with special-token text, unicode
 // and a name). Invariants: loading fails only with flashserve::Error, rendering only with
 // ChatTemplateError; the literal ranges are sorted, disjoint, non-empty and inside the text; the
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 
 using namespace flashserve;
 

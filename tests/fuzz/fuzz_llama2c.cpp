@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "weights/llama_tensors.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 using namespace flashserve;
 

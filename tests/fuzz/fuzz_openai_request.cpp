@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "server/openai_api.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"

@@ -19,7 +19,7 @@
 #include "model/model_runner.h"
 #include "tests/common/temp_dir.h"
 #include "weights/hf_config.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 #include "weights/random_model.h"
 
 namespace flashserve::test {

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "server/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"

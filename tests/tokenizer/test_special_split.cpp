@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "chat/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tokenizer/special_split.h"
 

@@ -8,7 +8,7 @@
 #include "tests/weights/weights_test_util.h"
 #include "weights/hf_config.h"
 #include "weights/llama_tensors.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 #include "weights/random_model.h"
 
 namespace flashserve {

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "tests/weights/weights_test_util.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve {
 namespace {

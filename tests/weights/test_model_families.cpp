@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "tests/weights/weights_test_util.h"
 #include "weights/hf_config.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 #include "weights/random_model.h"
 
 namespace flashserve {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tests/common/temp_dir.h"
-#include "weights/model.h"
+#include "weights/loaded_model.h"
 
 namespace flashserve::test {
 
