@@ -1,5 +1,5 @@
 // backends/: the ops a model is written against, and one folder per device doing all of them
-// (cpu/, cuda/: its ops, GEMMs, graphs and buffers).
+// (cpu/, cuda/: its GEMMs, attention routing, graphs and buffers; the kernels are in kernels/).
 //
 // Backend: the coarse ops the Llama forward (model/llama_model.cpp) is written against, once,
 // for every device. Ops take non-owning Tensor views; every output is preallocated by the
@@ -14,29 +14,12 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cascade_attention.h"
 #include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
 #include "weights/loaded_model.h"
 
 namespace flashserve {
-
-// A decode step's cascade plan (model/cascade_plan.h) on the device: the arrays of
-// kernels/cascade_attention.h. Inactive (num_parts 0) for every other step; the step's plain
-// arrays stay valid either way, so a backend may ignore it and run plain attention.
-struct CascadeStepArgs {
-  int num_parts = 0, num_prefix_rows = 0, part_stride = 0, suffix_stride = 0, merge_stride = 0;
-  Tensor part_cu_rows;        // [num_parts + 1]
-  Tensor part_kv_lens;        // [num_parts]
-  Tensor part_block_table;    // [num_parts, part_stride]
-  Tensor prefix_q_rows;       // [num_prefix_rows]
-  Tensor suffix_kv_lens;      // [num_seqs]
-  Tensor suffix_block_table;  // [num_seqs, suffix_stride]
-  Tensor merge_rows;          // [num_seqs, merge_stride]
-  const int32_t* host_suffix_kv_lens = nullptr;  // [num_seqs] host copy, for the decode plan
-  bool active() const { return num_parts > 0; }
-};
 
 // One step as the ops take it: model/step.h's StepPlan arrays uploaded to the device (all
 // int32) plus the host-side sizes that a kernel launch needs. Built once per step (LlamaModel::
@@ -59,7 +42,6 @@ struct StepArgs {
   // split-K decode and the prefill kernel's contiguous K/V choice.
   const int32_t* host_kv_lens = nullptr;     // [num_seqs]
   const int32_t* host_cu_q_lens = nullptr;   // [num_seqs + 1]
-  CascadeStepArgs cascade;  // shared-prefix decode attention, when the model planned it
 };
 
 // The attention kernels' arguments (kernels/paged_attention.h) for one layer of a step: its
@@ -79,26 +61,6 @@ inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_head
                             .head_dim = head_dim,
                             .scale = scale,
                             .causal = true};
-}
-
-// The cascade kernels' arguments for one layer of a step whose cascade plan is active.
-inline CascadeAttentionArgs cascade_attention_args(const StepArgs& b, int num_q_heads,
-                                                   int num_kv_heads, int head_dim, float scale) {
-  const CascadeStepArgs& c = b.cascade;
-  return CascadeAttentionArgs{
-      .step = paged_attention_args(b, num_q_heads, num_kv_heads, head_dim, scale),
-      .num_parts = c.num_parts,
-      .num_prefix_rows = c.num_prefix_rows,
-      .part_cu_rows = c.part_cu_rows.as<int32_t>(),
-      .part_kv_lens = c.part_kv_lens.as<int32_t>(),
-      .part_block_table = c.part_block_table.as<int32_t>(),
-      .part_stride = c.part_stride,
-      .prefix_q_rows = c.prefix_q_rows.as<int32_t>(),
-      .suffix_kv_lens = c.suffix_kv_lens.as<int32_t>(),
-      .suffix_block_table = c.suffix_block_table.as<int32_t>(),
-      .suffix_stride = c.suffix_stride,
-      .merge_rows = c.merge_rows.as<int32_t>(),
-      .merge_stride = c.merge_stride};
 }
 
 class Backend {
@@ -238,8 +200,7 @@ class Backend {
                            std::span<const int64_t> rows,             // [n]
                            std::span<const SampleRequest> requests) = 0;  // [n]
   // Causal paged attention over the block table (kernels/paged_attention.h); K/V of this
-  // step's tokens must already be written. When batch.cascade is active the backend may run
-  // cascade attention instead (kernels/cascade_attention.h: the same result up to rounding).
+  // step's tokens must already be written.
   virtual void paged_attention(
       Tensor out,             // [num_tokens, num_q_heads, head_dim]
       const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
@@ -275,8 +236,8 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 // The CUDA backend on `device` (backends/cuda/cuda_backend.cpp); throws flashserve::Error when built
 // without CUDA or when no device is present. Matmuls of up to gemv_max_rows rows go through the
-// skinny-matmul kernel instead of cuBLASLt (-1: the default, kernels/cuda_ops.h's kGemvDefaultRows; 0: always cuBLASLt,
-// the baseline the op benchmark compares against).
+// skinny-matmul kernel instead of cuBLASLt (-1: the default, kernels/gemv.h's kGemvDefaultRows;
+// 0: always cuBLASLt, the baseline the op benchmark compares against).
 std::unique_ptr<Backend> make_cuda_backend(int device, int gemv_max_rows = -1);
 // True when built with CUDA and at least one device is visible.
 bool cuda_backend_available();

@@ -4,8 +4,9 @@
 // ("flashserve:fa2") and each of its tile variants ("flashserve:<variant>"), and on Hopper each
 // variant of the wgmma kernel ("flashserve:sm90:<variant>"; the contiguous variants "..._contig_..."
 // are given the step's own K/V rows as a fused qkv buffer holds them, so fresh prompts skip the
-// page gather and the chunked shape gathers pages). The public launcher is offered the same rows
-// and uses them with FLASHSERVE_PREFILL_KV=contig (records: "prefill_kv").
+// page gather and the chunked shape gathers pages). The public launcher runs twice: without the
+// rows ("flashserve", the page gather) and, where it reads them (the Hopper kernel), offered
+// them ("flashserve:kv_contig", its path in the backend).
 // FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
 // Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter: substrings separated
 // by '|', any may match; '$' at the end of one: exact]
@@ -23,6 +24,7 @@
 #include "bench/bench_util.cuh"
 #include "bench/paged_batch.cuh"
 #include "kernels/attention_prefill.h"
+#include "kernels/cuda/attention_prefill_variants.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace {
@@ -144,13 +146,13 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   // variants, and each variant of the Hopper kernel where it runs.
   struct Impl {
     std::string name;
-    int kernel;  // 0 launcher, 1 mma.sync default, 2 mma.sync variant, 3 Hopper variant, 4 diagnostic
+    int kernel;  // 0 launcher with fresh rows, 1 mma.sync default, 2 mma.sync variant,
+                 // 3 Hopper variant, 4 diagnostic, 5 launcher without fresh rows
     int variant;
   };
-  // The launcher is named for its K/V source: with FLASHSERVE_PREFILL_KV=contig it takes the
-  // fresh rows ("flashserve:kv_contig"), so both runs can share one results file.
-  const char* launcher = fd::prefill_kv_contig_selected() ? "flashserve:kv_contig" : "flashserve";
-  std::vector<Impl> impls = {{launcher, 0, -1}, {"flashserve:fa2", 1, -1}};
+  // The launcher is named for its K/V source: the page gather, or the step's fresh rows.
+  std::vector<Impl> impls = {{"flashserve", 5, -1}, {"flashserve:fa2", 1, -1}};
+  if (flashserve::cuda::attention_prefill_reads_fresh_kv()) impls.push_back({"flashserve:kv_contig", 0, -1});
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
   if (fd::prefill_sm90_available()) {
@@ -167,6 +169,9 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
       switch (im.kernel) {
         case 0:
           flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream, &fresh);
+          break;
+        case 5:
+          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
           break;
         case 1:
           fd::attention_prefill_fa2(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
@@ -212,7 +217,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
         .add("tflops", flops / (st.p50 * 1e-6) / 1e12)
         .add("max_abs_diff_vs_default", double(h_diff))
         .add("default_kernel", fd::prefill_default_kernel())
-        .add("prefill_kv", fd::prefill_kv_contig_selected() ? "contig" : "paged")
+        .add("prefill_kv", im.kernel == 0 ? "contig" : "paged")
         .add("gpu", gpu)
         .print();
     std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,

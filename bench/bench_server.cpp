@@ -9,7 +9,7 @@
 // (`concurrency` conversations of --turns turns: turn 1 sends --prompt-len tokens, each later turn
 // resends the whole previous prompt plus --turn-tokens new ones, standing for the reply and the
 // next user message; one record per turn). The last two measure the prefix cache: run them
-// against a server with and without --no-prefix-caching (bench/prefix_cache.sh does both).
+// against a server with and without --no-prefix-caching (bench/gpu.sh bench prefix does both).
 // The reply is stood for by fixed ids rather than the generated ones (the API returns text, not
 // ids), so the reply's own cached blocks are never reused here: real chats hit a bit more.
 #include <algorithm>

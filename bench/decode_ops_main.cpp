@@ -6,6 +6,9 @@
 // Prints one JSON line per op with its microseconds, the per-step total (x layers), and the
 // bytes the op must move over the copy bandwidth (frac_of_copy_bw), then the layer: the ops'
 // sum and the whole layer recorded back to back (layer_in_graph_us, the overlap included).
+// Then the step's other ops and the unfused forms of the layer's (embedding, norms, RoPE, K/V
+// write, adds, q/k norm, gather, argmax, the generic attention kernel), each timed the same way
+// and recorded with "in_layer": false.
 //   bench_decode_ops [--shape tinyllama-1.1b|llama2-7b] [--m 1] [--kv-len 256] [--reps 50]
 #include <algorithm>
 #include <chrono>
@@ -25,6 +28,7 @@
 #include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
+#include "kernels/attention_generic.h"
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;
@@ -189,5 +193,54 @@ int main(int argc, char** argv) {
     j["bytes_ms_at_copy_bw"] = layer_bytes * s.layers / hw.copy_bytes_per_s * 1e3;
     j["frac_of_copy_bw"] = layer_bytes / layer_sec / hw.copy_bytes_per_s;
     bench::print_record(j);
+
+    // The other ops of a step and the unfused forms, outside the layer sum.
+    Buffer emb = filled(DType::kBF16, {s.vocab, hid}), bias = filled(DType::kBF16, {qkv_w});
+    Buffer k1 = filled(DType::kBF16, {m, s.hkv, s.d}), v1 = filled(DType::kBF16, {m, s.hkv, s.d});
+    Buffer qk_w = filled(DType::kBF16, {s.d}), logits = filled(DType::kF32, {m, s.vocab});
+    Buffer ids = be->allocate(DType::kI32, {m});
+    std::vector<int32_t> tokens(m), rows(m);
+    for (int i = 0; i < m; ++i) tokens[i] = int32_t(rng() % uint32_t(s.vocab)), rows[i] = m - 1 - i;
+    Buffer tok_b = upload(tokens, {m}), rows_b = upload(rows, {m});
+    const PagedAttentionArgs pa = paged_attention_args(ab, s.hq, s.hkv, s.d, scale);
+    auto* stream = static_cast<cudaStream_t>(be->native_stream());
+    const std::vector<Op> extra = {
+        {"embedding", [&](int) { be->embedding(x.tensor, tok_b.tensor, emb.tensor); }, act * hid * 2},
+        {"rms_norm", [&](int) { be->rms_norm(h.tensor, x.tensor, norm_w.tensor, 1e-5f); }, act * hid * 2},
+        {"add_rms_norm", [&](int) { be->add_rms_norm(h.tensor, x.tensor, h2.tensor, norm_w.tensor, 1e-5f); },
+         act * hid * 4},
+        {"rope", [&](int) { be->rope(q.tensor, k1.tensor, ab.positions, inv_freq.tensor); },
+         act * (s.hq + s.hkv) * s.d * 2},
+        {"write_kv", [&](int) { be->write_kv(kc.tensor, vc.tensor, k1.tensor, v1.tensor, ab.slot_mapping); },
+         act * s.hkv * s.d * 4},
+        {"swiglu", [&](int) { be->swiglu(gate.tensor, gate.tensor, gate.tensor); }, act * s.inter * 2},
+        {"add", [&](int) { be->add(x.tensor, x.tensor, h.tensor); }, act * hid * 3},
+        {"add_bias", [&](int) { be->add_bias(qkv.tensor, bias.tensor); }, act * qkv_w * 2},
+        {"qk_norm",
+         [&](int) {
+           be->qk_norm(qkv.tensor.view({m, s.hq + 2 * s.hkv, s.d}), qk_w.tensor, qk_w.tensor, s.hq,
+                       s.hkv, 1e-6f);
+         },
+         act * (s.hq + s.hkv) * s.d * 2},
+        {"gather_rows", [&](int) { be->gather_rows(h2.tensor, x.tensor, rows_b.tensor); }, act * hid * 2},
+        {"argmax_rows", [&](int) { be->argmax_rows(ids.tensor, logits.tensor); }, 4.0 * m * s.vocab},
+        {"paged_attention_generic",
+         [&](int) {
+           cuda::paged_attention_generic_bf16(pa, m, q.tensor.data, kc.tensor.data, vc.tensor.data, attn.tensor.data,
+                                              stream, kv_len);
+         },
+         kv_bytes},
+    };
+    for (const Op& op : extra) {
+      const double sec = bench::time_in_graph(*be, op.run, reps);
+      json e = bench::record_head("decode_op", hw.gpu, command, s.name, m);
+      e["kv_len"] = kv_len;
+      e["op"] = op.name;
+      e["in_layer"] = false;
+      e["us"] = sec * 1e6;
+      e["bytes"] = op.bytes;
+      e["frac_of_copy_bw"] = op.bytes / sec / hw.copy_bytes_per_s;
+      bench::print_record(e);
+    }
   });
 }

@@ -437,8 +437,7 @@ int run(const Args& a) {
     j["top_p"] = a.sampling.top_p;
     j["sampler"] = a.host_sampling ? "host" : "device";
     j["prefix_caching"] = a.prefix_caching;
-    const char* pdl = std::getenv("FLASHSERVE_PDL");  // kernels/cuda/pdl.cuh's A/B switch
-    j["pdl"] = backend.rfind("cuda", 0) == 0 && !(pdl && std::string(pdl) == "0");
+    j["pdl"] = backend.rfind("cuda", 0) == 0;  // kernels/cuda/pdl.cuh: on wherever CUDA runs
     j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);
     j["bf16_tflops"] = hw.available ? json(hw.bf16_flops_per_s / 1e12) : json(nullptr);
     try {

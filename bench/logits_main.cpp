@@ -124,8 +124,8 @@ int run(const Args& a) {
   int next_block = 0;
   for (int s = 0; s < n; ++s) {
     const int len = int(prompts[s].size()) + a.steps;
-    FS_CHECK(len <= c.max_position_embeddings, "prompt ", s, " + steps = ", len,
-             " exceeds max_position_embeddings ", c.max_position_embeddings);
+    FS_CHECK(len <= c.max_model_len, "prompt ", s, " + steps = ", len,
+             " exceeds max_position_embeddings ", c.max_model_len);
     for (int b = 0; b < (len + bs - 1) / bs; ++b) tables[s].push_back(next_block++);
   }
   o.kv_cache_tokens = int64_t(next_block) * bs;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Joins the tensor-parallel runs of one session (tests/parallel/run_on_gpu.sh): bench_e2e records
+"""Joins the tensor-parallel runs of one `bench/gpu.sh bench tp` call: bench_e2e records
 at several tensor_parallel_size values, and bench_tp_collectives records. Adds to each e2e record
 
   speedup_vs_tp1            its throughput over the TP = 1 record of the same case (same model
@@ -30,7 +30,7 @@ def metric_of(r):
 
 def merge(e2e, coll):
     tp1 = {case_key(r): r for r in e2e if r.get("tensor_parallel_size") == 1 and metric_of(r) in r}
-    # Keyed by model too: one session may measure several shapes (the folder name is the label).
+    # Keyed by model too: one run may measure several shapes (the folder name is the label).
     # bench_tp_collectives names it "shape", not "model".
     by_tp_m = {(c.get("model", c.get("shape")), c["tensor_parallel_size"], c["m"]): c
                for c in coll if c.get("bench") == "tp_collectives"}

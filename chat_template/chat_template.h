@@ -1,4 +1,4 @@
-// chat/: renders a conversation into the model's prompt text with the model's own Jinja chat
+// chat_template/: renders a conversation into the model's prompt text with the model's own Jinja chat
 // template (the one the model's authors published in tokenizer_config.json or
 // chat_template.jinja), or a built-in one chosen by name.
 //

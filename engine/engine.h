@@ -32,7 +32,7 @@ struct EngineOptions {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;        // token ids, BOS included when wanted
-  int max_tokens = 16;                // prompt + max_tokens must fit max_position_embeddings
+  int max_tokens = 16;                // capped so that prompt + generated fit max_model_len
   SamplingParams sampling;
   // false: the engine replaces sampling.seed with a fresh random seed (the request gave none);
   // true: sampling.seed is used as given, so the same request gives the same tokens.
@@ -86,8 +86,6 @@ struct EngineMetrics {
   uint64_t prefix_cache_queries_tokens_total = 0;
   uint64_t prefix_cache_hits_tokens_total = 0;
   uint64_t prefix_cache_evictions_total = 0;
-  // Decode steps whose attention read shared prefix blocks once per group (cascade attention).
-  uint64_t cascade_steps_total = 0;
   uint64_t num_preemptions = 0;          // recompute-preemptions so far
   uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
   uint64_t generation_tokens_total = 0;  // kToken events
@@ -114,7 +112,7 @@ class Engine {
   // with kError (so do an empty prompt, token ids outside the vocabulary, max_tokens < 0, a
   // prompt longer than the context, and one that fills it with max_tokens > 0); after
   // shutdown() or a fault the stream finishes at once with kAbort or kError. Generation stops
-  // at max_tokens or when prompt + generated tokens reach max_position_embeddings (kLength).
+  // at max_tokens or when prompt + generated tokens reach max_model_len (kLength).
   // Determinism: a request's tokens depend only on the request (with has_seed), never on what
   // shares its batch or on preemption.
   virtual std::shared_ptr<RequestStream> submit(GenerationRequest request) = 0;

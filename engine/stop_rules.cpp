@@ -5,8 +5,13 @@
 
 namespace flashserve {
 
-int generation_budget(int prompt_len, int max_tokens, int max_len) {
-  return std::max(0, std::min(max_tokens, max_len - prompt_len));
+bool fits_context(int64_t prompt_len, int64_t max_tokens, int64_t capacity) {
+  // Written as a difference: prompt_len + max_tokens could overflow for a huge max_tokens.
+  return prompt_len <= capacity && max_tokens <= capacity - prompt_len;
+}
+
+int generation_budget(int prompt_len, int max_tokens, int max_model_len) {
+  return std::max(0, std::min(max_tokens, max_model_len - prompt_len));
 }
 
 bool needs_no_step(int budget, bool prompt_logprobs) {

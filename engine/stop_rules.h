@@ -1,7 +1,7 @@
 // The rules that end a generation, each written once (docs/API_CONTRACT.md, "Stop conditions"):
-// the token budget (max_tokens capped by the context), the zero-token shortcut, the
-// end-of-sequence test and the order in which they apply after each generated token.
-// The engine thread and flashserve-generate both use these.
+// the context rule (prompt + max_tokens fits), the token budget (max_tokens capped by the
+// context), the zero-token shortcut, the end-of-sequence test and the order in which they apply
+// after each generated token. The API edge, the engine thread and flashserve-generate use these.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,14 @@
 
 namespace flashserve {
 
+// The context rule: a prompt of `prompt_len` tokens and `max_tokens` more fit a sequence of at
+// most `capacity` tokens (the model's max_model_len, or the KV cache's size in tokens). 64-bit
+// with no overflow, so a request's max_tokens of any size is judged as given.
+bool fits_context(int64_t prompt_len, int64_t max_tokens, int64_t capacity);
+
 // Tokens a request may generate: max_tokens (>= 0), capped so that prompt + generated never
-// exceed the context of max_len tokens.
-int generation_budget(int prompt_len, int max_tokens, int max_len);
+// exceed the context of max_model_len tokens.
+int generation_budget(int prompt_len, int max_tokens, int max_model_len);
 
 // The zero-token shortcut: a request with nothing to generate and no prompt logprobs to report
 // needs no model step at all; it finishes at once with kLength.

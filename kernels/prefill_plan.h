@@ -1,5 +1,5 @@
-// Host-side choice for the Hopper prefill kernel's contiguous K/V path (docs/prefill_attention.md,
-// run 5): whether handing it this step's own K/V rows pays. Plain C++, from the host copies of the
+// Host-side choice for the Hopper prefill kernel's contiguous K/V path (docs/prefill_attention.md):
+// whether handing it this step's own K/V rows pays. Plain C++, from the host copies of the
 // step's lengths.
 #pragma once
 
@@ -8,7 +8,7 @@
 namespace flashserve {
 
 // A fresh sequence (q_len == kv_len: no cached prefix) of at least `min_fresh_len` tokens runs its
-// full 128-key tiles from the step's own rows, ~1.5x faster on the H100 (run 5); every other
+// full 128-key tiles from the step's own rows, ~1.5x faster on the H100; every other
 // sequence of that launch (chunked continuations, short prompts) runs the contiguous
 // configuration's gather path, which ran ~1.3x slower than the default kernel (chunked
 // q512/kv8192: 239 vs 180 us). The two balance near half of the work: the path pays when the

@@ -24,10 +24,8 @@ struct GraphKey {
   int batch = 0;         // bucketed number of sequences (= tokens)
   int table_stride = 0;  // padded max_blocks_per_seq
   uint64_t launch = 0;   // the backend's launch-configuration key for this step
-  uint64_t cascade = 0;  // the step's cascade plan shape (CascadePlan::shape_key), 0 if none
   bool operator<(const GraphKey& o) const {
-    return std::tie(batch, table_stride, launch, cascade) <
-           std::tie(o.batch, o.table_stride, o.launch, o.cascade);
+    return std::tie(batch, table_stride, launch) < std::tie(o.batch, o.table_stride, o.launch);
   }
 };
 

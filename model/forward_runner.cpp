@@ -3,8 +3,6 @@
 #include "model/forward_runner.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "core/error.h"
 
@@ -70,17 +68,6 @@ std::unique_ptr<Backend> make_backend(const ModelRunnerOptions& o, int device, i
   return uses_cuda(o) ? make_cuda_backend(device) : make_cpu_backend(threads);
 }
 
-CascadeConfig cascade_config(const ModelRunnerOptions& o) {
-  if (o.cascade) return *o.cascade;
-  CascadeConfig c;
-  if (const char* v = std::getenv("FLASHSERVE_CASCADE")) {
-    const std::string_view s(v);
-    FS_CHECK(s == "0" || s == "1", "FLASHSERVE_CASCADE must be 0 or 1, got '", s, "'");
-    c.enabled = s == "1";
-  }
-  return c;
-}
-
 KvCacheConfig kv_cache_config(const Backend& backend, const ModelConfig& c, int num_kv_heads,
                               const ModelRunnerOptions& o) {
   FS_CHECK(o.block_size > 0, "block_size must be > 0, got ", o.block_size);
@@ -98,7 +85,7 @@ KvCacheConfig kv_cache_config(const Backend& backend, const ModelConfig& c, int 
     const size_t per_token = kv.bytes_per_token(backend.compute_dtype());
     const double budget = double(backend.memory_available()) * o.kv_memory_fraction;
     const int64_t cap = int64_t(budget / double(per_token));
-    const int64_t max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048;
+    const int64_t max_len = c.max_model_len > 0 ? c.max_model_len : 2048;
     tokens = backend.device() == Device::kCuda ? cap : std::min<int64_t>(max_len * 8, cap);
     FS_CHECK(tokens >= o.block_size, "no memory left for even one KV block (", per_token,
              " bytes per token)");

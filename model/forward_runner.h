@@ -43,9 +43,6 @@ class ForwardRunner : public ModelRunner {
 bool uses_cuda(const ModelRunnerOptions& o);
 std::unique_ptr<Backend> make_backend(const ModelRunnerOptions& o, int device, int threads);
 
-// The cascade configuration a runner uses: the options', else off unless FLASHSERVE_CASCADE=1.
-CascadeConfig cascade_config(const ModelRunnerOptions& o);
-
 // The KV cache of one backend for `num_kv_heads` heads (a tensor-parallel rank's), sized by
 // options.kv_cache_tokens, else by the backend's free memory (GPU: kv_memory_fraction of it; CPU:
 // room for 8 full-length sequences within the backend's budget). num_blocks is in blocks.

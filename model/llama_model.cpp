@@ -107,12 +107,6 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   backend_.copy_from_host(inv_freq_.tensor, inv.data());
 }
 
-void LlamaModel::set_cascade(const CascadeConfig& config) {
-  cascade_config_ = config;
-  cascade_config_.kv_bytes_per_token = int64_t(2) * hkv_ * config_.head_dim *  // this rank's
-                                       int64_t(dtype_size(backend_.compute_dtype()));
-}
-
 Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names) {
   std::vector<TensorView> parts;
   std::vector<std::vector<char>> storage(names.size());
@@ -182,13 +176,9 @@ void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32
 StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   // All of the step's int32 metadata goes up in one copy; the tensors are views into it.
   const int64_t n = int64_t(s.tokens.size()), rows = int64_t(s.logit_rows.size());
-  cascade_.build(s, cache.config().block_size, cascade_config_);  // empty unless it pays
-  const CascadePlan& c = cascade_;
-  const std::vector<int32_t>* parts[] = {
-      &s.tokens,          &s.positions,      &s.slot_mapping,     &s.cu_q_lens,
-      &s.kv_lens,         &s.block_table,    &s.logit_rows,       &c.part_cu_rows,
-      &c.part_kv_lens,    &c.part_block_table, &c.prefix_q_rows,  &c.suffix_kv_lens,
-      &c.suffix_block_table, &c.merge_rows};
+  const std::vector<int32_t>* parts[] = {&s.tokens,  &s.positions,   &s.slot_mapping,
+                                         &s.cu_q_lens, &s.kv_lens,   &s.block_table,
+                                         &s.logit_rows};
   constexpr int kParts = int(std::size(parts));
   meta_host_.clear();
   int64_t offsets[kParts];
@@ -218,23 +208,6 @@ StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
   b.kv_lens = view(4, {s.num_seqs});
   b.block_table = view(5, {s.num_seqs, s.max_blocks_per_seq});
   b.logit_rows = view(6, {rows});
-  if (c.active()) {
-    ++cascade_steps_;
-    CascadeStepArgs& a = b.cascade;
-    a.num_parts = c.num_parts;
-    a.num_prefix_rows = c.num_prefix_rows;
-    a.part_stride = c.part_stride;
-    a.suffix_stride = c.suffix_stride;
-    a.merge_stride = c.merge_stride;
-    a.part_cu_rows = view(7, {c.num_parts + 1});
-    a.part_kv_lens = view(8, {c.num_parts});
-    a.part_block_table = view(9, {c.num_parts, c.part_stride});
-    a.prefix_q_rows = view(10, {c.num_prefix_rows});
-    a.suffix_kv_lens = view(11, {s.num_seqs});
-    a.suffix_block_table = view(12, {s.num_seqs, c.suffix_stride});
-    a.merge_rows = view(13, {s.num_seqs, c.merge_stride});
-    a.host_suffix_kv_lens = c.suffix_kv_lens.data();
-  }
   return b;
 }
 
@@ -336,7 +309,7 @@ bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
   uint64_t launch = 0;
   if (!backend_.graph_launch_key(st, hq_, hkv_, config_.head_dim, &launch))
     return false;  // (the upload is harmless: an eager forward re-uploads)
-  const GraphKey key{bucket, stride, launch, cascade_.shape_key()};
+  const GraphKey key{bucket, stride, launch};
   auto epoch = [&] { return ws_epoch_ + (backend_.graph_epoch() << 32); };
   std::shared_ptr<void> graph = graphs_.find(key, epoch());
   if (graph) {

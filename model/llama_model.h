@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "model/cascade_plan.h"
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
 #include "model/step.h"
@@ -45,11 +44,6 @@ class LlamaModel {
   void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
   uint64_t graphs_recorded() const { return graphs_.captures(); }
 
-  // Cascade attention for decode steps whose sequences share leading KV blocks
-  // (model/cascade_plan.h; its kv_bytes_per_token is filled in here); off unless set.
-  // cascade_steps(): steps planned with it.
-  void set_cascade(const CascadeConfig& config);
-  uint64_t cascade_steps() const { return cascade_steps_; }
 
   // Tensor parallelism (model/llama_model_parallel.cpp): whether `step` would run a matrix
   // product of a row count this model has not run yet, and running those products once, on this
@@ -129,9 +123,6 @@ class LlamaModel {
   StepPlan graph_plan_;  // the padded decode step (arrays only)
   GraphCache graphs_;
   Tensor last_logits_;  // logits()
-  CascadeConfig cascade_config_;
-  CascadePlan cascade_;  // the current step's, uploaded with its metadata
-  uint64_t cascade_steps_ = 0;
   std::set<int64_t> warm_token_rows_, warm_logit_rows_;  // warm_up_matmuls' row counts so far
   void* reduce_mem_ = nullptr;  // set_reduce_buffer
   int64_t reduce_rows_ = 0;

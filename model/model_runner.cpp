@@ -21,7 +21,6 @@ class BackendModelRunner final : public ForwardRunner {
     cache_ = std::make_unique<KvCache>(*backend_, kv_cache_config(*backend_, c, c.num_kv_heads, o));
     FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
     if (backend_->device() == Device::kCuda) model_.set_graph_max_batch(o.graph_max_batch);
-    model_.set_cascade(cascade_config(o));
   }
 
   const ModelConfig& config() const override { return model_.config(); }
@@ -29,7 +28,6 @@ class BackendModelRunner final : public ForwardRunner {
   int block_size() const override { return cache_->config().block_size; }
   int num_kv_blocks() const override { return cache_->config().num_blocks; }
   uint64_t graphs_recorded() const override { return model_.graphs_recorded(); }
-  uint64_t cascade_steps() const override { return model_.cascade_steps(); }
 
  private:
   void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {

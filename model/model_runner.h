@@ -8,11 +8,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "model/cascade_plan.h"
 #include "model/step.h"
 #include "weights/loaded_model.h"
 
@@ -31,11 +29,6 @@ struct ModelRunnerOptions {
   // 0..N-1 joined by NCCL (cuda) or CPU backends joined by the thread stand-in (cpu), each with
   // threads / N workers; 1 = one backend, no splitting.
   int tensor_parallel_size = 1;
-  // Cascade attention in decode steps whose sequences share leading KV blocks (the prefix cache
-  // shares them; model/cascade_plan.h). Unset: off (measured slower than plain decode on an H100
-  // at every shape of TinyLlama tried, docs/PREFIX_CACHE.md), unless the environment has
-  // FLASHSERVE_CASCADE=1 (the benchmark's A/B; 0 is off too).
-  std::optional<CascadeConfig> cascade;
 };
 
 class ModelRunner {
@@ -50,7 +43,6 @@ class ModelRunner {
   virtual int block_size() const = 0;
   virtual int num_kv_blocks() const = 0;
   virtual uint64_t graphs_recorded() const { return 0; }  // decode graphs recorded so far
-  virtual uint64_t cascade_steps() const { return 0; }    // steps that ran cascade attention
 
   // Runs one step: lays the plan out (filling its arrays), writes the chunks' K/V into their
   // blocks, then appends to `logits` one row of vocab_size floats per requested position, chunk

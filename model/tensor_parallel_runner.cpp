@@ -5,8 +5,6 @@
 #include "model/tensor_parallel_runner.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -20,18 +18,13 @@
 namespace flashserve {
 namespace {
 
-// The all-reduces of steps of up to 4 tokens go through NCCL symmetric memory unless
-// FLASHSERVE_NCCL_SYMMETRIC=0 (docs/TENSOR_PARALLEL.md). Measured on 4 x H100 (session 29), us
+// The all-reduces of steps of up to 4 tokens go through NCCL symmetric memory where the NCCL
+// build has it (docs/TENSOR_PARALLEL.md). Measured on 4 x H100, us
 // per all-reduce of Llama-2-7B rows, NCCL default -> symmetric: at TP 2, 1 token 6.6 -> 4.2,
 // 2: 6.6 -> 4.4, 4: 6.9 -> 6.2, 8: 7.0 -> 8.1, 16: 7.1 -> 11.4; at TP 4, 9.5 -> 4.5, 10.3 -> 4.7,
 // 10.4 -> 6.8, 10.7 -> 10.0, 10.8 -> 14.3. Up to 4 tokens it wins at both sizes; larger steps
 // keep the workspace. 7B batch-1 decode at TP 2: 270 -> 286 tokens/s.
 constexpr int64_t kSymmetricReduceRows = 4;
-
-bool symmetric_all_reduce_wanted() {
-  const char* v = std::getenv("FLASHSERVE_NCCL_SYMMETRIC");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 
 class TensorParallelRunner final : public ForwardRunner {
  public:
@@ -63,14 +56,13 @@ class TensorParallelRunner final : public ForwardRunner {
         k.cache = std::make_unique<KvCache>(*k.backend, kv[size_t(r)]);
         if (cuda) k.model->set_graph_max_batch(o.graph_max_batch);
         // The all-reduced block outputs of steps of up to kSymmetricReduceRows tokens
-        // (latency-bound all-reduces) in NCCL symmetric memory. A failure here is a startup
-        // error; FLASHSERVE_NCCL_SYMMETRIC=0 is the way around it.
-        if (cuda && symmetric_all_reduce_wanted()) {
+        // (latency-bound all-reduces) in NCCL symmetric memory (none before NCCL 2.27: the
+        // workspace serves them); a failure to allocate or register it is a startup error.
+        if (cuda) {
           const size_t bytes = size_t(kSymmetricReduceRows) * size_t(config_.hidden_size) * 2;
           if (void* mem = comms_[size_t(r)]->symmetric_buffer(bytes))
             k.model->set_reduce_buffer(mem, kSymmetricReduceRows);
         }
-        k.model->set_cascade(cascade_config(o));  // the same plan on every rank, its own heads
       });
     } catch (...) {
       release();
@@ -86,7 +78,6 @@ class TensorParallelRunner final : public ForwardRunner {
   int block_size() const override { return ranks_[0].cache->config().block_size; }
   int num_kv_blocks() const override { return ranks_[0].cache->config().num_blocks; }
   uint64_t graphs_recorded() const override { return ranks_[0].model->graphs_recorded(); }
-  uint64_t cascade_steps() const override { return ranks_[0].model->cascade_steps(); }
 
  private:
   struct Rank {

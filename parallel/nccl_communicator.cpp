@@ -83,11 +83,9 @@ class NcclCommunicator final : public Communicator {
   void* symmetric_buffer(size_t bytes) override {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
     if (!symmetric_) {
-#define FS_SYMMETRIC_HINT " (symmetric memory; FLASHSERVE_NCCL_SYMMETRIC=0 goes without)"
-      nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc" FS_SYMMETRIC_HINT);
+      nccl_check(ncclMemAlloc(&symmetric_, bytes), "ncclMemAlloc (symmetric memory)");
       nccl_check(ncclCommWindowRegister(live(), symmetric_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
-                 "ncclCommWindowRegister" FS_SYMMETRIC_HINT);
-#undef FS_SYMMETRIC_HINT
+                 "ncclCommWindowRegister (symmetric memory)");
       symmetric_bytes_ = bytes;
     }
     FS_CHECK(bytes <= symmetric_bytes_, "symmetric_buffer: ", bytes, " bytes asked, ",

@@ -73,8 +73,8 @@ class Scheduler {
   ~Scheduler();
 
   // Queues a sequence at the back of the waiting queue. Its id must exceed every id added
-  // before (arrival order), and its prompt + max_tokens must fit the whole cache (the caller
-  // checks with fits_in_cache()).
+  // before (arrival order), and its prompt + max_tokens must fit the whole cache
+  // (fits_in_cache(); the engine refuses any other request at submit()).
   void add(std::unique_ptr<Sequence> seq);
   bool fits_in_cache(int total_tokens) const;
 

@@ -27,6 +27,19 @@ fs_apt_install() {
   apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 }
 
+# fs_configure DIR [cmake args...]: configures DIR with Ninja. CMake's progress is hidden; its
+# "flashserve:" summary (compiler, CUDA or not and why, GPU architectures) and its warnings are
+# shown. A failed configure prints everything.
+fs_configure() {
+  local dir=$1; shift
+  local log; log=$(mktemp)
+  if ! cmake -S "$FS_ROOT" -B "$dir" -G Ninja "$@" >"$log"; then
+    cat "$log"; rm -f "$log"; return 1
+  fi
+  sed -n 's/^-- \(flashserve.*\)$/\1/p' "$log"
+  rm -f "$log"
+}
+
 # fs_build DIR [cmake args...] [-- targets...]: configure and build DIR: everything, or only the
 # targets named after "--".
 fs_build() {
@@ -36,14 +49,7 @@ fs_build() {
     if [ "$1" = "--" ]; then shift; targets=("$@"); break; fi
     args+=("$1"); shift
   done
-  # CMake's progress is hidden; its "flashserve:" summary (compiler, CUDA or not and why, GPU
-  # architectures) and its warnings are shown. A failed configure prints everything.
-  local log; log=$(mktemp)
-  if ! cmake -S "$FS_ROOT" -B "$dir" -G Ninja "${args[@]}" >"$log"; then
-    cat "$log"; rm -f "$log"; return 1
-  fi
-  sed -n 's/^-- \(flashserve.*\)$/\1/p' "$log"
-  rm -f "$log"
+  fs_configure "$dir" "${args[@]}" || return 1
   cmake --build "$dir" -j"$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 }
 

@@ -1,8 +1,7 @@
 // Completion (see completion.h): the one pipeline behind /v1/completions and
-// /v1/chat/completions (the request's format only picks the JSON shapes). Per choice, engine
-// token events go through the incremental detokenizer (prompt as context, so leading spaces and
-// multi-byte characters come out right) and then the stop matcher; the same path feeds streamed and non-streamed responses, so their
-// texts are equal by construction.
+// /v1/chat/completions (the request's format only picks the JSON shapes): submit one engine
+// request per choice, pump their events into the choices (completion_choice.h), and write the
+// JSON response or the SSE events from what the choices built.
 #include "server/completion.h"
 
 #include <algorithm>
@@ -10,7 +9,7 @@
 #include <mutex>
 #include <random>
 
-#include "server/stop_matcher.h"
+#include "server/completion_choice.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -39,27 +38,6 @@ std::string new_completion_id(ResponseFormat format) {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
-
-struct Completion::Choice {
-  int index = 0;
-  size_t prompt_idx = 0;
-  std::shared_ptr<RequestStream> stream;
-  std::unique_ptr<IncrementalDetokenizer> detok;
-  std::unique_ptr<StopMatcher> stop;
-  LogprobsAccumulator logprobs;
-  size_t logprobs_sent = 0;   // streaming: entries already in a chunk
-  std::string text;           // everything emitted, echo included
-  size_t decoded_bytes = 0;   // echo + decoded generation before stop truncation (text_offset)
-  bool echo_pending = false;
-  int completion_tokens = 0;
-  int cached_tokens = 0;      // from the engine's kFinished
-  bool done = false;
-  std::string finish_reason;  // "stop" | "length"
-  bool aborted = false;       // the engine aborted it (shutdown)
-  std::string error;          // the engine failed it
-  bool has_first = false;
-  Clock::time_point first_token, last_token, end;
-};
 
 Completion::Completion(const CompletionContext& ctx, CompletionRequest request)
     : ctx_(ctx), req_(std::move(request)), id_(new_completion_id(req_.format)),
@@ -93,7 +71,7 @@ std::optional<ApiError> Completion::start() {
   int index = 0;
   for (size_t p = 0; p < req_.prompts.size(); ++p) {
     for (int j = 0; j < req_.n; ++j) {
-      auto c = std::make_unique<Choice>();
+      auto c = std::make_unique<CompletionChoice>();
       c->index = index++;
       c->prompt_idx = p;
       c->detok = std::make_unique<IncrementalDetokenizer>(*ctx_.tokenizer, req_.prompts[p]);
@@ -131,96 +109,16 @@ std::optional<ApiError> Completion::start() {
   return std::nullopt;
 }
 
-std::string Completion::handle(Choice& c, const StreamEvent& ev) {
-  if (c.done) return "";
-  std::string out;
-  // Echo goes out with the first event: the prompt logprobs when asked for (the engine sends
-  // them before any token), else whatever comes first.
-  if (c.echo_pending) {
-    c.echo_pending = false;
-    if (ev.kind == StreamEvent::Kind::kPromptLogprobs && req_.logprobs >= 0) {
-      // The echo is spelled token by token: each prompt token is the text it adds (BOS adds
-      // "", the first piece has no leading space), so the tokens join to the echoed text and
-      // text_offset indexes it. Only a byte piece that ends inside a character keeps its
-      // "bytes:\xNN" spelling, as generated tokens do. For a text prompt this is the text as
-      // given whenever the tokenizer reads it back unchanged (it does for plain text).
-      const auto& prompt = req_.prompts[c.prompt_idx];
-      IncrementalDetokenizer d(*ctx_.tokenizer);
-      std::string echo;
-      for (size_t i = 0; i < prompt.size(); ++i) {
-        SampledToken t = i < ev.prompt_logprobs.size() ? ev.prompt_logprobs[i] : SampledToken{};
-        t.token = prompt[i];
-        if (i == 0) t.logprob = std::nanf("");  // nothing precedes the first prompt token
-        c.logprobs.add(*ctx_.tokenizer, t, echo.size(), /*has_top=*/true);
-        const std::string piece = d.push(prompt[i]);
-        auto& spelled = c.logprobs.tokens.back();
-        if (!piece.empty() || spelled.get<std::string>().rfind("bytes:", 0) != 0) spelled = piece;
-        echo += piece;
-      }
-      out += echo + d.flush();
-    } else {
-      out += req_.echo_texts[c.prompt_idx];
-    }
-    c.decoded_bytes = out.size();
-  }
-  if (ev.kind == StreamEvent::Kind::kToken) {
-    const auto now = Clock::now();
-    if (!c.has_first) c.first_token = now;
-    c.has_first = true;
-    c.last_token = now;
-    ++c.completion_tokens;
-    const auto& eos = ctx_.engine->config().eos_token_ids;
-    bool is_eos = !req_.ignore_eos &&
-                  std::find(eos.begin(), eos.end(), ev.token.token) != eos.end();
-    std::string piece = is_eos ? "" : c.detok->push(ev.token.token);
-    if (req_.logprobs >= 0 && !is_eos) {
-      c.logprobs.add(*ctx_.tokenizer, ev.token, c.decoded_bytes, /*has_top=*/true);
-    }
-    c.decoded_bytes += piece.size();
-    out += c.stop->push(piece);
-    if (c.stop->matched()) {
-      c.stream->cancel();  // the engine frees its blocks at the next step
-      finish_choice(c, "stop");
-    }
-  } else if (ev.kind == StreamEvent::Kind::kFinished) {
-    c.cached_tokens = ev.num_cached_tokens;
-    std::string tail = c.detok->flush();
-    c.decoded_bytes += tail.size();
-    out += c.stop->push(tail);
-    if (c.stop->matched()) {
-      finish_choice(c, "stop");
-    } else {
-      out += c.stop->flush();
-      switch (ev.finish) {
-        case FinishReason::kStop: finish_choice(c, "stop"); break;
-        case FinishReason::kLength: finish_choice(c, "length"); break;
-        case FinishReason::kAbort: c.aborted = true; finish_choice(c, ""); break;
-        default:
-          c.error = ev.error.empty() ? "engine error" : ev.error;
-          finish_choice(c, "");
-      }
-    }
-  }
-  c.text += out;
-  return out;
-}
-
-void Completion::finish_choice(Choice& c, const std::string& reason) {
-  c.done = true;
-  c.finish_reason = reason;
-  c.end = Clock::now();
-}
-
 bool Completion::pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas) {
   bool any = false;
   auto take = [&](size_t i, std::chrono::milliseconds timeout) {
-    Choice& c = *choices_[i];
+    CompletionChoice& c = *choices_[i];
     auto ev = c.stream->next(timeout);
     if (!ev) return false;
     const bool was_done = c.done;
     Delta d;
     d.choice = i;
-    d.text = handle(c, *ev);
+    d.text = c.apply(*ev, req_, *ctx_.tokenizer, ctx_.engine->config().eos_token_ids);
     d.logprobs_end = c.logprobs.size();
     d.finished = c.done && !was_done;
     deltas->push_back(std::move(d));
@@ -292,7 +190,7 @@ bool Completion::stream(ClientConnection& conn) {
     return sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
                                    json::array({std::move(choice)}), nullptr));
   };
-  auto logprobs_delta = [&](Choice& c, size_t end) -> json {
+  auto logprobs_delta = [&](CompletionChoice& c, size_t end) -> json {
     if (req_.logprobs < 0 || end <= c.logprobs_sent) return nullptr;
     json out = c.logprobs.part(c.logprobs_sent, end);
     c.logprobs_sent = end;
@@ -300,7 +198,7 @@ bool Completion::stream(ClientConnection& conn) {
   };
   // Completions: one chunk with the text and, at the end, the finish reason. Chat: the text in a
   // {"content"} delta, then the finish reason in a chunk of its own with an empty delta.
-  auto send_choice = [&](Choice& c, const std::string& delta, size_t logprobs_end,
+  auto send_choice = [&](CompletionChoice& c, const std::string& delta, size_t logprobs_end,
                          bool finished) {
     bool finishing = finished && !c.finish_reason.empty();
     json lp = logprobs_delta(c, logprobs_end);

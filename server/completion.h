@@ -1,8 +1,9 @@
 // Completion: runs one validated /v1/completions or /v1/chat/completions request against the
 // Engine (the same pipeline for both: the request's format only decides the JSON shapes), one
-// engine request per choice, and assembles the text (incremental detokenizer -> stop matcher), logprobs, usage
-// and finish reasons into a JSON response or SSE events. Knows nothing about HTTP: the server
-// hands it a ClientConnection to write to and to ask whether the client is still there.
+// engine request per choice (completion_choice.h builds each choice's text and logprobs), and
+// writes the choices, usage and finish reasons as a JSON response or SSE events. Knows nothing
+// about HTTP: the server hands it a ClientConnection to write to and to ask whether the client
+// is still there.
 #pragma once
 
 #include <chrono>
@@ -18,6 +19,7 @@
 namespace flashserve {
 
 class Tokenizer;
+struct CompletionChoice;
 
 class ClientConnection {
  public:
@@ -61,7 +63,6 @@ class Completion {
   double ttft_s() const;  // first token of any choice; -1 if none
 
  private:
-  struct Choice;
   struct Delta {            // what one engine event produced for one choice
     size_t choice = 0;
     std::string text;
@@ -70,8 +71,6 @@ class Completion {
   };
   // Waits up to `wait` for events and appends what they produced; false when all are done.
   bool pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas);
-  std::string handle(Choice& c, const StreamEvent& ev);
-  void finish_choice(Choice& c, const std::string& reason);
   std::optional<ApiError> failure() const;
   void cancel_all();
   void record_metrics();
@@ -81,7 +80,7 @@ class Completion {
   std::string id_;
   int64_t created_ = 0;
   std::chrono::steady_clock::time_point start_;
-  std::vector<std::unique_ptr<Choice>> choices_;
+  std::vector<std::unique_ptr<CompletionChoice>> choices_;
   bool recorded_ = false;
 };
 

@@ -13,15 +13,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
+
+#include "server/worker_pool.h"
 
 namespace flashserve {
 
@@ -33,63 +33,6 @@ namespace {
 constexpr int kListenBacklog = 4096;  // pending connections the kernel may queue (capped by somaxconn)
 constexpr int kLingerMs = 500;        // after an error reply: read and drop what the client still sends
 constexpr int kSendBufferBytes = 256 * 1024;  // per accepted socket (see accept_new)
-
-// A fixed set of threads. try_post() never queues behind busy workers: it fails instead, so the
-// caller can answer 503 at once rather than let a request wait for a thread.
-class WorkerPool {
- public:
-  WorkerPool(int threads, bool may_queue) : size_(threads), may_queue_(may_queue) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
-  }
-  ~WorkerPool() { shutdown(); }
-
-  // Counts jobs taken or waiting rather than idle threads, so it is right from the start, before
-  // the threads have run.
-  bool try_post(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || (!may_queue_ && busy_ + int(jobs_.size()) >= size_)) return false;
-    jobs_.push_back(std::move(fn));
-    cv_.notify_one();
-    return true;
-  }
-
-  // Runs what is queued, then joins.
-  void shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-
- private:
-  void work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, nothing left
-      auto fn = std::move(jobs_.front());
-      jobs_.pop_front();
-      ++busy_;
-      lock.unlock();
-      fn();
-      lock.lock();
-      --busy_;
-    }
-  }
-
-  const int size_;
-  const bool may_queue_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  int busy_ = 0;
-  bool stopping_ = false;
-};
 
 const char* reason_phrase(int status) {
   switch (status) {

@@ -1,31 +1,22 @@
 // HttpServer: ConnectionFront (server/connection_front.h) reads each request whole under
 // deadlines and hands it to a worker thread, which runs it through cpp-httplib's parser, router
-// and response writer (the only file that includes httplib.h). Handlers validate a request
-// (openai_api), run it through a Completion against the Engine, and watch the client's socket
-// while they wait so that a disconnect cancels the engine request at once.
+// and response writer (server/httplib_bridge.h). Handlers validate a request (openai_api), run
+// it through a Completion against the Engine, and watch the client's socket while they wait so
+// that a disconnect cancels the engine request at once.
 #include "server/http_server.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <limits>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
-
-#include <httplib.h>
+#include <vector>
 
 #include "server/completion.h"
 #include "server/connection_front.h"
 #include "server/constant_time.h"
+#include "server/httplib_bridge.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -37,117 +28,6 @@ namespace {
 // The socket of the request this thread serves (ConnectionFront hands one complete request at a
 // time to a worker thread, and the handler, its content provider included, runs on that thread).
 thread_local int t_client_fd = -1;
-
-// Kept as a function of the request so that handlers read as before; the request is served on
-// this thread, so its socket is the thread's.
-int find_socket_fd(const httplib::Request&) { return t_client_fd; }
-
-// True when the peer has closed (or reset) the connection. Never blocks.
-bool socket_closed(int fd) {
-  if (fd < 0) return false;
-  pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
-  if (poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
-  char c;
-  return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
-class SocketConnection : public ClientConnection {
- public:
-  SocketConnection(int fd, httplib::DataSink* sink) : fd_(fd), sink_(sink) {}
-  bool gone() override { return socket_closed(fd_); }
-  bool write(const std::string& data) override {
-    return sink_ && !socket_closed(fd_) && sink_->write(data.data(), data.size());
-  }
-
- private:
-  int fd_;
-  httplib::DataSink* sink_;
-};
-
-// One complete request (from ConnectionFront) as an httplib::Stream: reads come from the
-// buffered request, writes go to the socket (non-blocking, bounded wait). It also notes whether
-// the response head said "Connection: close" (a handler's choice, e.g. after a 401), so that
-// the connection is not kept for another request.
-class BufferedRequestStream : public httplib::Stream {
- public:
-  BufferedRequestStream(int fd, const std::string& request, int write_timeout_ms)
-      : fd_(fd), in_(request), write_timeout_ms_(write_timeout_ms) {}
-
-  bool is_readable() const override { return pos_ < in_.size(); }
-  bool is_writable() const override {
-    pollfd p{fd_, POLLOUT, 0};
-    return poll(&p, 1, write_timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
-  }
-  ssize_t read(char* ptr, size_t size) override {
-    size = std::min(size, in_.size() - pos_);
-    std::memcpy(ptr, in_.data() + pos_, size);
-    pos_ += size;
-    return static_cast<ssize_t>(size);
-  }
-  ssize_t write(const char* ptr, size_t size) override {
-    if (!head_done_) {
-      head_.append(ptr, std::min<size_t>(size, 16384));
-      const size_t end = head_.find("\r\n\r\n");
-      if (end != std::string::npos || head_.size() >= 16384) {
-        head_done_ = true;
-        std::string h = head_.substr(0, end) + "\r\n";
-        for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        closes_ = h.find("\r\nconnection: close\r\n") != std::string::npos;
-      }
-    }
-    return write_all(fd_, ptr, size, write_timeout_ms_) ? static_cast<ssize_t>(size) : -1;
-  }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    address(getpeername, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    address(getsockname, ip, port);
-  }
-  // httplib (built without CPPHTTPLIB_USE_POLL) answers 500 for a socket >= FD_SETSIZE, where
-  // its select() could not wait on it; it needs the value for nothing else here (reads and
-  // writes go through this class), so a high descriptor is not passed on.
-  socket_t socket() const override { return fd_ < FD_SETSIZE ? fd_ : 0; }
-
-  bool response_closes() const { return closes_; }
-
- private:
-  using NameFn = int (*)(int, sockaddr*, socklen_t*);
-  void address(NameFn fn, std::string& ip, int& port) const {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    char host[NI_MAXHOST] = {0}, serv[NI_MAXSERV] = {0};
-    if (fn(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
-        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-      return;
-    }
-    ip = host;
-    port = std::atoi(serv);
-  }
-
-  int fd_;
-  const std::string& in_;
-  size_t pos_ = 0;
-  int write_timeout_ms_;
-  std::string head_;
-  bool head_done_ = false;
-  bool closes_ = false;
-};
-
-// httplib::Server for its parser, router and response writer only: ConnectionFront owns the
-// sockets and calls serve() with one complete request at a time (process_request is protected).
-class RoutedServer : public httplib::Server {
- public:
-  // httplib ends a chunked (SSE) response early when it thinks it is shutting down, which it
-  // reads from its own listening socket (svr_sock_), unused here: a placeholder value means
-  // "running", INVALID_SOCKET (after stop) ends the streams still open.
-  RoutedServer() { svr_sock_ = std::numeric_limits<socket_t>::max(); }
-  void stop_streams() { svr_sock_ = INVALID_SOCKET; }
-  bool serve(httplib::Stream& stream, bool close_after, bool& client_asked_close) {
-    return process_request(stream, close_after, client_asked_close, {});
-  }
-};
 
 }  // namespace
 
@@ -222,21 +102,11 @@ struct HttpServer::Impl {
     auto& request = std::get<CompletionRequest>(parsed);
     // Authentication passed, so the key presented is options.api_key.
     request.cache_salt = tenant_cache_salt(options.api_key, request.cache_salt);
-    const int64_t kv_tokens =
-        int64_t(engine.runner().num_kv_blocks()) * engine.runner().block_size();
-    for (const auto& p : request.prompts) {
-      if (int64_t(p.size()) + request.max_tokens > kv_tokens) {
-        return send_error(res, bad_request(
-            "prompt + max_tokens (" + std::to_string(p.size() + request.max_tokens) +
-                ") exceeds the KV cache capacity of " + std::to_string(kv_tokens) + " tokens",
-            "max_tokens", "context_length_exceeded"));
-      }
-    }
     const bool stream = request.stream;
     CompletionContext ctx{&engine, &tokenizer, &model, &metrics};
     auto completion = std::make_shared<Completion>(ctx, std::move(request));
     if (auto e = completion->start()) return send_error(res, *e);
-    const int fd = find_socket_fd(req);
+    const int fd = t_client_fd;
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [t0] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

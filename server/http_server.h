@@ -1,6 +1,6 @@
 // HttpServer: the HTTP front end (routes, API key, body limit, error envelopes, SSE, client
 // disconnect detection): ConnectionFront owns the sockets and reads whole requests; cpp-httplib
-// parses, routes and writes the responses. The pimpl keeps httplib.h out of every other file.
+// parses, routes and writes the responses. The pimpl keeps httplib.h out of this header.
 #pragma once
 
 #include <cstddef>

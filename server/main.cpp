@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   ServedModel served;
   served.id = flags.served_model_name.empty() ? default_model_name(flags.model)
                                               : flags.served_model_name;
-  served.max_model_len = c.max_position_embeddings;
+  served.max_model_len = c.max_model_len;
   served.vocab_size = c.vocab_size;
   served.created = static_cast<int64_t>(std::time(nullptr));
   served.kv_cache_tokens = int64_t(r.num_kv_blocks()) * r.block_size();
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d, prefix caching %s\n",
                served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
                c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
-               c.max_position_embeddings,
+               c.max_model_len,
                c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "",
                r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),

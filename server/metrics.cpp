@@ -98,9 +98,6 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
   add_metric(&out, "flashserve_prefix_cache_evictions_total", "counter",
              "Cached KV blocks evicted to make room.",
              std::to_string(e.prefix_cache_evictions_total));
-  add_metric(&out, "flashserve_prefix_cache_cascade_steps_total", "counter",
-             "Decode steps that attended to shared prefix blocks once per group.",
-             std::to_string(e.cascade_steps_total));
   add_metric(&out, "flashserve_preemptions_total", "counter", "Recompute preemptions.",
              std::to_string(e.num_preemptions));
   add_metric(&out, "flashserve_prompt_tokens_total", "counter", "Prompt tokens processed.",

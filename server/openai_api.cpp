@@ -1,6 +1,6 @@
-// POST /v1/completions request parsing and validation (docs/API_CONTRACT.md): the prompt forms, echo, legacy
-// logprobs; the fields it shares with chat are in request_fields.cpp. Nothing below the API edge
-// sees unvalidated input. Internally a failed check throws an ApiError, which
+// POST /v1/completions request parsing and validation (docs/API_CONTRACT.md): the prompt forms,
+// echo, legacy logprobs; the fields it shares with chat are read by request_fields.h. Nothing
+// below the API edge sees unvalidated input. Internally a failed check throws an ApiError, which
 // parse_completion_request returns.
 #include "server/openai_api.h"
 
@@ -16,25 +16,6 @@
 namespace flashserve {
 
 using json = nlohmann::json;
-
-ApiError bad_request(std::string message, std::string param, std::string code) {
-  ApiError e;
-  e.status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
-}
-
-ApiError server_error(int status, std::string code, std::string message) {
-  ApiError e;
-  e.status = status;
-  e.type = "server_error";
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.retry_after_s = status == 503 ? 1 : 0;
-  return e;
-}
 
 namespace {
 
@@ -64,13 +45,7 @@ std::vector<int32_t> get_token_ids(const json& arr, const ServedModel& model) {
 void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& tokenizer,
                   CompletionRequest* r) {
   auto add_text = [&](const std::string& text) {
-    const size_t max_bytes = request::max_prompt_bytes(model, tokenizer);
-    if (text.size() > max_bytes) {
-      throw bad_request("'prompt' is " + std::to_string(text.size()) + " bytes; no prompt over " +
-                            std::to_string(max_bytes) + " bytes can fit this model's context of " +
-                            std::to_string(model.max_model_len) + " tokens",
-                        "prompt", "context_length_exceeded");
-    }
+    request::check_prompt_bytes(text.size(), "'prompt'", "prompt", model, tokenizer);
     try {
       r->prompts.push_back(tokenizer.encode(text, /*add_bos=*/true));
     } catch (const Error&) {
@@ -109,14 +84,11 @@ void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& toke
 CompletionRequest parse(std::string_view body, const ServedModel& model,
                         const Tokenizer& tokenizer) {
   const json j = request::parse_object(body);
-  request::reject_unknown(j, known_fields());
+  CompletionRequest r = request::read_shared_fields(j, model, known_fields());
   auto has = [&](const char* k) { return request::has(j, k); };
-
-  CompletionRequest r;
-  request::parse_common(j, model, &r);
-  int64_t max_tokens = r.max_tokens;  // checked against the context below, before narrowing
-  if (has("max_tokens")) max_tokens = request::get_max_tokens(j["max_tokens"], "max_tokens");
-  r.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, std::numeric_limits<int>::max()));
+  // Checked against the context once the prompts are tokens, before narrowing to int.
+  const int64_t max_tokens =
+      has("max_tokens") ? request::get_max_tokens(j["max_tokens"], "max_tokens") : r.max_tokens;
   if (has("best_of")) {
     int64_t best_of = request::get_int(j["best_of"], "best_of", 1, kMaxChoices);
     if (best_of != r.n) {
@@ -139,7 +111,7 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(kMaxChoices)) {
     throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");
   }
-  request::check_context(r, max_tokens, model, "prompt");
+  request::set_max_tokens(&r, max_tokens, model, "prompt");
   return r;
 }
 
@@ -152,7 +124,11 @@ std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_s
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer) {
-  return request::catching([&] { return parse(body, model, tokenizer); });
+  try {
+    return parse(body, model, tokenizer);
+  } catch (...) {
+    return request::caught_error(std::current_exception());
+  }
 }
 
 }  // namespace flashserve

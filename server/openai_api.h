@@ -45,7 +45,9 @@ struct ServedModel {
   int max_model_len = 0;    // prompt + max_tokens must fit
   int vocab_size = 0;       // valid token ids are [0, vocab_size)
   int64_t created = 0;      // unix time the server started
-  int64_t kv_cache_tokens = 0;  // > 0: a chat request without max_tokens stays within it too
+  // The KV cache's size in tokens; > 0: prompt + max_tokens must fit it too (a chat request
+  // without max_tokens gets what is left of it).
+  int64_t kv_cache_tokens = 0;
   // A request that omits temperature/top_p/top_k/repetition_penalty gets these (the API's
   // defaults, overridden by the model's generation_config.json).
   SamplingParams sampling_defaults{};

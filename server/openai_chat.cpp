@@ -9,6 +9,7 @@
 
 #include "chat_template/chat_template.h"
 #include "core/error.h"
+#include "engine/stop_rules.h"
 #include "server/openai_api.h"
 #include "server/request_fields.h"
 #include "tokenizer/special_split.h"
@@ -149,14 +150,8 @@ std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const
     throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
                       "messages", "chat_template_error");
   }
-  const size_t max_bytes = request::max_prompt_bytes(model, tokenizer);
-  if (rendered.text.size() > max_bytes) {
-    throw bad_request("the rendered conversation is " + std::to_string(rendered.text.size()) +
-                          " bytes; no prompt over " + std::to_string(max_bytes) +
-                          " bytes can fit this model's context of " +
-                          std::to_string(model.max_model_len) + " tokens",
-                      "messages", "context_length_exceeded");
-  }
+  request::check_prompt_bytes(rendered.text.size(), "the rendered conversation", "messages",
+                              model, tokenizer);
   std::vector<int32_t> ids;
   try {
     ids = encode_with_special_tokens(tokenizer, rendered.text, rendered.literal);
@@ -171,12 +166,9 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
                         const Tokenizer& tokenizer) {
   const json j = request::parse_object(body);
   reject_unsupported(j);
-  request::reject_unknown(j, known_fields());
-  auto has = [&](const char* k) { return request::has(j, k); };
-
-  CompletionRequest r;
+  CompletionRequest r = request::read_shared_fields(j, model, known_fields());
   r.format = ResponseFormat::kChat;
-  request::parse_common(j, model, &r);
+  auto has = [&](const char* k) { return request::has(j, k); };
   // max_completion_tokens is the current name, max_tokens the deprecated one; with neither the
   // reply may use the rest of the context (as OpenAI and vLLM do).
   std::optional<int64_t> max_tokens;
@@ -199,12 +191,13 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   const std::vector<ChatMessage> messages = parse_messages(j);
   r.prompts.push_back(chat_prompt(messages, model, tokenizer));
   r.echo_texts.push_back("");  // chat has no echo
-  const int64_t prompt_len = static_cast<int64_t>(r.prompts[0].size());
-  int64_t room = model.max_model_len;
-  if (model.kv_cache_tokens > 0) room = std::min<int64_t>(room, model.kv_cache_tokens);
-  const int64_t limit = max_tokens ? *max_tokens : std::max<int64_t>(room - prompt_len, 1);
-  request::check_context(r, limit, model, "messages");
-  r.max_tokens = static_cast<int>(std::min<int64_t>(limit, std::numeric_limits<int>::max()));
+  if (!max_tokens) {  // the rest of the context, and of the KV cache; at least 1
+    int room = model.max_model_len;
+    if (model.kv_cache_tokens > 0) room = int(std::min<int64_t>(room, model.kv_cache_tokens));
+    const int prompt_len = static_cast<int>(r.prompts[0].size());
+    max_tokens = std::max(1, generation_budget(prompt_len, std::numeric_limits<int>::max(), room));
+  }
+  request::set_max_tokens(&r, *max_tokens, model, "messages");
   return r;
 }
 
@@ -213,7 +206,11 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
                                                              const ServedModel& model,
                                                              const Tokenizer& tokenizer) {
-  return request::catching([&] { return parse(body, model, tokenizer); });
+  try {
+    return parse(body, model, tokenizer);
+  } catch (...) {
+    return request::caught_error(std::current_exception());
+  }
 }
 
 }  // namespace flashserve

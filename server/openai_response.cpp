@@ -1,6 +1,6 @@
-// Response side of the OpenAI API edge: error envelopes, choices and envelopes of both endpoints,
-// usage, logprobs (legacy and chat shapes), /v1/models, and SSE framing. Pure functions over
-// nlohmann::json.
+// Response side of the OpenAI API edge: errors and their envelopes, choices and envelopes of
+// both endpoints, usage, logprobs (legacy and chat shapes), /v1/models, and SSE framing. Pure
+// functions over nlohmann::json.
 #include <cmath>
 #include <cstdio>
 
@@ -10,6 +10,25 @@
 namespace flashserve {
 
 using json = nlohmann::json;
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+ApiError server_error(int status, std::string code, std::string message) {
+  ApiError e;
+  e.status = status;
+  e.type = "server_error";
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.retry_after_s = status == 503 ? 1 : 0;
+  return e;
+}
 
 json error_json(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};

@@ -1,12 +1,13 @@
-// The fields both OpenAI endpoints share (see request_fields.h): JSON guards, typed getters with
-// range checks, the sampling fields, stop strings, logit_bias, streaming options, and the
-// context-length check.
+// Reading a request body at the API edge (see request_fields.h): JSON guards, typed getters
+// with range checks, the shared fields (sampling, stop strings, logit_bias, streaming options),
+// and the context checks.
 #include "server/request_fields.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "engine/stop_rules.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::request {
@@ -36,6 +37,14 @@ int json_depth(std::string_view s) {
     }
   }
   return max_depth;
+}
+
+void reject_unknown(const json& j, const std::set<std::string>& known) {
+  for (const auto& [key, value] : j.items()) {
+    if (!known.count(key)) {
+      throw bad_request("unknown parameter '" + key + "'", key, "unknown_parameter");
+    }
+  }
 }
 
 void parse_stop(const json& v, CompletionRequest* r) {
@@ -85,19 +94,10 @@ json parse_object(std::string_view body) {
   return j;
 }
 
-void reject_unknown(const json& j, const std::set<std::string>& known) {
-  for (const auto& [key, value] : j.items()) {
-    if (!known.count(key)) {
-      throw bad_request("unknown parameter '" + key + "'", key, "unknown_parameter");
-    }
-  }
-}
-
 bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 // Integer in [lo, hi] (JSON integers only: 1.0 and true are refused).
-int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi,
-                const char* code) {
+int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi) {
   if (!v.is_number_integer()) throw bad_request("'" + name + "' must be an integer", name);
   bool too_big = v.is_number_unsigned() &&
                  v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
@@ -105,7 +105,7 @@ int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi,
   if (x < lo || x > hi) {
     throw bad_request("'" + name + "' must be between " + std::to_string(lo) + " and " +
                           std::to_string(hi) + ", got " + v.dump(),
-                      name, code);
+                      name);
   }
   return x;
 }
@@ -140,7 +140,10 @@ int64_t get_max_tokens(const json& v, const std::string& name) {
   return get_int(v, name, 0, std::numeric_limits<int64_t>::max());
 }
 
-void parse_common(const json& j, const ServedModel& model, CompletionRequest* r) {
+CompletionRequest read_shared_fields(const json& j, const ServedModel& model,
+                                     const std::set<std::string>& known) {
+  reject_unknown(j, known);
+  CompletionRequest r;
   auto present = [&](const char* k) { return has(j, k); };
   if (present("model")) {
     if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
@@ -153,18 +156,18 @@ void parse_common(const json& j, const ServedModel& model, CompletionRequest* r)
     }
   }
   if (present("user") && !j["user"].is_string()) throw bad_request("'user' must be a string", "user");
-  if (present("user")) r->user = j["user"].get<std::string>();
+  if (present("user")) r.user = j["user"].get<std::string>();
   if (present("cache_salt")) {
     const json& v = j["cache_salt"];
     if (!v.is_string() || v.get<std::string>().size() > kMaxCacheSaltBytes) {
       throw bad_request("'cache_salt' must be a string of at most " +
                             std::to_string(kMaxCacheSaltBytes) + " bytes", "cache_salt");
     }
-    r->cache_salt = v.get<std::string>();
+    r.cache_salt = v.get<std::string>();
   }
-  if (present("n")) r->n = static_cast<int>(get_int(j["n"], "n", 1, kMaxChoices));
+  if (present("n")) r.n = static_cast<int>(get_int(j["n"], "n", 1, kMaxChoices));
 
-  SamplingParams& s = r->sampling;
+  SamplingParams& s = r.sampling;
   s = model.sampling_defaults;
   if (present("temperature")) s.temperature = get_float(j["temperature"], "temperature", 0, 2);
   if (present("top_p")) s.top_p = get_float(j["top_p"], "top_p", 0, 1, /*open_lo=*/true);
@@ -187,15 +190,15 @@ void parse_common(const json& j, const ServedModel& model, CompletionRequest* r)
     const json& v = j["seed"];
     if (!v.is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
     s.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
-    r->has_seed = true;
+    r.has_seed = true;
   }
   if (present("logit_bias")) parse_logit_bias(j["logit_bias"], model, &s);
-  if (present("ignore_eos")) r->ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
-  if (present("stop")) parse_stop(j["stop"], r);
-  if (present("stream")) r->stream = get_bool(j["stream"], "stream");
+  if (present("ignore_eos")) r.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
+  if (present("stop")) parse_stop(j["stop"], &r);
+  if (present("stream")) r.stream = get_bool(j["stream"], "stream");
   if (present("stream_options")) {
     const json& so = j["stream_options"];
-    if (!r->stream) {
+    if (!r.stream) {
       throw bad_request("'stream_options' is only allowed when 'stream' is true",
                         "stream_options");
     }
@@ -205,44 +208,64 @@ void parse_common(const json& j, const ServedModel& model, CompletionRequest* r)
         throw bad_request("unknown parameter 'stream_options." + key + "'", "stream_options",
                           "unknown_parameter");
       }
-      if (!value.is_null()) r->include_usage = get_bool(value, "stream_options.include_usage");
+      if (!value.is_null()) r.include_usage = get_bool(value, "stream_options.include_usage");
     }
   }
+  return r;
 }
 
-size_t max_prompt_bytes(const ServedModel& model, const Tokenizer& tokenizer) {
+void check_prompt_bytes(size_t bytes, const std::string& subject, const char* param,
+                        const ServedModel& model, const Tokenizer& tokenizer) {
   // Encoding costs microseconds per byte, so a prompt that can never fit is refused unread:
   // each token stands for at most max_piece_bytes() bytes. The factor leaves room for
   // normalisation that shrinks text before encoding (e.g. collapsed whitespace).
-  return kPromptBytesFactor * size_t(std::max(model.max_model_len, 1)) *
-         std::max<size_t>(tokenizer.max_piece_bytes(), 1);
+  const size_t max_bytes = kPromptBytesFactor * size_t(std::max(model.max_model_len, 1)) *
+                           std::max<size_t>(tokenizer.max_piece_bytes(), 1);
+  if (bytes > max_bytes) {
+    throw bad_request(subject + " is " + std::to_string(bytes) + " bytes; no prompt over " +
+                          std::to_string(max_bytes) + " bytes can fit this model's context of " +
+                          std::to_string(model.max_model_len) + " tokens",
+                      param, "context_length_exceeded");
+  }
 }
 
-void check_context(const CompletionRequest& r, int64_t max_tokens, const ServedModel& model,
-                   const char* prompt_param) {
-  for (const auto& p : r.prompts) {
+void set_max_tokens(CompletionRequest* r, int64_t max_tokens, const ServedModel& model,
+                    const char* prompt_param) {
+  for (const auto& p : r->prompts) {
     const int64_t prompt_len = static_cast<int64_t>(p.size());
-    const bool overflow = max_tokens > std::numeric_limits<int64_t>::max() - prompt_len;
-    const int64_t total = overflow ? std::numeric_limits<int64_t>::max() : prompt_len + max_tokens;
-    if (total > model.max_model_len) {
-      bool prompt_alone = prompt_len >= model.max_model_len;
+    if (!fits_context(prompt_len, max_tokens, model.max_model_len)) {
+      const bool overflow = max_tokens > std::numeric_limits<int64_t>::max() - prompt_len;
+      const int64_t total = overflow ? std::numeric_limits<int64_t>::max() : prompt_len + max_tokens;
+      const bool prompt_alone = prompt_len >= model.max_model_len;
       throw bad_request("This model's maximum context length is " +
                             std::to_string(model.max_model_len) + " tokens, but " +
                             std::to_string(total) + " were requested (" +
-                            std::to_string(p.size()) + " in the prompt, " +
+                            std::to_string(prompt_len) + " in the prompt, " +
                             std::to_string(max_tokens) + " for the completion)",
                         prompt_alone ? prompt_param : "max_tokens", "context_length_exceeded");
     }
   }
+  // Within the context, so the sums below cannot overflow. A KV cache smaller than the context
+  // (--kv-cache-tokens, or little GPU memory) could never hold such a request.
+  for (const auto& p : r->prompts) {
+    if (model.kv_cache_tokens > 0 &&
+        !fits_context(static_cast<int64_t>(p.size()), max_tokens, model.kv_cache_tokens)) {
+      throw bad_request("prompt + max_tokens (" + std::to_string(int64_t(p.size()) + max_tokens) +
+                            ") exceeds the KV cache capacity of " +
+                            std::to_string(model.kv_cache_tokens) + " tokens",
+                        "max_tokens", "context_length_exceeded");
+    }
+  }
+  r->max_tokens = static_cast<int>(std::min<int64_t>(max_tokens, std::numeric_limits<int>::max()));
 }
 
-std::variant<CompletionRequest, ApiError> catching(const std::function<CompletionRequest()>& parse) {
+ApiError caught_error(std::exception_ptr e) {
   try {
-    return parse();
-  } catch (const ApiError& e) {
-    return e;
-  } catch (const std::exception& e) {  // e.g. json type errors we did not foresee: still a 400
-    return bad_request(std::string("invalid request: ") + e.what());
+    std::rethrow_exception(e);
+  } catch (const ApiError& api) {
+    return api;
+  } catch (const std::exception& other) {  // e.g. json type errors we did not foresee: still a 400
+    return bad_request(std::string("invalid request: ") + other.what());
   }
 }
 

@@ -1,14 +1,15 @@
-// The request fields /v1/completions and /v1/chat/completions share, parsed and validated the same
-// way for both (openai_api.cpp and openai_chat.cpp hold what differs). Internal to server/: a
-// failed check throws an ApiError, which the endpoint's parse function returns.
+// Reading a request body at the API edge, for both /v1/completions (openai_api.cpp) and
+// /v1/chat/completions (openai_chat.cpp): the JSON guards, typed getters with range checks, the
+// fields both endpoints share, and the context checks. Each endpoint reads its body in one pass:
+// parse_object, read_shared_fields, its own fields, its prompt, set_max_tokens. A failed check
+// throws an ApiError; the endpoint's public parse function returns it (caught_error).
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <set>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -18,32 +19,35 @@ namespace flashserve::request {
 
 // The body as a JSON object: too deeply nested, not JSON, or not an object -> 400.
 nlohmann::json parse_object(std::string_view body);
-// Any field not in `known` -> 400 unknown_parameter naming it.
-void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known);
 bool has(const nlohmann::json& j, const char* key);  // present and not null
 
 // Integer in [lo, hi] (JSON integers only: 1.0 and true are refused).
-int64_t get_int(const nlohmann::json& v, const std::string& name, int64_t lo, int64_t hi,
-                const char* code = "");
+int64_t get_int(const nlohmann::json& v, const std::string& name, int64_t lo, int64_t hi);
 // Number in [lo, hi] (`open_lo` excludes lo), also as the 32-bit float the sampler will use.
 float get_float(const nlohmann::json& v, const std::string& name, double lo, double hi,
                 bool open_lo = false);
 bool get_bool(const nlohmann::json& v, const std::string& name);
 int64_t get_max_tokens(const nlohmann::json& v, const std::string& name);
 
-// model, user, n, the sampling fields (starting from model.sampling_defaults), seed,
-// logit_bias, stop, stream, stream_options, ignore_eos.
-void parse_common(const nlohmann::json& j, const ServedModel& model, CompletionRequest* r);
+// Refuses any field not in `known` (400 unknown_parameter naming it), then reads the fields both
+// endpoints share: model, user, cache_salt, n, the sampling fields (starting from
+// model.sampling_defaults), seed, logit_bias, ignore_eos, stop, stream, stream_options.
+CompletionRequest read_shared_fields(const nlohmann::json& j, const ServedModel& model,
+                                     const std::set<std::string>& known);
 
-// Bytes of prompt text that could still fit the context (each token is at most
-// max_piece_bytes() bytes); longer text is refused before it is encoded.
-size_t max_prompt_bytes(const ServedModel& model, const Tokenizer& tokenizer);
-// Every prompt + max_tokens must fit max_model_len; `prompt_param` names the field blamed when
-// the prompt alone does not fit.
-void check_context(const CompletionRequest& r, int64_t max_tokens, const ServedModel& model,
-                   const char* prompt_param);
+// Refuses prompt text of `bytes` bytes that could never fit the context, before it is encoded
+// (each token is at most max_piece_bytes() bytes): "<subject> is N bytes; ...", blaming `param`.
+void check_prompt_bytes(size_t bytes, const std::string& subject, const char* param,
+                        const ServedModel& model, const Tokenizer& tokenizer);
 
-// Runs `parse`, turning a thrown ApiError (or an unforeseen exception) into the returned error.
-std::variant<CompletionRequest, ApiError> catching(const std::function<CompletionRequest()>& parse);
+// Every prompt + max_tokens must fit the context (engine/stop_rules.h, fits_context) and the KV
+// cache (model.kv_cache_tokens, when known); then r->max_tokens = max_tokens. `prompt_param`
+// names the field blamed when the prompt alone does not fit.
+void set_max_tokens(CompletionRequest* r, int64_t max_tokens, const ServedModel& model,
+                    const char* prompt_param);
+
+// The error an endpoint returns for what its parse threw: the ApiError as thrown, any other
+// std::exception (a JSON type error not foreseen) a 400. Call inside a catch (...) block.
+ApiError caught_error(std::exception_ptr e);
 
 }  // namespace flashserve::request

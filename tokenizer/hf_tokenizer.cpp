@@ -18,7 +18,7 @@
 #include "tokenizer/hf_normalizer.h"
 #include "tokenizer/hf_pre_tokenizer.h"
 #include "tokenizer/hf_text.h"
-#include "tokenizer/loaders.h"
+#include "tokenizer/tokenizer_backends.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve {

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tokenizer/loaders.h"
+#include "tokenizer/tokenizer_backends.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve {

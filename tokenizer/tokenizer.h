@@ -1,6 +1,7 @@
-// Tokenizers (SentencePiece .model files and Hugging Face tokenizer.json files) and the
-// incremental detokenizer used for streaming. This header includes neither library:
-// tokenizer/sentencepiece_tokenizer.cpp and tokenizer/hf_*.cpp do (docs/TOKENIZER.md).
+// tokenizer/: turns text into token ids and ids back into text with a model's own tokenizer
+// (SentencePiece .model or Hugging Face tokenizer.json), incrementally when streaming.
+// This header includes neither library: tokenizer/sentencepiece_tokenizer.cpp and
+// tokenizer/hf_*.cpp do (docs/TOKENIZER.md).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tokenizer/loaders.h"
+#include "tokenizer/tokenizer_backends.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {

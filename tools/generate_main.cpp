@@ -71,10 +71,11 @@ int run(const Args& a) {
            " pieces but the model only ", c.vocab_size);
 
   std::vector<int32_t> tokens = tok->encode(a.prompt, /*add_bos=*/true);
-  const int max_len = c.max_position_embeddings > 0 ? c.max_position_embeddings : 1 << 30;
-  FS_CHECK(int(tokens.size()) < max_len, "prompt of ", tokens.size(),
-           " tokens does not fit the context of ", max_len);
-  const int budget = generation_budget(int(tokens.size()), int(a.max_tokens), max_len);
+  const int max_model_len = c.max_model_len > 0 ? c.max_model_len : 1 << 30;
+  // The prompt must leave room for the first generated token (the engine's rule).
+  FS_CHECK(fits_context(int64_t(tokens.size()), 1, max_model_len), "prompt of ", tokens.size(),
+           " tokens does not fit the context of ", max_model_len);
+  const int budget = generation_budget(int(tokens.size()), int(a.max_tokens), max_model_len);
   const int total = int(tokens.size()) + budget;
   ModelRunnerOptions o;
   o.threads = int(a.threads);

@@ -38,7 +38,7 @@ import hf_models  # noqa: E402
 # bf16 NMSE (a different but equally good bf16 rounding order lands near 1x).
 NMSE_FACTOR_VS_HF_BF16 = 4.0
 NMSE_FLOOR = 1e-6  # always acceptable: far below bf16 rounding noise (~1e-5 and up for logits)
-GREEDY_MIN_AGREEMENT = 0.95  # issue 6: greedy continuations agree on >= 95% of positions
+GREEDY_MIN_AGREEMENT = 0.95  # greedy continuations agree on >= 95% of positions
 # BOS-only, odd, block-aligned, longer than one attention tile, and one long prompt: below ~1000
 # positions the llama3 scaling of RoPE's low frequencies moves angles by only a few 0.01 rad,
 # too little to tell a missing scaling from bf16 noise; at 1500 it is up to a radian.

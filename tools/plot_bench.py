@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Plots the benchmark records in bench/results/**/*.jsonl as PNGs (docs/img/ by default) and
-# prints the README's benchmark tables as Markdown.
+# prints docs/BENCHMARKS.md's benchmark tables as Markdown.
 #   tools/plot_bench.py [--results bench/results] [--out docs/img]   # plots (needs matplotlib)
 #   tools/plot_bench.py --tables [--plots]                          # tables (Python 3 only)
 # Docs tool only: plotting needs Debian's python3-matplotlib (hence /usr/bin/python3), imported
@@ -76,7 +76,7 @@ def kind_of(rows):
         if b in benches:
             return b
     # End-to-end: only files whose flashserve records carry a transformers speedup measured in
-    # the same run (the others are A/B runs of one change, listed in the folder's README.md).
+    # the same run (the others are A/B runs of one change, listed in bench/results/README.md).
     if any(r.get("bench") in E2E_BENCHES and any(k.startswith("speedup_vs_hf_") for k in r)
            for r in rows):
         return "e2e"
@@ -274,7 +274,7 @@ def decode_table(path, rows, date, how):
              "|---|---|---|---|---|---|---|---|"]
     for (hq, hkv, d, b, L), r in by_key.items():
         if b not in (1, 32) or L not in (2048, 32768):
-            continue  # the README shows a few; docs/decode_attention.md has them all
+            continue  # docs/BENCHMARKS.md shows a few; docs/decode_attention.md has them all
         sp = r.get("speedup_vs_torch_best")
         lines.append(f"| {b} | {L} | {hq}/{hkv} | {d} | {r['time_us_p50']:.1f} | {r['gb_s']:.0f} | "
                      f"{r.get('frac_of_copy_bw', 0):.2f} | {fmt_ratio(sp)} |")

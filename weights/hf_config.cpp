@@ -104,9 +104,9 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
   if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
     const int none = 0;
     const int window = get_int(j, "sliding_window", path, &none);
-    if (window < c.max_position_embeddings)
+    if (window < c.max_model_len)
       FS_THROW(path, ": sliding_window ", window, " is smaller than max_position_embeddings ",
-               c.max_position_embeddings, ": sliding-window attention is not supported (only "
+               c.max_model_len, ": sliding-window attention is not supported (only "
                "full attention, i.e. a null window or one covering the whole context)");
   }
 }
@@ -244,8 +244,8 @@ ModelConfig read_hf_config(const std::string& path) {
                                                        : 0;
   c.head_dim = get_int(j, "head_dim", path, &derived_head_dim);
   c.vocab_size = get_int(j, "vocab_size", path, nullptr);
-  const int default_max_pos = 2048, default_bos = 1;
-  c.max_position_embeddings = get_int(j, "max_position_embeddings", path, &default_max_pos);
+  const int default_max_model_len = 2048, default_bos = 1;
+  c.max_model_len = get_int(j, "max_position_embeddings", path, &default_max_model_len);
   c.rms_norm_eps = get_float(j, "rms_norm_eps", path, 1e-6f);
   c.rope_theta = get_float(j, "rope_theta", path, 10000.f);
   c.rope_scaling = read_rope_scaling(j, path, "rope_scaling");
@@ -311,7 +311,7 @@ std::string hf_config_json(const ModelConfig& c) {
             {"num_key_value_heads", c.num_kv_heads},
             {"head_dim", c.head_dim},
             {"vocab_size", c.vocab_size},
-            {"max_position_embeddings", c.max_position_embeddings},
+            {"max_position_embeddings", c.max_model_len},
             {"rms_norm_eps", c.rms_norm_eps},
             {"rope_theta", c.rope_theta},
             {"tie_word_embeddings", c.tie_word_embeddings},

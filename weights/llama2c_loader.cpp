@@ -78,7 +78,7 @@ std::unique_ptr<ModelImpl> load_llama2c(const std::string& bin_path) {
   c.num_kv_heads = kv_heads;
   c.head_dim = dim / heads;
   c.vocab_size = vocab;
-  c.max_position_embeddings = seq_len;
+  c.max_model_len = seq_len;
   c.rms_norm_eps = 1e-5f;
   c.rope_theta = 10000.f;
   c.tie_word_embeddings = hdr[5] > 0;

@@ -48,7 +48,7 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   positive(c.num_kv_heads, "num_key_value_heads");
   positive(c.head_dim, "head_dim");
   positive(c.vocab_size, "vocab_size");
-  positive(c.max_position_embeddings, "max_position_embeddings");
+  positive(c.max_model_len, "max_position_embeddings");
   // Far above any real Llama (405B: hidden 16384, 126 layers), low enough that sizes never
   // overflow and a corrupt config cannot make the loader build billions of tensor names.
   auto at_most = [&](int value, int limit, const char* name) {

@@ -63,7 +63,7 @@ struct ModelConfig {
   int num_kv_heads = 0;
   int head_dim = 0;  // config's head_dim when given, else hidden_size / num_q_heads
   int vocab_size = 0;
-  int max_position_embeddings = 0;
+  int max_model_len = 0;  // prompt + generated tokens (config.json "max_position_embeddings")
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   RopeScaling rope_scaling;

@@ -28,7 +28,7 @@ flashserve::ModelConfig preset(const std::string& name) {
   // hidden, intermediate, layers, q heads, kv heads, head_dim, vocab, max positions
   auto set = [&](int h, int i, int l, int q, int kv, int hd, int v, int pos) {
     c.hidden_size = h, c.intermediate_size = i, c.num_layers = l, c.num_q_heads = q;
-    c.num_kv_heads = kv, c.head_dim = hd, c.vocab_size = v, c.max_position_embeddings = pos;
+    c.num_kv_heads = kv, c.head_dim = hd, c.vocab_size = v, c.max_model_len = pos;
   };
   if (name == "tiny") set(256, 688, 2, 4, 2, 64, 32000, 2048);
   else if (name == "tinyllama-1.1b") set(2048, 5632, 22, 32, 4, 64, 32000, 2048);

@@ -2,108 +2,26 @@
 // weights dequantized: the reference the CUDA kernels are checked against, docs/FP8.md).
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
 // ranges of query rows; each output element is computed by the same code whatever the split, so results
-// do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention
-// (ref::cascade_attention for a decode step that carries a cascade plan: off by default here).
+// do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention.
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "backends/backend.h"
-#include "kernels/cpu/cascade_attention_ref.h"
+#include "backends/cpu/thread_pool.h"
+#include "kernels/cpu/argmax_ref.h"
+#include "kernels/cpu/elementwise_ref.h"
+#include "kernels/cpu/embedding_gather_ref.h"
+#include "kernels/cpu/norms_ref.h"
 #include "kernels/cpu/paged_attention_ref.h"
+#include "kernels/cpu/rope_kv_write_ref.h"
 #include "parallel/reduction_order.h"
 
 namespace flashserve {
 namespace {
-
-// Runs fn(chunk) for chunk in [0, num_chunks) on the caller plus size() - 1 workers.
-class ThreadPool {
- public:
-  explicit ThreadPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (auto& w : workers_) w.join();
-  }
-  int size() const { return int(workers_.size()) + 1; }
-
-  void run(int num_chunks, const std::function<void(int)>& fn) {
-    num_chunks = std::min(num_chunks, size());
-    if (num_chunks <= 1) {
-      if (num_chunks == 1) fn(0);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = &fn;
-      num_chunks_ = num_chunks;
-      pending_ = int(workers_.size());
-      error_ = nullptr;
-      ++generation_;
-    }
-    start_.notify_all();
-    std::exception_ptr mine;
-    try {
-      fn(0);
-    } catch (...) {
-      mine = std::current_exception();
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    job_ = nullptr;
-    if (mine) std::rethrow_exception(mine);
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void work(int index) {
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* job;
-      int chunks;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        job = job_;
-        chunks = num_chunks_;
-      }
-      std::exception_ptr err;
-      if (index < chunks) {
-        try {
-          (*job)(index);
-        } catch (...) {
-          err = std::current_exception();
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable start_, done_;
-  const std::function<void(int)>* job_ = nullptr;
-  int num_chunks_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
-};
 
 // R token rows against one weight row, eight independent partial sums per row so the compiler
 // vectorises without reassociating on its own. Each output gets the same arithmetic whatever R
@@ -144,15 +62,10 @@ void check_same(const Tensor& a, const Tensor& b, const char* what) {
   FS_CHECK(a.numel() == b.numel(), what, ": ", a.numel(), " vs ", b.numel(), " elements");
 }
 
-// out[i] = f(a[i], b[i]) over three f32 tensors of the same size (out may alias a or b).
-template <class F>
-void elementwise(Tensor out, const Tensor& a, const Tensor& b, const char* what, F f) {
+// Three tensors of the same size (an elementwise op's).
+void check_same(const Tensor& out, const Tensor& a, const Tensor& b, const char* what) {
   check_same(out, a, what);
   check_same(out, b, what);
-  const float* ap = a.as<float>();
-  const float* bp = b.as<float>();
-  float* o = out.as<float>();
-  for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(ap[i], bp[i]);
 }
 
 class CpuBackend final : public Backend {
@@ -217,25 +130,13 @@ class CpuBackend final : public Backend {
   void embedding(Tensor out, const Tensor& token_ids, const Tensor& table) override {
     const int64_t n = token_ids.numel(), hidden = table.dim(1), vocab = table.dim(0);
     FS_CHECK(out.numel() == n * hidden, "embedding: out has ", out.numel(), " elements");
-    const int32_t* ids = token_ids.as<int32_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      FS_CHECK(ids[i] >= 0 && ids[i] < vocab, "token id ", ids[i], " outside vocab ", vocab);
-      std::memcpy(out.as<float>() + i * hidden, table.as<float>() + ids[i] * hidden, hidden * 4);
-    }
+    ref::embedding(out.data, token_ids.as<int32_t>(), table.data, n, hidden * 4, vocab);
   }
 
   void rms_norm(Tensor out, const Tensor& x, const Tensor& weight, float eps) override {
     const int64_t hidden = weight.numel(), n = x.numel() / hidden;
     check_same(out, x, "rms_norm");
-    const float* w = weight.as<float>();
-    for (int64_t r = 0; r < n; ++r) {
-      const float* xr = x.as<float>() + r * hidden;
-      float* o = out.as<float>() + r * hidden;
-      double ss = 0.0;
-      for (int64_t c = 0; c < hidden; ++c) ss += double(xr[c]) * xr[c];
-      const float inv = float(1.0 / std::sqrt(ss / double(hidden) + double(eps)));
-      for (int64_t c = 0; c < hidden; ++c) o[c] = xr[c] * inv * w[c];
-    }
+    ref::rms_norm(out.as<float>(), x.as<float>(), weight.as<float>(), n, hidden, eps);
   }
 
   void matmul(Tensor out, const Tensor& x, const Tensor& w) override {
@@ -274,38 +175,15 @@ class CpuBackend final : public Backend {
     const int64_t n = positions.numel(), half = inv_freq.numel(), d = 2 * half;
     FS_CHECK(q.numel() % (n * d) == 0 && k.numel() % (n * d) == 0, "rope: bad q/k sizes");
     const int64_t hq = q.numel() / (n * d), hk = k.numel() / (n * d);
-    std::vector<float> cs(half), sn(half);
-    for (int64_t t = 0; t < n; ++t) {
-      const double pos = positions.as<int32_t>()[t];
-      for (int64_t i = 0; i < half; ++i) {  // angle in double: large positions keep precision
-        const double a = pos * double(inv_freq.as<float>()[i]);
-        cs[i] = float(std::cos(a));
-        sn[i] = float(std::sin(a));
-      }
-      auto turn = [&](float* base, int64_t heads) {
-        for (int64_t h = 0; h < heads; ++h) {
-          float* v = base + (t * heads + h) * d;
-          for (int64_t i = 0; i < half; ++i) {
-            const float x1 = v[i], x2 = v[i + half];
-            v[i] = x1 * cs[i] - x2 * sn[i];
-            v[i + half] = x2 * cs[i] + x1 * sn[i];
-          }
-        }
-      };
-      turn(q.as<float>(), hq);
-      turn(k.as<float>(), hk);
-    }
+    ref::rope(q.as<float>(), k.as<float>(), positions.as<int32_t>(), inv_freq.as<float>(), n, hq,
+              hk, d);
   }
 
   void add_bias(Tensor x, const Tensor& bias) override {
     const int64_t width = bias.numel(), n = width ? x.numel() / width : 0;
     FS_CHECK(width > 0 && n * width == x.numel(), "add_bias: x has ", x.numel(),
              " elements, bias ", width);
-    const float* b = bias.as<float>();
-    for (int64_t r = 0; r < n; ++r) {
-      float* xr = x.as<float>() + r * width;
-      for (int64_t c = 0; c < width; ++c) xr[c] += b[c];
-    }
+    ref::add_bias(x.as<float>(), bias.as<float>(), n, width);
   }
 
   void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
@@ -313,42 +191,25 @@ class CpuBackend final : public Backend {
     FS_CHECK(qkv.ndim == 3 && qkv.dim(1) == num_q_heads + 2 * num_kv_heads &&
                  q_weight.numel() == qkv.dim(2) && k_weight.numel() == qkv.dim(2),
              "qk_norm: shapes");
-    const int64_t heads = qkv.dim(1), d = qkv.dim(2);
-    for (int64_t t = 0; t < qkv.dim(0); ++t)
-      for (int64_t h = 0; h < num_q_heads + num_kv_heads; ++h) {
-        float* v = qkv.as<float>() + (t * heads + h) * d;
-        const float* w = (h < num_q_heads ? q_weight : k_weight).as<float>();
-        double ss = 0.0;
-        for (int64_t i = 0; i < d; ++i) ss += double(v[i]) * v[i];
-        const float inv = float(1.0 / std::sqrt(ss / double(d) + double(eps)));
-        for (int64_t i = 0; i < d; ++i) v[i] = v[i] * inv * w[i];
-      }
+    ref::qk_norm(qkv.as<float>(), q_weight.as<float>(), k_weight.as<float>(), qkv.dim(0),
+                 num_q_heads, num_kv_heads, qkv.dim(2), eps);
   }
 
   void swiglu(Tensor out, const Tensor& gate, const Tensor& up) override {
-    elementwise(out, gate, up, "swiglu",
-                [](float g, float u) { return g / (1.f + std::exp(-g)) * u; });
+    check_same(out, gate, up, "swiglu");
+    ref::swiglu(out.as<float>(), gate.as<float>(), up.as<float>(), out.numel());
   }
 
   void add(Tensor out, const Tensor& a, const Tensor& b) override {
-    elementwise(out, a, b, "add", [](float x, float y) { return x + y; });
+    check_same(out, a, b, "add");
+    ref::add(out.as<float>(), a.as<float>(), b.as<float>(), out.numel());
   }
 
   void argmax_rows(Tensor ids, const Tensor& logits) override {
     FS_CHECK(logits.dtype == DType::kF32 && ids.dtype == DType::kI32 && logits.ndim == 2 &&
                  ids.numel() == logits.dim(0),
              "argmax_rows: shapes");
-    const int64_t rows = logits.dim(0), cols = logits.dim(1);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = logits.as<float>() + r * cols;
-      int32_t best = 0;
-      bool nan = false;
-      for (int64_t c = 0; c < cols; ++c) {
-        nan |= std::isnan(row[c]);
-        if (row[c] > row[best]) best = int32_t(c);  // ties keep the lowest id
-      }
-      ids.as<int32_t>()[r] = nan ? -1 : best;
-    }
+    ref::argmax_rows(ids.as<int32_t>(), logits.as<float>(), logits.dim(0), logits.dim(1));
   }
 
   // The host sampler itself, row by row: the reference the GPU sampler is tested against.
@@ -377,11 +238,7 @@ class CpuBackend final : public Backend {
   void gather_rows(Tensor out, const Tensor& x, const Tensor& row_ids) override {
     const int64_t rows = row_ids.numel(), width = out.numel() / std::max<int64_t>(rows, 1);
     const int64_t x_rows = x.numel() / std::max<int64_t>(width, 1);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int32_t src = row_ids.as<int32_t>()[r];
-      FS_CHECK(src >= 0 && src < x_rows, "gather_rows: row ", src, " of ", x_rows);
-      std::memcpy(out.as<float>() + r * width, x.as<float>() + src * width, width * 4);
-    }
+    ref::gather_rows(out.data, x.data, row_ids.as<int32_t>(), rows, width * 4, x_rows);
   }
 
   void write_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
@@ -389,18 +246,17 @@ class CpuBackend final : public Backend {
     const int64_t n = slot_mapping.numel(), row = k.numel() / std::max<int64_t>(n, 1);
     const int64_t num_slots = k_cache.numel() / std::max<int64_t>(row, 1);
     check_same(k, v, "write_kv");
-    for (int64_t t = 0; t < n; ++t) {
-      const int32_t slot = slot_mapping.as<int32_t>()[t];
-      FS_CHECK(slot >= 0 && slot < num_slots, "write_kv: slot ", slot, " of ", num_slots);
-      std::memcpy(k_cache.as<float>() + slot * row, k.as<float>() + t * row, row * 4);
-      std::memcpy(v_cache.as<float>() + slot * row, v.as<float>() + t * row, row * 4);
-    }
+    ref::write_kv(k_cache.data, v_cache.data, k.data, v.data, slot_mapping.as<int32_t>(), n,
+                  row * 4, num_slots);
   }
 
   void add_rms_norm(Tensor out, Tensor x, const Tensor& delta, const Tensor& weight,
                     float eps) override {
-    add(x, x, delta);
-    rms_norm(out, x, weight, eps);
+    const int64_t hidden = weight.numel(), n = x.numel() / hidden;
+    check_same(x, x, delta, "add_rms_norm");
+    check_same(out, x, "add_rms_norm");
+    ref::add_rms_norm(out.as<float>(), x.as<float>(), x.as<float>(), delta.as<float>(),
+                      weight.as<float>(), n, hidden, eps);
   }
 
   void qkv_rope_write_kv(Tensor q, Tensor k_cache, Tensor v_cache, const Tensor& qkv,
@@ -411,32 +267,17 @@ class CpuBackend final : public Backend {
     FS_CHECK(qkv.numel() == n * width && positions.numel() == n && slot_mapping.numel() == n,
              "qkv_rope_write_kv: qkv has ", qkv.numel(), " elements, want ", n * width);
     kv_tmp_.resize(size_t(2 * n * hkv * d));
-    float* kp = kv_tmp_.data();
-    float* vp = kp + n * hkv * d;
-    const float* src = qkv.as<float>();
-    for (int64_t t = 0; t < n; ++t) {
-      const float* row = src + t * width;
-      std::memcpy(q.as<float>() + t * hq * d, row, size_t(hq * d) * 4);
-      std::memcpy(kp + t * hkv * d, row + hq * d, size_t(hkv * d) * 4);
-      std::memcpy(vp + t * hkv * d, row + (hq + hkv) * d, size_t(hkv * d) * 4);
-    }
-    Tensor k(kp, DType::kF32, Device::kCpu, {n, hkv, d});
-    Tensor v(vp, DType::kF32, Device::kCpu, {n, hkv, d});
-    rope(q, k, positions, inv_freq);
-    write_kv(k_cache, v_cache, k, v, slot_mapping);
+    ref::qkv_rope_write_kv(q.as<float>(), k_cache.as<float>(), v_cache.as<float>(), qkv.as<float>(),
+                           positions.as<int32_t>(), inv_freq.as<float>(),
+                           slot_mapping.as<int32_t>(), n, hq, hkv, d, k_cache.numel() / (hkv * d),
+                           kv_tmp_.data());
   }
 
   void swiglu_fused(Tensor out, const Tensor& gate_up) override {
     const int64_t inter = out.dim(out.ndim - 1), n = out.numel() / std::max<int64_t>(inter, 1);
     FS_CHECK(gate_up.numel() == 2 * n * inter, "swiglu_fused: gate_up has ", gate_up.numel(),
              " elements, want ", 2 * n * inter);
-    const float* gu = gate_up.as<float>();
-    float* o = out.as<float>();
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < inter; ++i) {
-        const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-        o[r * inter + i] = g / (1.f + std::exp(-g)) * u;
-      }
+    ref::swiglu_fused(out.as<float>(), gate_up.as<float>(), n, inter);
   }
 
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -446,13 +287,6 @@ class CpuBackend final : public Backend {
     const PagedAttentionArgs args =
         paged_attention_args(b, num_q_heads, int(k_cache.dim(2)), head_dim, scale);
     check_same(out, q, "paged_attention");
-    if (b.cascade.active()) {  // the twin of the CUDA cascade path, for tests (one thread)
-      ref::cascade_attention<float>(cascade_attention_args(b, num_q_heads, args.num_kv_heads,
-                                                           head_dim, scale),
-                                    q.as<float>(), k_cache.as<float>(), v_cache.as<float>(),
-                                    out.as<float>());
-      return;
-    }
     // Work pieces of query rows, so one long prefill still uses every thread. Rows [r0, r1) of
     // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): causal
     // alignment carries over, and each row is computed exactly as in one call.

@@ -1,17 +1,16 @@
 // Host launcher of the prefill attention kernels: validates the arguments at the API edge,
 // fills the parameter block and dispatches on (kernel, head_dim, dtype, variant): the Hopper
 // kernel (kernels/cuda/sm90/, compiled when the build has sm_90a) on compute capability 9.x,
-// the mma.sync kernel elsewhere or when FLASHSERVE_PREFILL_KERNEL=fa2; on the Hopper kernel, the
-// contiguous fresh-prompt variant when the caller passes its K/V rows (unless FLASHSERVE_PREFILL_KV=paged).
+// the mma.sync kernel elsewhere; on the Hopper kernel, the contiguous fresh-prompt variant when
+// the caller passes its K/V rows.
 #include "kernels/attention_prefill.h"
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_prefill_traits.cuh"
+#include "kernels/cuda/attention_prefill_variants.h"
 #include "kernels/cuda/cuda_check.h"
 #if FLASHSERVE_PREFILL_SM90
 #include "kernels/cuda/sm90/attention_prefill_sm90.h"
@@ -160,19 +159,6 @@ int prefill_sm90_contig_variant(int head_dim) {
   return -1;
 }
 
-// On by default wherever the Hopper kernel runs (docs/prefill_attention.md, "The default since
-// session 29"); FLASHSERVE_PREFILL_KV=paged turns it off, =contig asks for it everywhere.
-bool prefill_kv_contig_selected() {
-  static const bool contig = [] {
-    const char* v = std::getenv("FLASHSERVE_PREFILL_KV");
-    FS_CHECK(v == nullptr || std::strcmp(v, "paged") == 0 || std::strcmp(v, "contig") == 0,
-             "FLASHSERVE_PREFILL_KV must be 'paged' or 'contig', got '", v ? v : "", "'");
-    if (v != nullptr) return std::strcmp(v, "contig") == 0;
-    return std::strcmp(prefill_default_kernel(), "sm90") == 0;
-  }();
-  return contig;
-}
-
 namespace {
 // The bulk copies of the contiguous path read 16-byte aligned rows of whole kv heads.
 void check_fresh_kv(const FreshKv& f, const PagedAttentionArgs& a) {
@@ -217,22 +203,20 @@ void attention_prefill_sm90_timing_only(int variant, const PagedAttentionArgs& a
   run_sm90(variant, true, args, num_tokens, q, k_cache, v_cache, out, lse, dtype, stream);
 }
 
-const char* prefill_default_kernel() {
-  static const bool force_fa2 = [] {
-    const char* v = std::getenv("FLASHSERVE_PREFILL_KERNEL");
-    return v != nullptr && std::strcmp(v, "fa2") == 0;
-  }();
-  return !force_fa2 && prefill_sm90_available() ? "sm90" : "fa2";
-}
+const char* prefill_default_kernel() { return prefill_sm90_available() ? "sm90" : "fa2"; }
 
 }  // namespace detail
+
+// The contiguous K/V path measured faster than the page gather for fresh prompts on the H100
+// (docs/prefill_attention.md), so it runs wherever the Hopper kernel does.
+bool attention_prefill_reads_fresh_kv() { return detail::prefill_sm90_available(); }
 
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,
                        const void* k_cache, const void* v_cache, void* out, float* lse,
                        DType dtype, cudaStream_t stream, const FreshKv* fresh) {
-  if (std::strcmp(detail::prefill_default_kernel(), "sm90") == 0) {
+  if (detail::prefill_sm90_available()) {
     // The contiguous variant is compiled for bf16 only; it gathers pages for chunked sequences.
-    const bool contig = fresh != nullptr && dtype == DType::kBF16 && detail::prefill_kv_contig_selected();
+    const bool contig = fresh != nullptr && dtype == DType::kBF16;
     const int variant = contig ? detail::prefill_sm90_contig_variant(args.head_dim) : 0;
     detail::attention_prefill_sm90(variant < 0 ? 0 : variant, args, num_tokens, q, k_cache, v_cache, out, lse,
                                    dtype, stream, contig ? fresh : nullptr);

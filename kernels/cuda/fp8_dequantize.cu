@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8.cuh"
-#include "kernels/cuda_ops.h"
+#include "kernels/fp8_quantize.h"
 
 namespace flashserve::cuda {
 namespace {

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda_ops.h"
+#include "kernels/fp8_quantize.h"
 
 namespace flashserve::cuda {
 namespace {

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/skinny_gemm.cuh"
-#include "kernels/cuda_ops.h"
+#include "kernels/gemv.h"
 
 namespace flashserve::cuda {
 namespace {
@@ -162,7 +162,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-static_assert(kGemvMaxRows == skinny::kMaxRows, "kernels/cuda_ops.h and skinny_gemm.cuh disagree");
+static_assert(kGemvMaxRows == skinny::kMaxRows, "kernels/gemv.h and skinny_gemm.cuh disagree");
 
 bool gemv_supported(int m, int k, const void* x, const void* w, const void* out) {
   return m >= 1 && m <= kGemvMaxRows && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w) &&

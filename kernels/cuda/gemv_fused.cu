@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/skinny_gemm.cuh"
-#include "kernels/cuda_ops.h"
+#include "kernels/gemv.h"
 
 namespace flashserve::cuda {
 namespace {

@@ -6,13 +6,10 @@
 // kernel writes or reads (it returns once the previous grid has finished and its writes are
 // visible; transitively every earlier one); call pdl_trigger() early so the next kernel can be
 // scheduled in turn. Both are no-ops when the kernel was launched normally.
-// FLASHSERVE_PDL=0 in the environment launches normally (an A/B switch for benchmarks).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -31,14 +28,6 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-}
-
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLASHSERVE_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
 }
 
 // True when `kernel`, as it runs on the current device, was compiled for sm_90 or newer, i.e. it
@@ -73,7 +62,7 @@ void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t sme
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = pdl_enabled() && kernel_has_pdl(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+  config.numAttrs = kernel_has_pdl(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...));
 }
 

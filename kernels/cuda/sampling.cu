@@ -20,7 +20,7 @@
 
 #include "core/philox.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda_ops.h"
+#include "kernels/sample_rows.h"
 
 namespace flashserve::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The tensor-parallel size at which the GPU model tests build their CUDA runners:
-// FLASHSERVE_TEST_TENSOR_PARALLEL=N (default 1). tests/parallel/run_on_gpu.sh's `gpu_tp2` stage
+// FLASHSERVE_TEST_TENSOR_PARALLEL=N (default 1). `bench/gpu.sh tp`
 // reruns the whole gpu suite with N = 2 on a machine of two or more GPUs, so every test written
 // for one GPU also checks the sharded runner. The CPU backend is left alone (its own TP tests are
 // test_tensor_parallel_cpu). Such a run also needs CUDA_MODULE_LOADING=EAGER in the environment

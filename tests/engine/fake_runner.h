@@ -19,10 +19,10 @@ namespace flashserve {
 
 class FakeRunner : public ModelRunner {
  public:
-  FakeRunner(int num_blocks, int block_size, int vocab_size = 64, int max_len = 256)
+  FakeRunner(int num_blocks, int block_size, int vocab_size = 64, int max_model_len = 256)
       : bs_(block_size), num_blocks_(num_blocks), kv_(size_t(num_blocks) * block_size, -1) {
     config_.vocab_size = vocab_size;
-    config_.max_position_embeddings = max_len;
+    config_.max_model_len = max_model_len;
     config_.eos_token_ids = {2};
   }
 

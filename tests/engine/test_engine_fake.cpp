@@ -19,8 +19,8 @@ using namespace std::chrono_literals;
 struct Harness {
   FakeRunner* runner = nullptr;  // owned by the engine
   std::unique_ptr<Engine> engine;
-  Harness(int num_blocks, int block_size, EngineOptions opts = {}, int max_len = 256) {
-    auto r = std::make_unique<FakeRunner>(num_blocks, block_size, 64, max_len);
+  Harness(int num_blocks, int block_size, EngineOptions opts = {}, int max_model_len = 256) {
+    auto r = std::make_unique<FakeRunner>(num_blocks, block_size, 64, max_model_len);
     runner = r.get();
     engine = Engine::create(std::move(r), opts);
   }

@@ -4,14 +4,23 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 namespace flashserve {
 namespace {
 
+TEST(StopRules, PromptPlusMaxTokensMustFitTheContext) {
+  EXPECT_TRUE(fits_context(10, 90, 100));
+  EXPECT_FALSE(fits_context(10, 91, 100));
+  EXPECT_TRUE(fits_context(100, 0, 100));   // a prompt filling the context, nothing to generate
+  EXPECT_FALSE(fits_context(101, 0, 100));
+  EXPECT_FALSE(fits_context(1, std::numeric_limits<int64_t>::max(), 100));  // no overflow
+}
+
 TEST(StopRules, BudgetIsMaxTokensCappedByTheContext) {
   EXPECT_EQ(generation_budget(10, 5, 100), 5);
-  EXPECT_EQ(generation_budget(10, 500, 100), 90);  // prompt + generated <= max_len
+  EXPECT_EQ(generation_budget(10, 500, 100), 90);  // prompt + generated <= max_model_len
   EXPECT_EQ(generation_budget(100, 5, 100), 0);    // a prompt filling the context
   EXPECT_EQ(generation_budget(10, 0, 100), 0);
 }

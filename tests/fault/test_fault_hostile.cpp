@@ -1,5 +1,5 @@
-// Hostile clients against the real `flashserve` binary through raw sockets (issue: "one slow, odd
-// or malicious client must not starve, confuse or get past the server"): slow senders, pipelining,
+// Hostile clients against the real `flashserve` binary through raw sockets (one slow, odd or
+// malicious client must not starve, confuse or get past the server): slow senders, pipelining,
 // connection caps, control characters and the API key, errors before the body, chunked bodies,
 // 405 + Allow, and more open sockets than select() can watch. docs/SERVER.md, "Connections".
 #include <gtest/gtest.h>

@@ -76,8 +76,8 @@ class CountingTokenizer : public FakeTokenizer {
 };
 
 TEST_F(Limits, HopelessPromptsAreRefusedBeforeEncoding) {
-  // Regression test (docs/RELIABILITY.md, bug 3): a 4 MiB prompt used to be encoded (26 s of
-  // CPU) before the context check refused it.
+  // A prompt that can never fit is refused unread: encoding a 4 MiB prompt costs about 26 s of
+  // CPU (docs/RELIABILITY.md).
   CountingTokenizer tok;
   const size_t bound = kPromptBytesFactor * 512 * tok.max_piece_bytes();
   auto parse_with = [&](const json& body) {

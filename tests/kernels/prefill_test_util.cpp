@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kernels/attention_prefill.h"
+#include "kernels/cuda/attention_prefill_variants.h"
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cuda/cuda_check.h"
 

@@ -33,7 +33,7 @@ constexpr double kLseRelTol = 1e-5;
 inline double unit_roundoff(DType t) { return t == DType::kF16 ? 1.0 / 2048 : 1.0 / 256; }
 
 // Which implementation a case runs: the public launcher (its own choice of kernel and tile; it is
-// offered the fresh K/V rows, which it reads on Hopper unless FLASHSERVE_PREFILL_KV=paged), the mma.sync
+// offered the fresh K/V rows, which it reads on Hopper), the mma.sync
 // kernel, the Hopper kernel, or the Hopper kernel's contiguous variants given the fresh K/V rows
 // (kernels/attention_prefill.h: FreshKv; fp16 runs its variant 0, the only one compiled).
 enum class PrefillKernel { kLauncher, kFa2, kSm90, kSm90Contig };

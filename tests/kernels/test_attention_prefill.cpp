@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/attention_prefill.h"
+#include "kernels/cuda/attention_prefill_variants.h"
 #include "prefill_test_util.h"
 
 namespace flashserve::test {
@@ -64,10 +65,10 @@ uint64_t seed_of(const std::string& name, int variant) {
 }
 
 TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
-  // The cases offer the fresh K/V rows; the launcher reads them on the Hopper kernel unless
-  // FLASHSERVE_PREFILL_KV=paged (bench/gpu_prefill.sh runs this test once more with it set).
+  // The cases offer the fresh K/V rows; the launcher reads them on the Hopper kernel (the paged
+  // path of the same kernel is its variant 0, checked by the Sm90 cases below).
   std::printf("launcher runs the %s kernel, K/V %s\n", cuda::detail::prefill_default_kernel(),
-              cuda::detail::prefill_kv_contig_selected() ? "contig (fresh prompts)" : "paged");
+              cuda::attention_prefill_reads_fresh_kv() ? "contig (fresh prompts)" : "paged");
   for (const PrefillCase& c : default_cases()) {
     const CheckResult r = run_and_check(c, seed_of(c.name, 0));
     std::printf("%s\n", r.message.c_str());
@@ -158,7 +159,7 @@ TEST_P(AttentionPrefillKernel, Deterministic) {
   }
 }
 
-// Small shapes for compute-sanitizer memcheck / racecheck / synccheck (bench/gpu_prefill.sh runs
+// Small shapes for compute-sanitizer memcheck / racecheck / synccheck (bench/gpu.sh soak runs
 // them with --gtest_filter='*AttentionPrefillSmall*').
 class AttentionPrefillSmall : public AttentionPrefillKernel {};
 

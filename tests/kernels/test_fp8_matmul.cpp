@@ -1,6 +1,6 @@
-// The FP8 kernels (kernels/cuda_ops.h: gemv_fp8 for m = 1..16, the warp kernel up to m = 2 and
-// the tensor-core kernel above; dequantize_fp8_bf16; quantize_rows_fp8) against their CPU twins
-// (kernels/cpu/fp8_matmul_ref.h). Weights: every non-NaN E4M3 code (subnormals, zeros, +-448),
+// The FP8 kernels (kernels/gemv.h, kernels/fp8_quantize.h: gemv_fp8 for m = 1..16, the warp
+// kernel up to m = 2 and the tensor-core kernel above; dequantize_fp8_bf16; quantize_rows_fp8)
+// against their CPU twins (kernels/cpu/fp8_matmul_ref.h). Weights: every non-NaN E4M3 code (subnormals, zeros, +-448),
 // row scales from 1e-4 to 1e4, rows of zeros; x not centred on zero; shapes with n not a
 // multiple of the 8- or 16-row tiles and k an odd multiple of 16 (the kernels' unit), with and
 // without a partial 32-column unit. Outputs are poisoned with NaN first.
@@ -23,29 +23,14 @@
 #include "core/fp8.h"
 #include "kernels/cpu/fp8_matmul_ref.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda_ops.h"
+#include "kernels/fp8_quantize.h"
+#include "kernels/gemv.h"
+#include "tests/kernels/device_test_util.h"
 
 namespace flashserve {
 namespace {
 
-template <class T>
-struct Dev {
-  T* ptr = nullptr;
-  size_t count;
-  explicit Dev(size_t n) : count(n) { CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
-    CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~Dev() { cudaFree(ptr); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> h(count);
-    CUDA_CHECK(cudaMemcpy(h.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void poison() { CUDA_CHECK(cudaMemset(ptr, 0xff, count * sizeof(T))); }  // NaN in f32 and bf16
-};
+using test::Dev;
 
 struct Fp8Weight {
   std::vector<uint8_t> codes;  // [n, k]

@@ -35,7 +35,7 @@ inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_
   c.num_kv_heads = kv_heads;
   c.head_dim = head_dim;
   c.vocab_size = 300;
-  c.max_position_embeddings = 256;
+  c.max_model_len = 256;
   c.rms_norm_eps = 1e-5f;
   c.tie_word_embeddings = tied;
   return c;

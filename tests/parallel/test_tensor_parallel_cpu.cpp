@@ -11,12 +11,10 @@
 // GQA models where 4 ranks share 2 KV heads (each replicated twice), one per family flag (tied
 // head, Qwen2 q/k/v biases, Qwen3 q/k norms); a ragged batch of prefill chunks and decodes with
 // every logit row wanted (so the gather reorders several rows); then the engine end to end with
-// greedy and seeded sampled requests (tokens drawn by rank 0's backend) and logprobs; and decode
-// steps of sequences sharing prefix blocks with cascade attention on.
+// greedy and seeded sampled requests (tokens drawn by rank 0's backend) and logprobs.
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <optional>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -31,10 +29,8 @@ namespace {
 
 const std::string kStories = std::string(FS_MODELS_DIR) + "/stories260K";
 
-std::unique_ptr<ModelRunner> make_runner(const LoadedModel& m, int tp, int threads = 2,
-                                         std::optional<CascadeConfig> cascade = {}) {
+std::unique_ptr<ModelRunner> make_runner(const LoadedModel& m, int tp, int threads = 2) {
   ModelRunnerOptions o;
-  o.cascade = cascade;
   o.backend = "cpu";
   o.threads = threads;
   o.kv_cache_tokens = 4096;
@@ -141,54 +137,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"qwen2_bias", true, "Qwen2ForCausalLM"},
                       Family{"qwen3_qk_norm", false, "Qwen3ForCausalLM"}),
     [](const auto& info) { return std::string(info.param.name); });
-
-// Decode steps of three sequences sharing two prefix blocks, with cascade attention forced on
-// (model/cascade_plan.h: every group pays): the same bits at TP 2 and 4 as without TP, and both
-// really ran cascade steps.
-TEST(TensorParallelCpu, CascadeDecodeSameBitsAsNoTensorParallelism) {
-  if (!fs::exists(kStories)) GTEST_SKIP() << "model not found: " << kStories;
-  auto model = load_model(kStories);
-  CascadeConfig cascade;
-  cascade.enabled = true;
-  cascade.min_saved_bytes = 0;
-  auto run = [&](int tp, uint64_t* cascade_steps) {
-    auto r = make_runner(*model, tp, 2, cascade);
-    const int bs = r->block_size();
-    BlockPool pool(r->num_kv_blocks(), 9);
-    const std::vector<int32_t> prefix = random_tokens(2 * bs, 512, 31);
-    std::vector<TestSeq> seqs(3);
-    std::vector<float> logits;
-    StepPlan first;  // sequence 0 writes the shared blocks
-    seqs[0].tokens = prefix;
-    first.chunks.push_back(seqs[0].chunk(2 * bs, bs, pool, LogitsWanted::kNone));
-    r->step(first, &logits);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      const std::vector<int32_t> own = random_tokens(3 + int(i), 512, 40 + uint32_t(i));
-      seqs[i].tokens = prefix;
-      seqs[i].tokens.insert(seqs[i].tokens.end(), own.begin(), own.end());
-      seqs[i].blocks.assign(seqs[0].blocks.begin(), seqs[0].blocks.begin() + 2);
-      seqs[i].num_cached = 2 * bs;
-    }
-    for (int step = 0; step < 6; ++step) {  // own tokens, then decodes of fixed tokens
-      StepPlan b;
-      for (TestSeq& q : seqs) {
-        if (step > 0) q.tokens.push_back(int32_t(100 + step));
-        b.chunks.push_back(q.chunk(int(q.tokens.size()) - q.num_cached, bs, pool, LogitsWanted::kLast));
-      }
-      r->step(b, &logits);
-    }
-    *cascade_steps = r->cascade_steps();
-    return logits;
-  };
-  uint64_t ref_steps = 0;
-  const std::vector<float> want = run(0, &ref_steps);
-  EXPECT_GT(ref_steps, 0u) << "no TP: the decode steps should run cascade attention";
-  for (int tp : {2, 4}) {
-    uint64_t steps = 0;
-    EXPECT_TRUE(same_bits(run(tp, &steps), want)) << "TP " << tp;
-    EXPECT_EQ(steps, ref_steps) << "TP " << tp;
-  }
-}
 
 // The engine over a TP = 2 runner: the same tokens as over no TP for greedy, seeded sampled
 // (drawn by rank 0's backend) and logprob requests (host sampler) sharing batches.

@@ -321,8 +321,8 @@ TEST_F(CompletionTest, LogprobsOffsetsAndEcho) {
   EXPECT_EQ(ch["text"], "Once upon\xC3\xA9 a");
   EXPECT_EQ(ch["logprobs"]["tokens"],
             json::parse(R"(["","Once"," upon","bytes:\\xc3","bytes:\\xa9"," a"])"));
-  // The echoed prompt's tokens spell its text exactly: BOS adds nothing, the first piece has
-  // no leading space (issue: tokens[0] was "<s>" and the text does not start with it).
+  // The echoed prompt's tokens spell its text exactly: BOS adds nothing (not "<s>", which the
+  // text does not start with), and the first piece has no leading space.
   EXPECT_EQ(ch["logprobs"]["text_offset"], json::parse("[0,0,4,9,9,11]"));
   EXPECT_TRUE(ch["logprobs"]["token_logprobs"][0].is_null());
   EXPECT_DOUBLE_EQ(ch["logprobs"]["token_logprobs"][1].get<double>(), -1.5);

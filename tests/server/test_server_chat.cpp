@@ -248,7 +248,7 @@ class ChatModelDir : public ::testing::Test {
     ModelConfig c;
     c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
     c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = tok->vocab_size();
-    c.max_position_embeddings = 256;
+    c.max_model_len = 256;
     c.eos_token_ids = {tok->eos_id()};
     write_random_hf_model(dir, c, /*seed=*/3, DType::kF32);
     fs::copy_file(tok_path, dir + "/tokenizer.model");

@@ -200,23 +200,23 @@ TEST_F(ServerE2E, UsageCountsEachPromptOnce) {
 }
 
 // echo + logprobs + max_tokens 0 with a prompt of exactly max_model_len (512) token ids: the API
-// edge accepts it (512 + 0 fits), so the engine must too (it used to fail it: a 500).
+// edge accepts it (512 + 0 fits), so the engine must too (a refusal there would be a 500).
 TEST_F(ServerE2E, PromptFillingTheContextWithEchoLogprobs) {
   json models = json::parse(http::request(port(), "GET", "/v1/models").body);
-  const int max_len = models["data"][0]["max_model_len"];
-  ASSERT_EQ(max_len, 512);
+  const int max_model_len = models["data"][0]["max_model_len"];
+  ASSERT_EQ(max_model_len, 512);
   std::vector<int> ids = {1};
-  for (int i = 1; i < max_len; ++i) ids.push_back(3 + (i * 37) % 500);
+  for (int i = 1; i < max_model_len; ++i) ids.push_back(3 + (i * 37) % 500);
   json body = {{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}};
   int status = 0;
   json r = complete(port(), body, &status);
   ASSERT_EQ(status, 200) << r.dump();
   const json& c = r["choices"][0];
   EXPECT_EQ(c["finish_reason"], "length");
-  ASSERT_EQ(c["logprobs"]["tokens"].size(), size_t(max_len));
+  ASSERT_EQ(c["logprobs"]["tokens"].size(), size_t(max_model_len));
   EXPECT_TRUE(c["logprobs"]["token_logprobs"][0].is_null());
-  EXPECT_LE(c["logprobs"]["token_logprobs"][max_len - 1].get<double>(), 0.0);
-  EXPECT_EQ(r["usage"]["prompt_tokens"], max_len);
+  EXPECT_LE(c["logprobs"]["token_logprobs"][max_model_len - 1].get<double>(), 0.0);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], max_model_len);
   EXPECT_EQ(r["usage"]["completion_tokens"], 0);
   body["stream"] = true;
   StreamResult s = stream_completion(port(), body);

@@ -1,7 +1,7 @@
 // echo + logprobs on the real binary: the logprobs tokens join, byte for byte, to the choice's
 // text and each text_offset points at its token in that text, for prompts given as text and as
-// token ids (with and without BOS), with and without generated tokens, streamed or not.
-// (Issue: tokens[0] was "<s>" and the first piece kept SentencePiece's leading space.)
+// token ids (with and without BOS), with and without generated tokens, streamed or not: BOS
+// is spelled "" (not "<s>") and the first piece drops SentencePiece's leading space.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -127,7 +127,6 @@ TEST(ServerObservability, PrefixCacheUsageSaltsLogAndMetrics) {
     EXPECT_EQ(used + free + kept, metric_line(m, "flashserve_kv_blocks_total")) << m;
     EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_hits_tokens_total"), 3 * expect);
     EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_evictions_total"), 0);
-    EXPECT_EQ(metric_line(m, "flashserve_prefix_cache_cascade_steps_total"), 0) << "off on the CPU";
     if (caching) {
       EXPECT_GT(kept, 0);
       // Queried: every request except the prompt-logprobs one.

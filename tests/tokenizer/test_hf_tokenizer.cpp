@@ -80,12 +80,15 @@ TEST_P(HfFamily, EncodeKeepsSpecialSpellingsAsText) {
     }
     ++spelled;
     for (int32_t id : ids) EXPECT_EQ(special_ids.count(id), 0u) << "special id " << id;
-    if (line.contains("ids_split_special") && !line["ids_split_special"].is_null())
+    if (line.contains("ids_split_special") && !line["ids_split_special"].is_null()) {
       EXPECT_EQ(ids, ids_of(line["ids_split_special"]));
+    }
   }
   EXPECT_GT(plain, 90);
   // gpt2, llama3, qwen2, llama2, mistral and digits have corpus lines that spell specials.
-  if (GetParam() != "mixed") EXPECT_GT(spelled, 0);
+  if (GetParam() != "mixed") {
+    EXPECT_GT(spelled, 0);
+  }
 }
 
 TEST_P(HfFamily, MatchesTransformersWhereRecorded) {

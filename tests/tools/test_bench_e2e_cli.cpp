@@ -54,7 +54,7 @@ class BenchE2eCli : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("fs_bench_e2e_cli_" + std::to_string(::getpid()));
     ModelConfig c;
     c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
-    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = 512, c.max_position_embeddings = 256;
+    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = 512, c.max_model_len = 256;
     write_random_hf_model((dir_ / "model").string(), c, 3, DType::kBF16);
   }
   void TearDown() override { fs::remove_all(dir_); }

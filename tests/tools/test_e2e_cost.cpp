@@ -11,7 +11,7 @@ namespace {
 ModelConfig shape(int h, int i, int l, int q, int kv, int hd, int v, bool tied) {
   ModelConfig c;
   c.hidden_size = h, c.intermediate_size = i, c.num_layers = l, c.num_q_heads = q;
-  c.num_kv_heads = kv, c.head_dim = hd, c.vocab_size = v, c.max_position_embeddings = 4096;
+  c.num_kv_heads = kv, c.head_dim = hd, c.vocab_size = v, c.max_model_len = 4096;
   c.tie_word_embeddings = tied;
   return c;
 }

@@ -71,7 +71,7 @@ class LogitsCli : public ::testing::Test {
     fs::create_directories(dir_);
     ModelConfig c;
     c.hidden_size = 128, c.intermediate_size = 256, c.num_layers = 2, c.num_q_heads = 4;
-    c.num_kv_heads = 2, c.head_dim = 32, c.vocab_size = 300, c.max_position_embeddings = 256;
+    c.num_kv_heads = 2, c.head_dim = 32, c.vocab_size = 300, c.max_model_len = 256;
     c.rope_theta = 500000.f;  // llama3-scaled RoPE and a tied head, like the Llama-3.2 shape
     c.rope_scaling.type = "llama3";
     c.rope_scaling.factor = 8.f;

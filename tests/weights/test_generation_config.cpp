@@ -67,7 +67,7 @@ TEST(GenerationConfig, BadValuesNameTheFile) {
 TEST(GenerationConfig, LoaderMergesItAndTheTokenizerEosIsTheFallback) {
   ModelConfig c;
   c.hidden_size = 16, c.intermediate_size = 32, c.num_layers = 1, c.num_q_heads = 2;
-  c.num_kv_heads = 1, c.head_dim = 8, c.vocab_size = 40, c.max_position_embeddings = 32;
+  c.num_kv_heads = 1, c.head_dim = 8, c.vocab_size = 40, c.max_model_len = 32;
   c.eos_token_ids = {2};
   const std::string dir = test::fresh_dir("model");
   write_random_hf_model(dir, c, 1, DType::kF32);

@@ -39,7 +39,7 @@ void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
   EXPECT_EQ(a.head_dim, b.head_dim);
   EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.max_model_len, b.max_model_len);
   EXPECT_FLOAT_EQ(a.rms_norm_eps, b.rms_norm_eps);
   EXPECT_FLOAT_EQ(a.rope_theta, b.rope_theta);
   EXPECT_EQ(a.rope_scaling.type, b.rope_scaling.type);
@@ -137,7 +137,7 @@ TEST(HfLoader, ConfigDefaultsAndVariants) {
   EXPECT_EQ(c.head_dim, 8);
   EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.f);
-  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_EQ(c.max_model_len, 2048);
   EXPECT_EQ(c.rope_scaling.type, "none");
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int>{2, 5}));
@@ -155,8 +155,8 @@ TEST(HfLoader, ConfigDefaultsAndVariants) {
 }
 
 // transformers >= 5 writes RoPE as "rope_parameters" and may leave out rope_theta/rope_scaling
-// (a Llama-3.2 config saved by transformers 5.17 on the GPU machine had only this form; reading
-// it as the defaults gave logits with NMSE 0.93 against transformers).
+// (Llama-3.2 configs saved by transformers 5 have only this form; reading them as the defaults
+// gives logits far from transformers').
 TEST(HfLoader, Transformers5RopeParameters) {
   const std::string dir = test::fresh_dir("cfg5");
   const std::string sizes = R"("model_type": "llama", "hidden_size": 32, "intermediate_size": 40,

@@ -49,7 +49,7 @@ TEST(Llama2cLoader, Stories260KConfig) {
     EXPECT_EQ(c.num_kv_heads, 4);
     EXPECT_EQ(c.head_dim, 8);
     EXPECT_EQ(c.vocab_size, 512);
-    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_EQ(c.max_model_len, 512);
     EXPECT_FLOAT_EQ(c.rope_theta, 10000.f);
     EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
     EXPECT_EQ(c.rope_scaling.type, "none");

@@ -29,7 +29,7 @@ inline ModelConfig small_config(const SmallShape& s) {
   ModelConfig c;
   c.hidden_size = s.hidden, c.intermediate_size = s.intermediate, c.num_layers = s.layers;
   c.num_q_heads = s.q_heads, c.num_kv_heads = s.kv_heads, c.head_dim = s.head_dim;
-  c.vocab_size = s.vocab, c.max_position_embeddings = s.max_positions;
+  c.vocab_size = s.vocab, c.max_model_len = s.max_positions;
   c.tie_word_embeddings = s.tied;
   return c;
 }

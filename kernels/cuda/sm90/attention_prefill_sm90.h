@@ -12,7 +12,7 @@ namespace flashserve::cuda::detail {
 struct PrefillParams;
 
 // The variants that read a fresh prompt's K/V from the step's own rows (FreshKv) instead of the
-// cache pages; the launcher runs these on offered fresh rows unless FLASHSERVE_PREFILL_KV=paged.
+// cache pages; the launcher runs these on offered fresh rows (bf16).
 // The variant tables (attention_prefill_sm90_variants.cuh) check that these indices name
 // contiguous variants.
 constexpr int kSm90ContigVariantHdim128 = 8;

@@ -20,8 +20,8 @@ namespace flashserve::cuda::detail::sm90 {
 
 // Sm90Traits<head_dim, consumer warpgroups, stages, softmax/GEMM overlap, setmaxnreg, TMA,
 // ping-pong, contiguous>. Variant 0 is the default (cp.async + ping-pong: fastest on 5 of the 7
-// benchmark shapes on the H100, run 3); the rest add or take away one technique at a time. The
-// last ones are variant 0 plus the contiguous fresh-prompt path (session 27, not yet measured).
+// benchmark shapes on the H100: docs/prefill_attention.md); the rest add or take away one technique
+// at a time. The last ones are variant 0 plus the contiguous fresh-prompt path.
 template <int kHeadDim>
 struct Sm90Variants;
 

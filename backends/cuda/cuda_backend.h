@@ -1,0 +1,158 @@
+// CudaBackend, the CUDA Backend (make_cuda_backend in backends/backend.h), internal to
+// backends/cuda/. Its definitions are split by job: cuda_backend.cpp (device, memory, weights,
+// the row and elementwise ops), cuda_matmul.cpp (cuBLASLt plans, the skinny and FP8 matmuls),
+// cuda_attention.cpp (which attention kernel runs, its workspaces), cuda_graphs.cpp (graph
+// keys, capture and replay), cuda_sampler.cpp (argmax and the GPU sampler). CUDA builds only.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/backend.h"
+#include "kernels/attention_decode.h"
+#include "kernels/attention_prefill.h"
+#include "kernels/cuda/cuda_check.h"
+#include "sampling/sample_pack.h"
+
+#define CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                   \
+    cublasStatus_t fs_st_ = (expr);                                                      \
+    if (fs_st_ != CUBLAS_STATUS_SUCCESS)                                                 \
+      ::flashserve::throw_error(__FILE__, __LINE__, #expr, " failed: cublas status ",    \
+                                int(fs_st_));                                            \
+  } while (0)
+
+namespace flashserve {
+
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+// Left free after the weights for activations, cuBLASLt, attention workspaces and the CUDA
+// context's own growth; the KV cache may take a fraction of the rest.
+constexpr size_t kReserveBytes = size_t(1) << 30;
+
+// One cuBLASLt matmul configuration: row-major out[m, n] = x[m, k] · w[n, k]ᵀ, computed in the
+// column-major view as outᵀ (n×m) = w (k×n)ᵀ · xᵀ (k×m).
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // ---- construction, memory, weights, copies (cuda_backend.cpp)
+  CudaBackend(int device, int gemv_max_rows);
+  ~CudaBackend() override;
+  std::string name() const override;
+  Device device() const override { return Device::kCuda; }
+  DType compute_dtype() const override { return DType::kBF16; }
+  size_t memory_available() const override;
+  std::shared_ptr<void> allocate_bytes(size_t bytes) override;
+  Buffer load_weight(const TensorView& w) override;
+  void copy_from_host(Tensor dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* native_stream() override { return stream_; }
+
+  // ---- row and elementwise ops (cuda_backend.cpp)
+  void embedding(Tensor out, const Tensor& ids, const Tensor& table) override;
+  void rms_norm(Tensor out, const Tensor& x, const Tensor& w, float eps) override;
+  void rope(Tensor q, Tensor k, const Tensor& positions, const Tensor& inv_freq) override;
+  void swiglu(Tensor out, const Tensor& gate, const Tensor& up) override;
+  void add(Tensor out, const Tensor& a, const Tensor& b) override;
+  void gather_rows(Tensor out, const Tensor& x, const Tensor& row_ids) override;
+  void write_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
+                const Tensor& slots) override;
+  void add_bias(Tensor x, const Tensor& bias) override;
+  void qk_norm(Tensor qkv, const Tensor& q_weight, const Tensor& k_weight, int num_q_heads,
+               int num_kv_heads, float eps) override;
+  void add_rms_norm(Tensor out, Tensor x, const Tensor& delta, const Tensor& w,
+                    float eps) override;
+  void qkv_rope_write_kv(Tensor q, Tensor k_cache, Tensor v_cache, const Tensor& qkv,
+                         const Tensor& positions, const Tensor& inv_freq,
+                         const Tensor& slot_mapping) override;
+  void swiglu_fused(Tensor out, const Tensor& gate_up) override;
+
+  // ---- matmuls (cuda_matmul.cpp)
+  void matmul(Tensor out, const Tensor& x, const Tensor& w) override;
+  void add_rms_norm_matmul(Tensor out, Tensor h, Tensor x_out, const Tensor& x, const Tensor& delta,
+                           const Tensor& norm_w, float eps, const Tensor& w) override;
+
+  // ---- attention (cuda_attention.cpp)
+  void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const StepArgs& b, float scale) override;
+
+  // ---- argmax and the GPU sampler (cuda_sampler.cpp)
+  void argmax_rows(Tensor ids, const Tensor& logits) override;
+  void sample_rows(int32_t* ids, const Tensor& logits, std::span<const int64_t> rows,
+                   std::span<const SampleRequest> requests) override;
+
+  // ---- CUDA graphs (cuda_graphs.cpp)
+  bool graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
+                        uint64_t* key) override;
+  uint64_t graph_epoch() const override { return epoch_; }
+  void begin_capture() override;
+  std::shared_ptr<void> end_capture() override;
+  void abort_capture() override;
+  void replay(const std::shared_ptr<void>& graph) override;
+
+ private:
+  enum class AttentionPath { kGeneric = 1, kDecode = 2, kPrefill = 3 };
+
+  // cuda_matmul.cpp
+  bool matmul_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
+                       int64_t k);
+  const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, bool fp8);
+  static void destroy(GemmPlan& p);
+  Buffer load_fp8_weight(const TensorView& w);  // cuda_backend.cpp
+  // cuda_attention.cpp
+  static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a);
+  static int generic_kv_len(int max_kv_len, int head_dim);
+  void ensure_decode_workspace(const PagedAttentionArgs& a, const DecodePlan& plan);
+  const DecodePlan& decode_plan(const int32_t* kv_lens, const PagedAttentionArgs& a);
+
+  static void expect_bf16(const Tensor& t, const char* what) {
+    FS_CHECK(t.dtype == DType::kBF16 && t.device == Device::kCuda, what, " must be a bf16 CUDA ",
+             "tensor, got ", dtype_name(t.dtype));
+  }
+
+  int device_;
+  int gemv_max_rows_;  // matmuls of up to this many rows use cuda::gemv_bf16
+  std::string gpu_name_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  std::shared_ptr<void> gemm_ws_;
+  std::map<std::tuple<int, int, int, int>, GemmPlan> gemms_;
+  DecodePlan plan_;
+  bool plan_valid_ = false;
+  std::vector<int> plan_shape_;
+  std::vector<int32_t> plan_kv_lens_;
+  std::shared_ptr<void> decode_ws_;
+  size_t decode_ws_bytes_ = 0;
+  std::shared_ptr<void> fresh_k_;  // [num_tokens, num_kv_heads, head_dim] turned K (the contiguous prefill path)
+  size_t fresh_k_bytes_ = 0;
+  cuda::FreshKv fresh_;  // set by qkv_rope_write_kv, taken by the next paged_attention
+  int64_t fresh_tokens_ = 0;
+  bool prefill_reads_fresh_kv_ = false;  // cuda::attention_prefill_reads_fresh_kv() on this GPU
+  // FP8 steps above the skinny kernels as W8A8 GEMMs (matmul_fp8_gemm) on GPUs with FP8 tensor
+  // cores (compute capability 8.9 and up); others dequantize instead (weight-only numerics).
+  bool fp8_gemm_ = false;
+  // [largest FP8 weight] bf16, see load_fp8_weight; matmul_fp8_gemm puts x's codes and scales here
+  std::shared_ptr<void> fp8_scratch_;
+  size_t fp8_scratch_bytes_ = 0;
+  int64_t fp8_weights_ = 0;  // FP8 weights loaded (name() says what runs)
+  std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
+  size_t sample_ws_bytes_ = 0;
+  SamplePacker packer_;
+  std::vector<char> sample_in_;  // the packed requests on the host
+  uint64_t epoch_ = 0;  // graph_epoch()
+};
+
+}  // namespace flashserve

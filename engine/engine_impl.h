@@ -1,0 +1,84 @@
+// EngineImpl, the Engine behind Engine::create: its engine thread state and the per-request
+// record it keeps. Internal to engine/: engine.cpp holds the thread loop, submission and request
+// lifecycle; step_outputs.cpp turns a model step's outputs into tokens and events.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_stream.h"
+#include "sampling/sampler.h"
+#include "scheduling/scheduler.h"
+
+namespace flashserve {
+
+// What the engine thread keeps per request beside its Sequence.
+struct ActiveRequest {
+  std::shared_ptr<StreamImpl> stream;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  std::vector<SampledToken> prompt_logprobs;  // gathered chunk by chunk until complete
+  bool prompt_counted = false;                // prompt tokens added to the metrics
+  int num_cached_tokens = 0;  // prompt tokens the prefix cache saved, once the prompt is done
+};
+
+class EngineImpl : public Engine {
+ public:
+  EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions& options);
+  ~EngineImpl() override { shutdown(); }
+
+  const ModelConfig& config() const override { return runner_->config(); }
+  const ModelRunner& runner() const override { return *runner_; }
+  int max_queue() const override { return options_.max_queue; }
+  std::shared_ptr<RequestStream> submit(GenerationRequest request) override;
+  EngineMetrics metrics() const override;
+  void shutdown() override;
+  bool failed() const override { return failed_.load(); }
+
+ private:
+  void loop();
+  void admit(PendingRequest p);
+  // Turns a step's logits and device-sampled ids into tokens, prompt logprobs, finishes and
+  // events (engine/step_outputs.cpp).
+  void process_outputs(const SchedulerOutput& out, const StepPlan& plan,
+                       const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids);
+  void finish(uint64_t id, FinishReason reason, std::string error = {});
+  void finish_all(FinishReason reason, const std::string& error);
+  void publish_metrics();
+  void flush_events();
+  // Why a request can never run, or "" when it can.
+  std::string reject_reason(const GenerationRequest& r) const;
+
+  std::unique_ptr<ModelRunner> runner_;
+  const EngineOptions options_;
+  const int vocab_size_;
+  const int max_model_len_;  // prompt + generated tokens
+  std::shared_ptr<EngineInbox> inbox_ = std::make_shared<EngineInbox>();
+  std::atomic<bool> failed_{false};
+  std::mutex join_mu_;  // serialises shutdown() callers
+
+  // Engine thread only.
+  BlockAllocator blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<uint64_t, ActiveRequest> active_;
+  StepPlan plan_;  // this step's; reused so that its arrays keep their capacity
+  std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
+  uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
+  uint64_t steps_ = 0;
+  double schedule_s_ = 0, forward_s_ = 0, sample_s_ = 0;  // EngineMetrics' step timings
+
+  std::thread thread_;  // last: starts after everything above is built
+};
+
+// What the sampler needs of a sequence besides its parameters: its history and the index of the
+// token being drawn (the same after a recompute, so a preempted request draws the same tokens).
+SampleRequest sample_request(const Sequence& seq, const SamplingParams& params);
+
+}  // namespace flashserve
