@@ -1,0 +1,290 @@
+// JSON Schema -> grammar: keyword checks, the choice of type, $ref (recursive ones become rule
+// cycles), enum/const, anyOf/oneOf and allOf (merged into one schema before compiling).
+#include "structured/schema_compiler.h"
+
+#include <algorithm>
+
+#include "structured/schema_compiler_impl.h"
+#include "structured/schema_error.h"
+
+namespace flashserve::structured {
+
+namespace {
+
+std::string child(const std::string& path, const std::string& key) {
+  std::string k;
+  for (char c : key) k += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return path + "/" + k;
+}
+
+const std::set<std::string>& supported_keywords() {
+  static const std::set<std::string> k{
+      "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+      "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+      "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+      "exclusiveMinimum", "exclusiveMaximum"};
+  return k;
+}
+
+// The deepest bracket nesting of a JSON text, so a hostile text is refused before the
+// (recursive) parser sees it.
+int nesting_depth(std::string_view text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+Json parse_schema(std::string_view text, const SchemaOptions& o) {
+  if (text.size() > o.limits.max_schema_bytes)
+    throw SchemaError("schema", "", str_cat("the schema is larger than ", o.limits.max_schema_bytes, " bytes"));
+  if (nesting_depth(text) > 2 * o.limits.max_depth)
+    throw SchemaError("schema", "", str_cat("the schema nests deeper than ", 2 * o.limits.max_depth, " levels"));
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw SchemaError("schema", "", str_cat("not valid JSON: ", e.what()));
+  }
+}
+
+bool value_has_type(const Json& v, const std::string& t) {
+  if (t == "null") return v.is_null();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "string") return v.is_string();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  if (t == "number") return v.is_number();
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+  return false;
+}
+
+}  // namespace
+
+bool is_annotation_keyword(const std::string& key) {
+  static const std::set<std::string> k{
+      "title", "description", "examples", "$comment", "default", "$schema", "$id", "$anchor",
+      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+  return k.count(key) > 0;
+}
+
+SchemaCompiler::SchemaCompiler(const Json& root, const SchemaOptions& options)
+    : root_(root), options_(options), b_(options.limits.max_grammar_elements), json_(b_, options.whitespace) {}
+
+void SchemaCompiler::fail(const std::string& keyword, const std::string& path, const std::string& why) const {
+  throw SchemaError(keyword, path, why);
+}
+
+Grammar SchemaCompiler::compile() {
+  Sym top = schema(root_, "", 0);
+  return b_.build(b_.rule_of({{top}}));
+}
+
+void SchemaCompiler::check_keywords(const Json& s, const std::string& path) const {
+  for (const auto& [key, value] : s.items()) {
+    if (is_annotation_keyword(key) || supported_keywords().count(key)) continue;
+    fail(key, child(path, key), "this keyword is not supported (docs/STRUCTURED_OUTPUTS.md lists the subset)");
+  }
+}
+
+Sym SchemaCompiler::schema(const Json& s, const std::string& path, int depth) {
+  if (depth > options_.limits.max_depth)
+    fail("schema", path, str_cat("subschemas nest deeper than ", options_.limits.max_depth));
+  b_.set_context("schema", path);
+  if (s.is_boolean()) {
+    if (!s.get<bool>()) fail("false", path, "the schema false admits no value");
+    return json_.value();
+  }
+  if (!s.is_object()) fail("schema", path, "a schema must be an object or a boolean");
+  check_keywords(s, path);
+  if (s.contains("$ref")) return ref(s, path, depth);
+  if (s.contains("allOf")) return schema(merge_all_of(s, path, depth), path, depth + 1);
+  if (s.contains("enum") || s.contains("const")) return literal_choices(s, path);
+  if (s.contains("anyOf") || s.contains("oneOf")) return any_of(s, path, depth);
+  std::vector<std::string> types = types_of(s, path);
+  if (types.empty()) return json_.value();
+  std::vector<Seq> alts;
+  for (const std::string& t : types) alts.push_back({typed(s, t, path, depth)});
+  return alts.size() == 1 ? alts[0][0] : GrammarBuilder::rule(b_.rule_of(alts));
+}
+
+std::vector<std::string> SchemaCompiler::types_of(const Json& s, const std::string& path) const {
+  static const std::set<std::string> known{"object", "array", "string", "number", "integer", "boolean", "null"};
+  std::vector<std::string> types;
+  if (s.contains("type")) {
+    const Json& t = s["type"];
+    if (t.is_string()) types.push_back(t.get<std::string>());
+    else if (t.is_array())
+      for (const Json& x : t) {
+        if (!x.is_string()) fail("type", child(path, "type"), "type names must be strings");
+        types.push_back(x.get<std::string>());
+      }
+    else fail("type", child(path, "type"), "must be a string or an array of strings");
+    for (const std::string& x : types)
+      if (!known.count(x)) fail("type", child(path, "type"), str_cat("unknown type '", x, "'"));
+    if (types.empty()) fail("type", child(path, "type"), "an empty list of types admits no value");
+    return types;
+  }
+  // No type: the keywords present say which one is meant (tighter than JSON Schema, which would
+  // let values of other types through; any generated value is still valid).
+  auto has = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) if (s.contains(k)) return true;
+    return false;
+  };
+  if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
+  if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
+  if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
+  if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");
+  return types;
+}
+
+const Json& SchemaCompiler::resolve(const std::string& pointer, const std::string& path) const {
+  if (pointer.empty() || pointer[0] != '#')
+    fail("$ref", path, str_cat("only local references (#/...) are supported, not '", pointer, "'"));
+  try {
+    return root_.at(Json::json_pointer(pointer.substr(1)));
+  } catch (const Json::exception&) {
+    fail("$ref", path, str_cat("'", pointer, "' does not point into the schema"));
+  }
+}
+
+Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
+  const std::string ref_path = child(path, "$ref");
+  for (const auto& [key, value] : s.items())
+    if (key != "$ref" && !is_annotation_keyword(key))
+      fail(key, child(path, key), "keywords beside $ref are not supported");
+  if (!s["$ref"].is_string()) fail("$ref", ref_path, "must be a string");
+  const std::string pointer = s["$ref"].get<std::string>();
+  auto it = ref_rules_.find(pointer);
+  if (it != ref_rules_.end()) return GrammarBuilder::rule(it->second);
+  // The rule exists before its body is compiled, so a recursive reference finds it.
+  int32_t rule = b_.new_rule();
+  ref_rules_[pointer] = rule;
+  const Json& target = resolve(pointer, ref_path);
+  Sym body = schema(target, pointer.substr(1), depth + 1);
+  b_.add_alt(rule, {body});
+  return GrammarBuilder::rule(rule);
+}
+
+Sym SchemaCompiler::literal_choices(const Json& s, const std::string& path) {
+  for (const auto& [key, value] : s.items())
+    if (key != "enum" && key != "const" && key != "type" && !is_annotation_keyword(key))
+      fail(key, child(path, key), "keywords beside enum/const other than type are not supported");
+  const std::string key = s.contains("const") ? "const" : "enum";
+  Json values = Json::array();
+  if (key == "const") values.push_back(s["const"]);
+  else if (s["enum"].is_array()) values = s["enum"];
+  else fail("enum", child(path, "enum"), "must be an array");
+  if (values.size() > options_.limits.max_enum)
+    fail(key, child(path, key), str_cat("more than ", options_.limits.max_enum, " values"));
+  std::vector<std::string> types = s.contains("type") ? types_of(s, path) : std::vector<std::string>{};
+  std::vector<Seq> alts;
+  for (const Json& v : values) {
+    bool ok = types.empty();
+    for (const std::string& t : types) ok = ok || value_has_type(v, t);
+    if (ok) alts.push_back(b_.literal(v.dump()));
+  }
+  if (alts.empty()) fail(key, child(path, key), "no value is allowed (an empty enum, or none of the type)");
+  return GrammarBuilder::rule(b_.rule_of(alts));
+}
+
+Sym SchemaCompiler::any_of(const Json& s, const std::string& path, int depth) {
+  const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
+  for (const auto& [k, value] : s.items())
+    if (k != key && !is_annotation_keyword(k))
+      fail(k, child(path, k), str_cat("keywords beside ", key, " are not supported"));
+  const Json& list = s[key];
+  if (!list.is_array() || list.empty()) fail(key, child(path, key), "must be a non-empty array");
+  std::vector<Seq> alts;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].is_boolean() && !list[i].get<bool>()) continue;  // false: never matches
+    alts.push_back({schema(list[i], child(child(path, key), std::to_string(i)), depth + 1)});
+  }
+  if (alts.empty()) fail(key, child(path, key), "every alternative is false");
+  return GrammarBuilder::rule(b_.rule_of(alts));
+}
+
+Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int depth) {
+  const std::string key_path = child(path, "allOf");
+  const Json& list = s["allOf"];
+  if (!list.is_array() || list.empty()) fail("allOf", key_path, "must be a non-empty array");
+  // The merged schema starts as s without allOf; each branch (its $ref resolved) adds to it.
+  Json merged = s;
+  merged.erase("allOf");
+  std::vector<Json> branches{merged};
+  for (size_t i = 0; i < list.size(); ++i) {
+    Json branch = list[i];
+    const std::string bpath = child(key_path, std::to_string(i));
+    for (int hops = 0; branch.is_object() && branch.contains("$ref"); ++hops) {
+      if (hops > options_.limits.max_depth) fail("$ref", bpath, "a chain of references that does not end");
+      branch = resolve(branch["$ref"].get<std::string>(), bpath);
+    }
+    if (branch.is_boolean() && branch.get<bool>()) continue;
+    if (!branch.is_object()) fail("allOf", bpath, "each branch must be an object schema");
+    if (branch.contains("allOf")) branch = merge_all_of(branch, bpath, depth + 1);
+    for (const char* k : {"anyOf", "oneOf", "enum", "const"})
+      if (branch.contains(k)) fail("allOf", bpath, str_cat("a branch with ", k, " cannot be merged"));
+    check_keywords(branch, bpath);
+    branches.push_back(branch);
+  }
+  merged = Json::object();
+  Json properties = Json::object();
+  std::vector<std::string> required;
+  bool closed = false;  // some branch has additionalProperties false
+  for (const Json& br : branches) {
+    for (const auto& [k, v] : br.items()) {
+      if (k == "properties") {
+        for (const auto& [name, sub] : v.items()) {
+          if (properties.contains(name) && properties[name] != sub)
+            fail("allOf", key_path, str_cat("property '", name, "' has different schemas in different branches"));
+          properties[name] = sub;
+        }
+      } else if (k == "required") {
+        for (const Json& r : v) required.push_back(r.get<std::string>());
+      } else if (k == "additionalProperties" && v.is_boolean() && !v.get<bool>()) {
+        closed = true;
+      } else if (merged.contains(k) && merged[k] != v && !is_annotation_keyword(k)) {
+        fail("allOf", key_path, str_cat("'", k, "' differs between branches"));
+      } else {
+        merged[k] = v;
+      }
+    }
+  }
+  if (closed) {
+    // A property one closed branch does not declare can never appear.
+    for (const Json& br : branches) {
+      if (!(br.contains("additionalProperties") && br["additionalProperties"] == false)) continue;
+      Json kept = Json::object();
+      for (const auto& [name, sub] : properties.items())
+        if (br.contains("properties") && br["properties"].contains(name)) kept[name] = sub;
+      properties = kept;
+    }
+    merged["additionalProperties"] = false;
+  }
+  if (!properties.empty()) merged["properties"] = properties;
+  if (!required.empty()) merged["required"] = required;
+  return merged;
+}
+
+Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options) {
+  Json root = parse_schema(schema_text, options);
+  return SchemaCompiler(root, options).compile();
+}
+
+std::string canonical_schema_text(std::string_view schema_text, const SchemaOptions& options) {
+  return parse_schema(schema_text, options).dump();
+}
+
+}  // namespace flashserve::structured

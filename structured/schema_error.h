@@ -1,0 +1,28 @@
+// structured::SchemaError: a schema, pattern or choice list that the grammar compiler refuses,
+// naming the keyword and its JSON-pointer path in the schema, so the API edge can answer a 400
+// that points at the user's mistake. It is a flashserve::Error, so generic handlers catch it too.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace flashserve::structured {
+
+class SchemaError : public Error {
+ public:
+  // path: a JSON pointer into the schema ("" is the root, "/properties/a/pattern").
+  SchemaError(std::string keyword, std::string path, const std::string& problem)
+      : Error(str_cat("schema ", path.empty() ? std::string("(root)") : path, ": '", keyword,
+                      "': ", problem)),
+        keyword_(std::move(keyword)),
+        path_(std::move(path)) {}
+  const std::string& keyword() const { return keyword_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string keyword_;
+  std::string path_;
+};
+
+}  // namespace flashserve::structured

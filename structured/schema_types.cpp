@@ -1,0 +1,269 @@
+// The schema compiler's per-type rules: objects (properties in schema order, optional ones
+// skippable, extra keys after them), arrays (prefixItems, items, counts), strings (lengths,
+// pattern, format) and numbers (bounds).
+#include <cmath>
+#include <functional>
+
+#include "structured/number_range.h"
+#include "structured/regex_compiler.h"
+#include "structured/schema_compiler_impl.h"
+#include "structured/schema_error.h"
+
+namespace flashserve::structured {
+
+namespace {
+
+std::string child(const std::string& path, const std::string& key) { return path + "/" + key; }
+
+// The format regexes: tighter than RFC 3339 where that keeps every output valid (no February 29, no year 0000,
+// no leap seconds).
+const char* format_regex(const std::string& format) {
+  if (format == "date")
+    return "^([1-9][0-9]{3}|0([1-9][0-9]{2}|0[1-9][0-9]|00[1-9]))-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
+           "02-(0[1-9]|1[0-9]|2[0-8]))$";
+  if (format == "time") return "^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+  if (format == "date-time")
+    return "^([1-9][0-9]{3}|0([1-9][0-9]{2}|0[1-9][0-9]|00[1-9]))-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
+           "02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
+           "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+  if (format == "uuid") return "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+  if (format == "email")
+    return "^[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9]+(-[A-Za-z0-9]+)*(\\.[A-Za-z0-9]+(-[A-Za-z0-9]+)*)+$";
+  return nullptr;
+}
+
+// Concatenates sequences.
+Seq cat(std::initializer_list<Seq> parts) {
+  Seq out;
+  for (const Seq& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+}  // namespace
+
+int SchemaCompiler::count(const Json& s, const char* key, const std::string& path, int fallback) const {
+  if (!s.contains(key)) return fallback;
+  const Json& v = s[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    fail(key, child(path, key), "must be a non-negative integer");
+  int64_t n = v.get<int64_t>();
+  const int cap = options_.limits.max_repeat;
+  if (std::string(key).rfind("max", 0) == 0) return static_cast<int>(std::min<int64_t>(n, cap));  // capped: tighter
+  if (n > cap) fail(key, child(path, key), str_cat("larger than the limit of ", cap));
+  return static_cast<int>(n);
+}
+
+Sym SchemaCompiler::typed(const Json& s, const std::string& type, const std::string& path, int depth) {
+  if (type == "object") return object(s, path, depth);
+  if (type == "array") return array(s, path, depth);
+  if (type == "string") return string(s, path);
+  if (type == "number" || type == "integer") return numeric(s, type == "integer", path);
+  if (type == "boolean") return json_.boolean();
+  return json_.null();
+}
+
+Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
+  struct Prop {
+    std::string name;
+    const Json* schema;
+    bool required;
+  };
+  static const Json kTrue = true;
+  std::set<std::string> required;
+  if (s.contains("required")) {
+    if (!s["required"].is_array()) fail("required", child(path, "required"), "must be an array of names");
+    for (const Json& r : s["required"]) {
+      if (!r.is_string()) fail("required", child(path, "required"), "must be an array of names");
+      required.insert(r.get<std::string>());
+    }
+  }
+  // additionalProperties absent is taken as false: no key outside `properties` is generated.
+  const Json* extra = nullptr;
+  if (s.contains("additionalProperties") && s["additionalProperties"] != false) extra = &s["additionalProperties"];
+  std::vector<Prop> props;
+  std::set<std::string> declared;
+  if (s.contains("properties")) {
+    if (!s["properties"].is_object()) fail("properties", child(path, "properties"), "must be an object");
+    for (const auto& [name, sub] : s["properties"].items()) {
+      declared.insert(name);
+      bool req = required.count(name) > 0;
+      if (sub == false) {
+        if (req) fail("required", child(path, "required"), str_cat("'", name, "' is required but its schema is false"));
+        continue;
+      }
+      props.push_back({name, &sub, req});
+    }
+  }
+  for (const std::string& name : required) {
+    if (declared.count(name)) continue;
+    if (s.contains("additionalProperties") && s["additionalProperties"] == false)
+      fail("required", child(path, "required"), str_cat("'", name, "' is required but additionalProperties is false"));
+    props.push_back({name, extra ? extra : &kTrue, true});
+  }
+  // Tail rules, built back to front. first[i]: properties i.. with none written yet;
+  // later[i]: some property already written, so each one starts with a comma.
+  std::vector<Sym> member(props.size());
+  for (size_t i = 0; i < props.size(); ++i) {
+    Seq key = b_.literal(Json(props[i].name).dump());
+    member[i] = GrammarBuilder::rule(b_.rule_of({cat({key, json_.colon(), {schema(*props[i].schema,
+                                    child(child(path, "properties"), props[i].name), depth + 1)}})}));
+  }
+  Seq extras_first, extras_later;
+  if (extra != nullptr) {
+    Sym value = schema(*extra, child(path, "additionalProperties"), depth + 1);
+    Sym pair = GrammarBuilder::rule(b_.rule_of({cat({{extra_key(declared)}, json_.colon(), {value}})}));
+    Sym more = b_.star(cat({json_.comma(), {pair}}));
+    extras_first = {b_.optional({pair, more})};
+    extras_later = {more};
+  }
+  int32_t first_next = b_.rule_of({extras_first});
+  int32_t later_next = b_.rule_of({extras_later});
+  for (size_t k = props.size(); k-- > 0;) {
+    Sym with_first = member[k];
+    Seq f{with_first, GrammarBuilder::rule(later_next)};
+    Seq l = cat({json_.comma(), {member[k], GrammarBuilder::rule(later_next)}});
+    std::vector<Seq> fa{f}, la{l};
+    if (!props[k].required) {
+      fa.push_back({GrammarBuilder::rule(first_next)});
+      la.push_back({GrammarBuilder::rule(later_next)});
+    }
+    first_next = b_.rule_of(fa);
+    later_next = b_.rule_of(la);
+  }
+  return GrammarBuilder::rule(b_.rule_of({{b_.byte('{'), GrammarBuilder::rule(first_next), b_.byte('}')}}));
+}
+
+Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
+  std::vector<Sym> prefix;
+  if (s.contains("prefixItems")) {
+    const Json& p = s["prefixItems"];
+    if (!p.is_array()) fail("prefixItems", child(path, "prefixItems"), "must be an array of schemas");
+    for (size_t i = 0; i < p.size(); ++i)
+      prefix.push_back(schema(p[i], child(child(path, "prefixItems"), std::to_string(i)), depth + 1));
+  }
+  if (s.contains("items") && s["items"].is_array())
+    fail("items", child(path, "items"), "an array of schemas is not supported (use prefixItems)");
+  const int n_prefix = static_cast<int>(prefix.size());
+  int min = count(s, "minItems", path, 0);
+  int max = count(s, "maxItems", path, -1);
+  if (s.contains("maxItems") && max >= options_.limits.max_repeat) max = options_.limits.max_repeat;
+  const bool closed = s.contains("items") && s["items"] == false;
+  if (closed) max = max < 0 ? n_prefix : std::min(max, n_prefix);
+  if (max >= 0 && min > max) fail("minItems", child(path, "minItems"), "is larger than the number of items allowed");
+  // Items past the prefix, each after a comma (the first one only when there is a prefix).
+  Seq tail;
+  const int extra_min = std::max(min - n_prefix, 0);
+  const int extra_max = max < 0 ? -1 : std::max(max - n_prefix, 0);
+  if (extra_max != 0) {
+    Sym item = s.contains("items") ? schema(s["items"], child(path, "items"), depth + 1) : json_.value();
+    Seq sep_item = cat({json_.comma(), {item}});
+    if (n_prefix > 0) {
+      tail = {b_.repeat(sep_item, extra_min, extra_max)};
+    } else {
+      Seq run{item, b_.repeat(sep_item, std::max(extra_min - 1, 0), extra_max < 0 ? -1 : extra_max - 1)};
+      tail = extra_min > 0 ? run : Seq{b_.optional(run)};
+    }
+  }
+  // Back to front: after[i] is what may follow the first i prefix items.
+  int32_t next = b_.rule_of({tail});
+  const int last = max < 0 ? n_prefix : std::min(n_prefix, max);
+  for (int i = last; i-- > 0;) {
+    Seq with = i == 0 ? Seq{prefix[0], GrammarBuilder::rule(next)} : cat({json_.comma(), {prefix[i], GrammarBuilder::rule(next)}});
+    std::vector<Seq> alts{with};
+    if (i >= min) alts.push_back({});  // the array may end after i items
+    next = b_.rule_of(alts);
+  }
+  return GrammarBuilder::rule(b_.rule_of({{b_.byte('['), GrammarBuilder::rule(next), b_.byte(']')}}));
+}
+
+Sym SchemaCompiler::string(const Json& s, const std::string& path) {
+  const bool lengths = s.contains("minLength") || s.contains("maxLength");
+  if (s.contains("pattern") || s.contains("format")) {
+    const char* key = s.contains("pattern") ? "pattern" : "format";
+    if (lengths || (s.contains("pattern") && s.contains("format")))
+      fail(key, child(path, key), "cannot be combined with minLength/maxLength or with each other");
+    if (!s[key].is_string()) fail(key, child(path, key), "must be a string");
+    RegexOptions ro{.context = CharContext::kJsonString, .search = true,
+                    .max_pattern_bytes = options_.limits.max_pattern_bytes,
+                    .max_repeat = options_.limits.max_repeat, .keyword = key, .path = child(path, key)};
+    std::string pattern = s[key].get<std::string>();
+    if (std::string(key) == "format") {
+      const char* re = format_regex(pattern);
+      if (re == nullptr) fail("format", child(path, "format"), str_cat("the format '", pattern, "' is not supported"));
+      pattern = re;
+    }
+    return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), compile_regex(b_, pattern, ro), b_.byte('"')}}));
+  }
+  int min = count(s, "minLength", path, 0);
+  int max = count(s, "maxLength", path, -1);
+  if (max >= 0 && min > max) fail("minLength", child(path, "minLength"), "is larger than maxLength");
+  return json_.string_length(min, max);
+}
+
+Sym SchemaCompiler::numeric(const Json& s, bool integer, const std::string& path) {
+  // Bounds become whole numbers, rounded inward (a tighter range, never a looser one), and are
+  // kept within +-1e18.
+  constexpr double kLimit = 1e18;
+  std::optional<int64_t> lo, hi;
+  auto bound = [&](const char* key) -> std::optional<double> {
+    if (!s.contains(key)) return std::nullopt;
+    if (!s[key].is_number()) fail(key, child(path, key), "must be a number");
+    return s[key].get<double>();
+  };
+  auto tighten_lo = [&](double v) { v = std::max(v, -kLimit); lo = lo ? std::max(*lo, (int64_t)v) : (int64_t)v; };
+  auto tighten_hi = [&](double v) { v = std::min(v, kLimit); hi = hi ? std::min(*hi, (int64_t)v) : (int64_t)v; };
+  if (auto v = bound("minimum")) tighten_lo(std::ceil(*v));
+  if (auto v = bound("exclusiveMinimum")) tighten_lo(std::floor(*v) + 1);
+  if (auto v = bound("maximum")) tighten_hi(std::floor(*v));
+  if (auto v = bound("exclusiveMaximum")) tighten_hi(std::ceil(*v) - 1);
+  if (lo && hi && *lo > *hi) fail(s.contains("minimum") ? "minimum" : "exclusiveMinimum", path,
+                                  "no whole number lies within the bounds");
+  if (!lo && !hi) return integer ? json_.integer() : json_.number();
+  return integer ? integer_range(b_, lo, hi) : number_range(b_, lo, hi);
+}
+
+}  // namespace flashserve::structured
+
+namespace flashserve::structured {
+
+// The key of an additional property: any string when no property is declared; otherwise printable
+// ASCII without escapes that spells none of the declared names (a trie of the names, with an exit
+// to "anything" wherever a key leaves it), so a declared property is never written twice.
+Sym SchemaCompiler::extra_key(const std::set<std::string>& declared) {
+  if (declared.empty()) return json_.any_string();
+  ByteSet alphabet;
+  for (int c = 0x20; c < 0x7F; ++c) alphabet.set(c);
+  alphabet.reset('"').reset('\\');
+  Sym any_rest = GrammarBuilder::rule(b_.rule_of({{b_.star({b_.bytes(alphabet)}), b_.byte('"')}}));
+  std::vector<std::string> names;
+  for (const std::string& n : declared) {
+    bool plain = true;
+    for (unsigned char c : n) plain = plain && alphabet.test(c);
+    if (plain) names.push_back(n);
+  }
+  // One rule per trie node (a prefix of some name); names is sorted, so a node's names are a run.
+  std::function<Sym(const std::string&, size_t, size_t)> node = [&](const std::string& prefix, size_t lo, size_t hi) {
+    std::vector<Seq> alts;
+    bool is_name = false;
+    ByteSet other = alphabet;
+    for (size_t i = lo; i < hi;) {
+      if (names[i].size() == prefix.size()) {
+        is_name = true;
+        ++i;
+        continue;
+      }
+      const char c = names[i][prefix.size()];
+      size_t j = i;
+      while (j < hi && names[j].size() > prefix.size() && names[j][prefix.size()] == c) ++j;
+      other.reset(static_cast<uint8_t>(c));
+      alts.push_back({b_.byte(static_cast<uint8_t>(c)), node(prefix + c, i, j)});
+      i = j;
+    }
+    if (!is_name) alts.push_back({b_.byte('"')});
+    if (other.any()) alts.push_back({b_.bytes(other), any_rest});
+    return GrammarBuilder::rule(b_.rule_of(alts));
+  };
+  return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), node("", 0, names.size())}}));
+}
+
+}  // namespace flashserve::structured

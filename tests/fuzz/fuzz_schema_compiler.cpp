@@ -1,0 +1,44 @@
+// Fuzzes the grammar compilers (structured/): any schema text, pattern or choice list either
+// compiles to a grammar whose every element points inside it, or throws SchemaError; small limits
+// keep each input's work bounded, as in the server.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstdint>
+#include <string>
+
+#include "structured/schema_compiler.h"
+#include "structured/schema_error.h"
+#include "tests/fuzz/fuzz_file.h"
+
+using namespace flashserve;
+using namespace flashserve::structured;
+
+namespace {
+void check(const Grammar& g) {
+  FUZZ_ASSERT(g.root >= 0 && static_cast<size_t>(g.root) < g.rules.size(), "root");
+  for (const Element& e : g.elements) {
+    if (e.kind == Element::Kind::kRule) FUZZ_ASSERT(static_cast<size_t>(e.id) < g.rules.size(), "rule id");
+    if (e.kind == Element::Kind::kBytes) FUZZ_ASSERT(static_cast<size_t>(e.id) < g.byte_sets.size(), "set id");
+  }
+  FUZZ_ASSERT(!g.elements.empty() && g.elements.back().kind == Element::Kind::kEnd, "closed");
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  SchemaOptions o;
+  o.limits.max_grammar_elements = 1 << 16;
+  o.limits.max_repeat = 64;
+  const int mode = in.ConsumeIntegralInRange<int>(0, 2);
+  try {
+    if (mode == 0) check(compile_json_schema(in.ConsumeRemainingBytesAsString(), o));
+    if (mode == 1) check(compile_regex_grammar(in.ConsumeRemainingBytesAsString(), o));
+    if (mode == 2) {
+      std::vector<std::string> choices(in.ConsumeIntegralInRange<int>(0, 8));
+      for (auto& c : choices) c = in.ConsumeRandomLengthString(16);
+      check(compile_choice_grammar(choices, o));
+    }
+  } catch (const SchemaError&) {
+  }
+  return 0;
+}
