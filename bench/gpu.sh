@@ -116,7 +116,7 @@ build_tree() {
     -DCMAKE_CUDA_ARCHITECTURES="${ARCHS:-90a}" -DFS_MODELS_DIR="$M" "${extra[@]}" \
     > "$LOGS/configure_$(basename "$build").log" 2>&1 || { fail "configure $src"; return 1; }
   local t=(); [ $# -gt 0 ] && t=(--target "$@")
-  cmake --build "$build" -j"$(nproc)" "${t[@]}" > "$LOGS/build_$(basename "$build").log" 2>&1 \
+  cmake --build "$build" -j"$(nproc)" "${t[@]}" -- -k 0 > "$LOGS/build_$(basename "$build").log" 2>&1 \
     || { grep -B3 -A20 -m3 FAILED "$LOGS/build_$(basename "$build").log"; fail "build $src"; return 1; }
 }
 

@@ -15,6 +15,7 @@
 
 #include "model/model_runner.h"
 #include "sampling/sampling.h"
+#include "structured/compiled_grammar.h"
 
 namespace flashserve {
 
@@ -30,6 +31,23 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
 };
 
+// What a request's generated tokens must match: a compiled grammar (structured/), applied from the
+// first token or, lazily, from a trigger token on. Masks are computed per step by the engine.
+struct OutputConstraint {
+  std::shared_ptr<const structured::CompiledGrammar> grammar;  // required
+  // Empty: the grammar applies from the first generated token. Otherwise output is free until the
+  // model emits one of these token ids (e.g. a tool-call start marker); the grammar then applies
+  // to the tokens after it, and once one of end_tokens ends the region, output is free again and
+  // the next trigger re-arms it (parallel tool calls).
+  std::vector<int32_t> triggers;
+  // With triggers: the first generated token must be a trigger (tool_choice "required" or named).
+  bool must_trigger = false;
+  // Allowed only where the grammar accepts, and ending the constrained region (EOS ids, or a
+  // closing marker such as </tool_call>). Where the region ends the request (no triggers), this
+  // holds the EOS ids.
+  std::vector<int32_t> end_tokens;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;        // token ids, BOS included when wanted
   int max_tokens = 16;                // capped so that prompt + generated fit max_model_len
@@ -43,6 +61,8 @@ struct GenerationRequest {
   // Prefix-cache isolation: only requests with equal salts share cached blocks (the server puts
   // the API key and the request's cache_salt here). Opaque bytes; "" is a salt like any other.
   std::string cache_salt;
+  // Constrained decoding (structured outputs, tool calls); none = free text.
+  std::optional<OutputConstraint> constraint;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

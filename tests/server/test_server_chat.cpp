@@ -84,7 +84,7 @@ TEST_F(ChatStories, StreamedEqualsWhole) {
   ASSERT_EQ(s.status, 200);
   EXPECT_TRUE(s.done);
   EXPECT_EQ(s.text, text);
-  EXPECT_EQ(s.finish_reason, whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(s.finish_reason, whole["choices"][0]["finish_reason"].get<std::string>());
   ASSERT_GE(s.chunks.size(), 3u);
   EXPECT_EQ(s.chunks.front()["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(s.chunks.front()["object"], "chat.completion.chunk");
