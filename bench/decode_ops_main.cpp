@@ -28,7 +28,9 @@
 #include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
+#if FS_BENCH_HAS_CUDA
 #include "kernels/attention_generic.h"
+#endif
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;
@@ -202,8 +204,10 @@ int main(int argc, char** argv) {
     std::vector<int32_t> tokens(m), rows(m);
     for (int i = 0; i < m; ++i) tokens[i] = int32_t(rng() % uint32_t(s.vocab)), rows[i] = m - 1 - i;
     Buffer tok_b = upload(tokens, {m}), rows_b = upload(rows, {m});
+#if FS_BENCH_HAS_CUDA
     const PagedAttentionArgs pa = paged_attention_args(ab, s.hq, s.hkv, s.d, scale);
     auto* stream = static_cast<cudaStream_t>(be->native_stream());
+#endif
     const std::vector<Op> extra = {
         {"embedding", [&](int) { be->embedding(x.tensor, tok_b.tensor, emb.tensor); }, act * hid * 2},
         {"rms_norm", [&](int) { be->rms_norm(h.tensor, x.tensor, norm_w.tensor, 1e-5f); }, act * hid * 2},
@@ -224,12 +228,14 @@ int main(int argc, char** argv) {
          act * (s.hq + s.hkv) * s.d * 2},
         {"gather_rows", [&](int) { be->gather_rows(h2.tensor, x.tensor, rows_b.tensor); }, act * hid * 2},
         {"argmax_rows", [&](int) { be->argmax_rows(ids.tensor, logits.tensor); }, 4.0 * m * s.vocab},
+#if FS_BENCH_HAS_CUDA  // the generic kernel is a CUDA launcher; the CPU backend has no such op
         {"paged_attention_generic",
          [&](int) {
            cuda::paged_attention_generic_bf16(pa, m, q.tensor.data, kc.tensor.data, vc.tensor.data, attn.tensor.data,
                                               stream, kv_len);
          },
          kv_bytes},
+#endif
     };
     for (const Op& op : extra) {
       const double sec = bench::time_in_graph(*be, op.run, reps);

@@ -4,7 +4,7 @@
 #     and report SKIPPED elsewhere; `soak` is the CI-sized soak test);
 #  2. AddressSanitizer + UndefinedBehaviorSanitizer build: unit, cpu and server tests;
 #  3. ThreadSanitizer build: the engine thread and the server (handler threads, cancellation);
-#  4. libFuzzer (clang) build: each fuzz target for FS_FUZZ_SECONDS (default 30) on its seeds.
+#  4. libFuzzer (clang) build: each fuzz target for FS_FUZZ_SECONDS (default 20) on its seeds.
 # FS_TEST_STAGES picks stages (default "release asan tsan fuzz"). Prints each stage's time (build
 # and tests); docs/CONVENTIONS.md#ci-time has the measured ones and what keeps them short.
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
@@ -42,14 +42,13 @@ done_stage() {
   took[$1]="$((SECONDS - start)) s (build $((built_at - start)) s, tests $((SECONDS - built_at)) s)"
   echo "== $1 took ${took[$1]}"
 }
-# stage_targets DIR CTEST_ARGS...: what to build in the configured tree DIR for the tests that
-# `ctest CTEST_ARGS` selects: each test program (its target has the test's name, and depends on
-# the binaries it starts) and flashserve (the script tests start it).
+# stage_targets DIR CTEST_ARGS...: the programs of the tests that `ctest CTEST_ARGS` selects in
+# the configured tree DIR (a test program's target has the test's name and depends on the
+# binaries it starts; a script test has none), so that a stage builds only what it runs.
 stage_targets() {
   local dir=$1; shift
   ctest --test-dir "$dir" -N "$@" | sed -n 's/^ *Test *#[0-9]*: *//p' \
     | grep -Fx -f <(ninja -C "$dir" -t targets all | sed 's/:.*//') || true
-  echo flashserve
 }
 
 if stage release; then
@@ -58,7 +57,9 @@ if stage release; then
   # compiles, in a third of the product default's four (CMakeLists.txt).
   fs_build "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO -DCMAKE_CUDA_ARCHITECTURES=90a $pch
   built release
-  run_ctest "$build" --output-on-failure -j"$jobs"
+  # One slot more than cores: test_docker holds one throughout, mostly waiting on downloads or
+  # compiling niced (tests/docker/CMakeLists.txt).
+  run_ctest "$build" --output-on-failure -j"$((jobs + 1))"
   done_stage release
 fi
 
@@ -70,7 +71,7 @@ if stage asan; then
   asan_tests=(-L 'unit|cpu|server' -E 'openai_node|test_server_load')
   fs_configure "$asan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF $pch \
     -DFLASHSERVE_SANITIZE=address,undefined -DFLASHSERVE_BUILD_BENCH=OFF
-  cmake --build "$asan" -j"$jobs" --target $(stage_targets "$asan" "${asan_tests[@]}")
+  cmake --build "$asan" -j"$jobs" --target flashserve $(stage_targets "$asan" "${asan_tests[@]}")
   built asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     GTEST_FILTER="-$slow_tests" run_ctest "$asan" --output-on-failure -j"$jobs" "${asan_tests[@]}"
@@ -97,12 +98,13 @@ fi
 
 if stage fuzz; then
   fuzz="$FS_ROOT/build/fuzz"
-  fuzzers=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_openai_request fuzz_stop_matcher
-           fuzz_detokenizer fuzz_chat_template fuzz_hf_tokenizer)
-  CC=clang CXX=clang++ fs_build "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
+  # Every registered target (tests/fuzz/CMakeLists.txt), 20 s each by default: 12 targets on 2
+  # cores fuzz for 120 s in all.
+  CC=clang CXX=clang++ fs_configure "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
     -DFLASHSERVE_BUILD_BENCH=OFF -DFLASHSERVE_FUZZ=ON \
-    -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-30}" \
-    -DFLASHSERVE_SANITIZE=address,undefined,fuzzer-no-link -- "${fuzzers[@]}"
+    -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-20}" \
+    -DFLASHSERVE_SANITIZE=address,undefined,fuzzer-no-link
+  cmake --build "$fuzz" -j"$jobs" --target $(stage_targets "$fuzz" -L fuzz)
   built fuzz
   run_ctest "$fuzz" --output-on-failure -j"$jobs" -L fuzz
   done_stage fuzz

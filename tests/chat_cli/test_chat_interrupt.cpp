@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 class ChatProcess {
  public:
   explicit ChatProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), std::string(FS_BINARY_DIR) + "/client/flashserve-chat");
+    args.insert(args.begin(), std::string(FS_BINARY_DIR) + "/chat_cli/flashserve-chat");
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) return;
     pid_ = fork();

@@ -17,7 +17,7 @@ namespace {
 
 std::string chat(int port, const std::string& args) {
   return "env -u FLASHSERVE_API_KEY " + std::string(FS_BINARY_DIR) +
-         "/client/flashserve-chat --url http://127.0.0.1:" + std::to_string(port) + " " + args;
+         "/chat_cli/flashserve-chat --url http://127.0.0.1:" + std::to_string(port) + " " + args;
 }
 
 // A loopback port nobody listens on (bound, read back, closed).

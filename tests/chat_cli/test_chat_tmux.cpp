@@ -16,7 +16,7 @@
 namespace flashserve::testing {
 namespace {
 
-std::string chat_binary() { return std::string(FS_BINARY_DIR) + "/client/flashserve-chat"; }
+std::string chat_binary() { return std::string(FS_BINARY_DIR) + "/chat_cli/flashserve-chat"; }
 
 std::string chat_command(int port, const std::string& extra) {
   // The plain local template (the fallback for servers without a chat template): stories260K

@@ -73,7 +73,8 @@ if [ "$(du -sm "$W/storage" | cut -f1)" -gt 4096 ]; then
 fi
 log "podman build (log: $W/build.log)"
 t0=$(date +%s)
-if ! podman build --format docker --pull=never --network host \
+# Niced: in CI the other tests run beside it, and their timeouts come before this compile.
+if ! nice -n 10 podman build --format docker --pull=never --network host \
       --build-arg BUILD_IMAGE=$base --build-arg RUNTIME_IMAGE=$base \
       -t "$image" -f "$src/Dockerfile" "$src" >"$W/build.log" 2>&1; then
   tail -40 "$W/build.log"
