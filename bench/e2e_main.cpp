@@ -5,23 +5,26 @@
 //                   tokens/s / ((weight + KV bytes per token) / copy bandwidth)
 //   offline:NxPxO   N requests submitted at once: output tokens/s and frac_of_step_lower_bound
 //                   (bench/e2e_cost.h: ideal-schedule time / measured time)
+// With --json-schema each case runs again with every request constrained (structured outputs);
+// that record carries speedup_vs_unconstrained (its tokens/s over the free run's).
 // The ceilings (copy bandwidth, cuBLASLt bf16 rate) are measured in this process first.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <random>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/e2e_cost.h"
+#include "bench/e2e_run.h"
 #include "bench/hw_ceilings.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "parallel/communicator.h"
+#include "tokenizer/tokenizer.h"
 #include "weights/loaded_model.h"
 
 #if FS_BENCH_HAS_CUDA
@@ -30,7 +33,14 @@
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::BatchOptions;
+using bench::failure_of;
+using bench::make_prompts;
+using bench::run_batch;
+using bench::RunResult;
+using bench::seconds;
 
 namespace {
 
@@ -63,6 +73,7 @@ struct Args {
   }();
   bool host_sampling = false;
   bool prefix_caching = false;  // off: repeated runs of the same prompts must not reuse their KV
+  std::string json_schema, tokenizer;  // --json-schema: constrained runs beside the plain ones
   std::string command;
 };
 
@@ -136,101 +147,17 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--prefix-caching", a.prefix_caching,
                  "1: keep the engine's prefix cache on. Off by default: the warm-up and every\n"
                  "repeat send the same prompts, which would then skip their prefill");
+  app.add_option("--json-schema", a.json_schema,
+                 "FILE or 'realistic' (built in): each case runs twice, free and with every request\n"
+                 "constrained to an array of at least 1000 objects matching this schema (so it runs\n"
+                 "to its length); the constrained record carries speedup_vs_unconstrained");
+  app.add_option("--tokenizer", a.tokenizer, "the vocabulary of --json-schema (default: the model's)");
   app.callback([&] { a.cases = parse_cases(cases); });  // a bad case is a usage error
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   prepare_cuda_for_tensor_parallelism(a.tensor_parallel_size);  // before any CUDA call
   a.ceilings = !no_ceilings;
   if (a.label.empty()) a.label = a.model;
   return a;
-}
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Fixed-length random prompts (BOS + ids from common pieces), the same for every run.
-std::vector<std::vector<int32_t>> make_prompts(int n, int len, const ModelConfig& c) {
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> id(259, std::min(459, c.vocab_size) - 1);
-  std::vector<std::vector<int32_t>> p(n);
-  for (auto& v : p) {
-    v.push_back(c.bos_token_id);
-    while (int(v.size()) < len) v.push_back(id(rng));
-  }
-  return p;
-}
-
-struct RunResult {
-  double elapsed_s = 0;          // first submit to last finish
-  std::vector<double> ttft_s;    // per request
-  std::vector<double> decode_s;  // first token to finish, per request
-  int64_t output_tokens = 0;
-  int num_not_length = 0;  // requests that did not finish by max_tokens
-  bool timed_out = false;
-  std::string first_error;
-};
-
-// Submits every prompt at once, drains all streams round-robin, times each request.
-RunResult run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                    int output_len, const Args& a) {
-  const double max_seconds = a.max_seconds;
-  RunResult r;
-  const size_t n = prompts.size();
-  std::vector<std::shared_ptr<RequestStream>> streams(n);
-  std::vector<Clock::time_point> first(n), last(n);
-  std::vector<int> count(n, 0);
-  std::vector<bool> done(n, false);
-  const auto t0 = Clock::now();
-  for (size_t i = 0; i < n; ++i) {
-    GenerationRequest req;
-    req.prompt = prompts[i];
-    req.max_tokens = output_len;
-    req.sampling = a.sampling;
-    req.sampling.seed = i;
-    req.has_seed = true;
-    req.ignore_eos = true;
-    streams[i] = engine.submit(std::move(req));
-    FS_CHECK(streams[i] != nullptr, "engine queue full at request ", i, " (raise max_queue)");
-  }
-  size_t finished = 0;
-  while (finished < n) {
-    bool progressed = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i]) continue;
-      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
-        progressed = true;
-        const auto now = Clock::now();
-        if (ev->kind == StreamEvent::Kind::kToken) {
-          if (count[i]++ == 0) first[i] = now;
-          last[i] = now;
-        } else if (ev->kind == StreamEvent::Kind::kFinished) {
-          done[i] = true, ++finished;
-          if (ev->finish != FinishReason::kLength) ++r.num_not_length;
-          if (!ev->error.empty() && r.first_error.empty()) r.first_error = ev->error;
-          break;
-        }
-      }
-    }
-    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (!r.timed_out && seconds(t0, Clock::now()) > max_seconds) {
-      r.timed_out = true;  // cancel the rest; their kFinished still arrives
-      for (size_t i = 0; i < n; ++i)
-        if (!done[i]) streams[i]->cancel();
-    }
-  }
-  r.elapsed_s = seconds(t0, Clock::now());
-  for (size_t i = 0; i < n; ++i) {
-    r.output_tokens += count[i];
-    if (count[i] > 0) r.ttft_s.push_back(seconds(t0, first[i]));
-    if (count[i] > 1) r.decode_s.push_back(seconds(first[i], last[i]));
-  }
-  return r;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 ModelConfig unquantized(ModelConfig c) {
@@ -276,24 +203,14 @@ int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
   return want;
 }
 
-// Why a run is not a measurement ("" when every request ran to its length in time): a refused
-// or failed request, a timeout, or a request that ended early. Such a case reports no throughput.
-std::string failure_of(const RunResult& r, size_t num_requests, double max_seconds) {
-  if (!r.first_error.empty()) return r.first_error;
-  if (r.timed_out) return str_cat("timed out after ", max_seconds, " s (--max-seconds)");
-  if (r.num_not_length > 0)
-    return str_cat(r.num_not_length, " of ", num_requests, " requests did not run to their length");
-  return "";
-}
-
-json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
-                 const bench::HwCeilings& hw, json j) {
+json decode_case(Engine& engine, const Args& a, const BatchOptions& o, const Case& k,
+                 const ModelConfig& c, const bench::HwCeilings& hw, json j) {
   const auto one = make_prompts(1, k.prompt_len, c);
-  RunResult last = run_batch(engine, one, k.output_len, a);  // warm-up: allocations, graphs, caches
+  RunResult last = run_batch(engine, one, k.output_len, o);  // warm-up: allocations, graphs, caches
   std::string failure = failure_of(last, 1, a.max_seconds);
   std::vector<double> tps, ttft;
   for (int i = 0; i < a.repeats && failure.empty(); ++i) {
-    last = run_batch(engine, one, k.output_len, a);
+    last = run_batch(engine, one, k.output_len, o);
     failure = failure_of(last, 1, a.max_seconds);
     if (!failure.empty() || last.decode_s.empty()) break;
     tps.push_back(double(last.output_tokens - 1) / last.decode_s[0]);
@@ -325,12 +242,12 @@ json decode_case(Engine& engine, const Args& a, const Case& k, const ModelConfig
   return j;
 }
 
-json offline_case(Engine& engine, const Args& a, const Case& k, const ModelConfig& c,
-                  const bench::HwCeilings& hw, json j) {
+json offline_case(Engine& engine, const Args& a, const BatchOptions& o, const Case& k,
+                  const ModelConfig& c, const bench::HwCeilings& hw, json j) {
   // Warm-up with a few short requests so first-use costs stay out of the timed batch.
-  run_batch(engine, make_prompts(std::min(k.num_requests, 8), k.prompt_len, c), 4, a);
+  run_batch(engine, make_prompts(std::min(k.num_requests, 8), k.prompt_len, c), 4, o);
   const RunResult r =
-      run_batch(engine, make_prompts(k.num_requests, k.prompt_len, c), k.output_len, a);
+      run_batch(engine, make_prompts(k.num_requests, k.prompt_len, c), k.output_len, o);
   j["num_requests"] = k.num_requests;
   j["elapsed_s"] = r.elapsed_s;
   j["output_tokens"] = r.output_tokens;
@@ -412,8 +329,13 @@ int run(const Args& a) {
   std::fprintf(stderr, "%s: backend %s, load %.1f s, KV cache %lld tokens\n", a.label.c_str(),
                backend.c_str(), load_s, (long long)kv_tokens);
 
+  std::optional<OutputConstraint> constraint;
+  if (!a.json_schema.empty())
+    constraint = bench::json_schema_constraint(
+        a.json_schema, a.tokenizer.empty() ? find_tokenizer_file(a.model) : a.tokenizer, c);
   int failures = 0;
-  for (const Case& k : a.cases) {
+  // One record: case k, with every request under `constrained` or free.
+  auto run_case = [&](const Case& k, const OutputConstraint* constrained) {
     json j;
     j["bench"] = bench_name(k);
     j["model"] = a.label;
@@ -437,13 +359,15 @@ int run(const Args& a) {
     j["top_p"] = a.sampling.top_p;
     j["sampler"] = a.host_sampling ? "host" : "device";
     j["prefix_caching"] = a.prefix_caching;
+    j["constraint"] = constrained ? "json_schema:" + a.json_schema : "none";
+    const BatchOptions o{a.sampling, a.max_seconds, constrained};
     j["pdl"] = backend.rfind("cuda", 0) == 0;  // kernels/cuda/pdl.cuh: on wherever CUDA runs
     j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);
     j["bf16_tflops"] = hw.available ? json(hw.bf16_flops_per_s / 1e12) : json(nullptr);
     try {
       const EngineMetrics m0 = engine->metrics();
-      json result = k.mode == "decode" ? decode_case(*engine, a, k, c, hw, j)
-                                       : offline_case(*engine, a, k, c, hw, j);
+      json result = k.mode == "decode" ? decode_case(*engine, a, o, k, c, hw, j)
+                                       : offline_case(*engine, a, o, k, c, hw, j);
       // Where the engine thread spent the case (warm-up runs included), per step.
       const EngineMetrics m1 = engine->metrics();
       const double steps = double(m1.steps_total - m0.steps_total);
@@ -459,14 +383,24 @@ int run(const Args& a) {
         result["engine_sample_ms_per_step"] =
             1e3 * (m1.sample_seconds_total - m0.sample_seconds_total) / steps;
       }
-      print_line(result);
       if (result.contains("error")) ++failures;  // refused, failed or timed out
+      return result;
     } catch (const std::exception& e) {          // one case failing must not hide the others
       ++failures;
       j["error"] = e.what();
-      print_line(j);
       std::fprintf(stderr, "bench_e2e: %s case failed: %s\n", k.mode.c_str(), e.what());
+      return j;
     }
+  };
+  for (const Case& k : a.cases) {
+    const json free = run_case(k, nullptr);
+    print_line(free);
+    if (!constraint) continue;
+    json constrained = run_case(k, &*constraint);
+    const char* rate = k.mode == "decode" ? "decode_tokens_per_s" : "output_tokens_per_s";
+    if (free.contains(rate) && constrained.contains(rate))
+      constrained["speedup_vs_unconstrained"] = constrained[rate].get<double>() / free[rate].get<double>();
+    print_line(constrained);
   }
   engine->shutdown();
   return failures ? 1 : 0;

@@ -45,6 +45,18 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
   if (!fits_context(n, std::min(r.max_tokens, 1), max_model_len_)) {
     return str_cat("prompt of ", n, " tokens leaves no room in the context of ", max_model_len_);
   }
+  if (r.constraint) {
+    const OutputConstraint& c = *r.constraint;
+    if (!c.grammar) return "output constraint without a grammar";
+    if (c.grammar->trie().vocab_size() != vocab_size_)
+      return str_cat("output constraint compiled for a vocabulary of ",
+                     c.grammar->trie().vocab_size(), " tokens, the model has ", vocab_size_);
+    for (const auto* ids : {&c.triggers, &c.end_tokens})
+      for (int32_t t : *ids)
+        if (t < 0 || t >= vocab_size_)
+          return str_cat("output constraint token ", t, " outside vocab of ", vocab_size_);
+    if (c.must_trigger && c.triggers.empty()) return "output constraint must_trigger without triggers";
+  }
   const int total = n + generation_budget(n, r.max_tokens, max_model_len_);
   const int64_t kv_tokens = int64_t(runner_->num_kv_blocks()) * runner_->block_size();
   if (!fits_context(n, total - n, kv_tokens)) {
@@ -111,6 +123,15 @@ void EngineImpl::admit(PendingRequest p) {
   a.stream = std::move(p.stream);
   a.sampling = std::move(r.sampling);
   a.ignore_eos = r.ignore_eos;
+  if (r.constraint) {
+    try {
+      a.constraint = std::make_unique<ConstrainedOutput>(std::move(*r.constraint),
+                                                         runner_->config().eos_token_ids);
+    } catch (const std::exception& e) {  // this request's grammar: fail it alone
+      finish(p.id, FinishReason::kError, e.what());
+      return;
+    }
+  }
   if (needs_no_step(seq->max_tokens, seq->need_prompt_logprobs)) {
     finish(p.id, FinishReason::kLength);
     return;
@@ -218,21 +239,16 @@ void EngineImpl::loop() {
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
         StepPlan& plan = plan_;
         out.to_step_plan(&plan);
-        for (size_t i = 0; i < plan.chunks.size(); ++i) {  // where each next token is drawn
-          StepChunk& ch = plan.chunks[i];
-          const Sequence& seq = *out.chunks[i].seq;
-          const SamplingParams& p = active_.at(seq.id).sampling;
-          ch.sample_path = choose_sample_path(
-              p, vocab_size_, options_.sample_on_device && ch.logits == LogitsWanted::kLast);
-          if (ch.sample_path != SamplePath::kHost) ch.sample = sample_request(seq, p);
-        }
+        choose_sample_paths(out, plan);
         const auto t1 = Clock::now();
         publish_metrics();
         flush_events();
         const auto t2 = Clock::now();
         logits.clear();
         sampled_ids.clear();
-        runner_->step(plan, &logits, &sampled_ids);
+        runner_->launch(plan);
+        fill_masks(out, plan);  // on the host while the device runs the forward
+        runner_->finish(&logits, &sampled_ids);
         const auto t3 = Clock::now();
         scheduler_.commit(out);
         process_outputs(out, plan, logits, sampled_ids);

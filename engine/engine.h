@@ -44,8 +44,15 @@ struct OutputConstraint {
   bool must_trigger = false;
   // Allowed only where the grammar accepts, and ending the constrained region (EOS ids, or a
   // closing marker such as </tool_call>). Where the region ends the request (no triggers), this
-  // holds the EOS ids.
+  // holds the EOS ids; empty means the model's EOS ids. The vocabulary's other stop tokens are
+  // never allowed inside a region.
   std::vector<int32_t> end_tokens;
+  // How the engine applies it (engine/constrained_output.h): the grammar must be compiled for the
+  // model's vocabulary size (else the request finishes with kError at once); a grammar that fails
+  // at run time (too ambiguous, or no token can continue) finishes its request with kError. Without
+  // triggers, the request stops (kStop) when its region ends, even with ignore_eos. Masked tokens
+  // are forbidden before bias, penalties, temperature and truncation; logprobs stay those of the
+  // raw logits.
 };
 
 struct GenerationRequest {

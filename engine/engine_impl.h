@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/constrained_output.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
 #include "sampling/sampler.h"
@@ -27,6 +28,7 @@ struct ActiveRequest {
   std::vector<SampledToken> prompt_logprobs;  // gathered chunk by chunk until complete
   bool prompt_counted = false;                // prompt tokens added to the metrics
   int num_cached_tokens = 0;  // prompt tokens the prefix cache saved, once the prompt is done
+  std::unique_ptr<ConstrainedOutput> constraint;  // GenerationRequest::constraint's state
 };
 
 class EngineImpl : public Engine {
@@ -49,6 +51,12 @@ class EngineImpl : public Engine {
   // events (engine/step_outputs.cpp).
   void process_outputs(const SchedulerOutput& out, const StepPlan& plan,
                        const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids);
+  // Chooses where each chunk's token is drawn (sampling/sampler.h) and marks the chunks whose
+  // token a grammar constrains (engine/step_masks.cpp).
+  void choose_sample_paths(const SchedulerOutput& out, StepPlan& plan);
+  // The grammar masks of the marked chunks, computed while the forward runs; device-drawn rows
+  // get theirs through plan.chunks[i].sample.allowed (engine/step_masks.cpp).
+  void fill_masks(const SchedulerOutput& out, StepPlan& plan);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void finish_all(FinishReason reason, const std::string& error);
   void publish_metrics();
@@ -69,6 +77,11 @@ class EngineImpl : public Engine {
   Scheduler scheduler_;
   std::unordered_map<uint64_t, ActiveRequest> active_;
   StepPlan plan_;  // this step's; reused so that its arrays keep their capacity
+  // This step's grammar masks: per chunk, the word offset of its mask in masks_ (-1: none) and
+  // the error that kept it from having one ("" if none).
+  std::vector<int64_t> chunk_mask_;
+  std::vector<std::string> chunk_mask_error_;
+  std::vector<uint32_t> masks_;  // [masked chunks, mask_words(vocab_size)]
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
   uint64_t steps_ = 0;

@@ -1,6 +1,7 @@
 // A model step's outputs, per scheduled chunk: prompt logprobs gathered until the prompt is
-// done, the next token drawn (from the host's logits row or the device sampler's id), and the
-// stop rules (engine/stop_rules.h) applied to it; what finishes is finished once the step's
+// done, the next token drawn (from the host's logits row or the device sampler's id, under the
+// chunk's grammar mask), the output constraint advanced by it, and the stop rules
+// (engine/stop_rules.h) applied to it; what finishes is finished once the step's
 // chunks are all read.
 #include <limits>
 #include <span>
@@ -70,6 +71,11 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
       done.emplace_back(seq->id, FinishReason::kLength);
       continue;
     }
+    if (!chunk_mask_error_[i].empty()) {
+      errors.emplace_back(seq->id, chunk_mask_error_[i]);
+      continue;
+    }
+    const uint32_t* mask = chunk_mask_[i] >= 0 ? masks_.data() + chunk_mask_[i] : nullptr;
     SampledToken tok;
     try {
       if (sampled) {
@@ -78,10 +84,15 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
         tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
       } else {
         const float* row = rows + (num_rows - 1) * vocab;  // the last position's
-        tok = sample_token({row, vocab}, sample_request(*seq, a.sampling));
+        SampleRequest q = sample_request(*seq, a.sampling);
+        q.allowed = mask;
+        tok = sample_token({row, vocab}, q);
       }
       FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
                " outside vocab of ", vocab_size_);
+      FS_CHECK(!mask || token_allowed(mask, tok.token), "sampled token ", tok.token,
+               " that the output constraint forbids");
+      if (a.constraint) a.constraint->accept(tok.token);
     } catch (const std::exception& e) {  // this request's parameters or logits: fail it alone
       errors.emplace_back(seq->id, e.what());
       continue;
@@ -90,7 +101,8 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
     ++generation_tokens_;
     const auto& eos = runner_->config().eos_token_ids;
     const FinishReason why =
-        finish_after_token(tok.token, seq->num_generated(), seq->max_tokens, eos, a.ignore_eos);
+        finish_after_token(tok.token, seq->num_generated(), seq->max_tokens, eos, a.ignore_eos,
+                           a.constraint && a.constraint->complete());
     StreamEvent e;
     e.kind = StreamEvent::Kind::kToken;
     e.token = std::move(tok);

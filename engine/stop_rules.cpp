@@ -23,7 +23,9 @@ bool is_eos(int32_t token, std::span<const int32_t> eos_ids) {
 }
 
 FinishReason finish_after_token(int32_t token, int num_generated, int budget,
-                                std::span<const int32_t> eos_ids, bool ignore_eos) {
+                                std::span<const int32_t> eos_ids, bool ignore_eos,
+                                bool output_complete) {
+  if (output_complete) return FinishReason::kStop;  // whatever ended it, even with ignore_eos
   if (!ignore_eos && is_eos(token, eos_ids)) return FinishReason::kStop;
   if (budget_spent(num_generated, budget)) return FinishReason::kLength;
   return FinishReason::kNone;

@@ -30,9 +30,11 @@ inline bool budget_spent(int num_generated, int budget) { return num_generated >
 // True when `token` is one of the model's end-of-sequence ids (ModelConfig::eos_token_ids).
 bool is_eos(int32_t token, std::span<const int32_t> eos_ids);
 
-// Why a request finishes right after generating `token`, its `num_generated`-th token (EOS,
-// unless ignore_eos, is a kStop; reaching the budget is a kLength), or kNone to go on.
+// Why a request finishes right after generating `token`, its `num_generated`-th token (a
+// constrained output that is complete (engine/constrained_output.h) or EOS, unless ignore_eos,
+// is a kStop; reaching the budget is a kLength), or kNone to go on.
 FinishReason finish_after_token(int32_t token, int num_generated, int budget,
-                                std::span<const int32_t> eos_ids, bool ignore_eos);
+                                std::span<const int32_t> eos_ids, bool ignore_eos,
+                                bool output_complete = false);
 
 }  // namespace flashserve

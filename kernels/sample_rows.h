@@ -20,6 +20,7 @@ void sample_rows_f32(int32_t* ids,               // [n]
                      const SampleRowArgs* args,  // [n]
                      const TokenEdit* edits,     // [args[n-1].edits_end]
                      const float* biases,        // [edits' bias_end max]
+                     const uint32_t* masks,      // [masked rows, ceil(vocab / 32)] (mask_offset)
                      int n, int vocab, cudaStream_t stream);
 
 }  // namespace flashserve::cuda

@@ -35,6 +35,10 @@ struct SampleRowArgs {
   float frequency_penalty = 0.f;
   int32_t edits_begin = 0;  // [edits_begin, edits_end) into the pack's TokenEdits
   int32_t edits_end = 0;
+  // Constrained decoding: the row's allowed-token mask starts at this word of the pack's masks
+  // (bit t % 32 of word t / 32: token t may be drawn; the others are -inf before the edits);
+  // -1: no mask.
+  int64_t mask_offset = -1;
 };
 
 }  // namespace flashserve

@@ -10,20 +10,36 @@ namespace flashserve {
 
 void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
                          std::vector<int32_t>* sampled_ids) {
-  FS_CHECK(logits != nullptr, "step: logits must not be null");
+  launch(plan);
+  finish(logits, sampled_ids);
+}
+
+void ForwardRunner::launch(StepPlan& plan) {
+  launched_ = &plan;
   if (plan.chunks.empty()) return;
   plan.lay_out(block_size(), num_kv_blocks(), config().vocab_size);
+  sampled_ = drawn_ = 0;
+  for (int32_t c : plan.row_chunk) {
+    const SamplePath path = plan.chunks[size_t(c)].sample_path;
+    if (path != SamplePath::kHost) ++sampled_, drawn_ += path == SamplePath::kDevice;
+  }
+  start_forward(plan, drawn_ < sampled_);
+}
+
+void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids) {
+  FS_CHECK(logits != nullptr, "step: logits must not be null");
+  FS_CHECK(launched_ != nullptr, "finish() without launch()");
+  const StepPlan& plan = *launched_;
+  launched_ = nullptr;
+  if (plan.chunks.empty()) return;
   const size_t vocab = size_t(config().vocab_size), rows = plan.logit_rows.size();
   auto path = [&](size_t r) { return plan.chunks[size_t(plan.row_chunk[r])].sample_path; };
-  size_t sampled = 0, drawn = 0;  // rows whose token comes back; of those, not a plain argmax
-  for (size_t r = 0; r < rows; ++r)
-    if (path(r) != SamplePath::kHost) ++sampled, drawn += path(r) == SamplePath::kDevice;
-  FS_CHECK(sampled == 0 || sampled_ids != nullptr, "step: sampled chunks need sampled_ids");
-  if (sampled == 0) {  // every row goes back whole, straight into the caller's vector
+  FS_CHECK(sampled_ == 0 || sampled_ids != nullptr, "step: sampled chunks need sampled_ids");
+  if (sampled_ == 0) {  // every row goes back whole, straight into the caller's vector
     const size_t old = logits->size();
     logits->resize(old + rows * vocab);
     try {
-      forward(plan, logits->data() + old, nullptr);
+      collect_forward(plan, logits->data() + old, nullptr);
     } catch (...) {
       logits->resize(old);
       throw;
@@ -31,12 +47,12 @@ void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
     return;
   }
   // Sampled rows come back as tokens: kArgmax ones as the argmax the forward computes, kDevice
-  // ones drawn by the backend's sampler; the rest (if any) as whole rows.
+  // ones drawn by the backend's sampler (with their grammar masks); the rest as whole rows.
   row_ids_.assign(rows, -1);
-  row_logits_.resize(sampled < rows ? rows * vocab : 0);
-  forward(plan, sampled < rows ? row_logits_.data() : nullptr,
-          drawn < sampled ? row_ids_.data() : nullptr);
-  if (drawn > 0) {
+  row_logits_.resize(sampled_ < rows ? rows * vocab : 0);
+  collect_forward(plan, sampled_ < rows ? row_logits_.data() : nullptr,
+                  drawn_ < sampled_ ? row_ids_.data() : nullptr);
+  if (drawn_ > 0) {
     draw_rows_.clear();
     draw_requests_.clear();
     for (size_t r = 0; r < rows; ++r)
@@ -44,9 +60,9 @@ void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
         draw_rows_.push_back(int64_t(r));
         draw_requests_.push_back(plan.chunks[size_t(plan.row_chunk[r])].sample);
       }
-    draw_ids_.resize(drawn);
+    draw_ids_.resize(drawn_);
     sample_rows(draw_ids_.data(), draw_rows_, draw_requests_);
-    for (size_t i = 0; i < drawn; ++i) row_ids_[size_t(draw_rows_[i])] = draw_ids_[i];
+    for (size_t i = 0; i < drawn_; ++i) row_ids_[size_t(draw_rows_[i])] = draw_ids_[i];
   }
   for (size_t r = 0; r < rows; ++r) {
     if (path(r) != SamplePath::kHost) {

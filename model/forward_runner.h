@@ -18,6 +18,8 @@ class ForwardRunner : public ModelRunner {
  public:
   void step(StepPlan& plan, std::vector<float>* logits,
             std::vector<int32_t>* sampled_ids) final;
+  void launch(StepPlan& plan) final;
+  void finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids) final;
 
  protected:
   // Runs the laid-out plan and copies the wanted rows' logits and/or their argmax to the host
@@ -25,12 +27,20 @@ class ForwardRunner : public ModelRunner {
   virtual void forward(const StepPlan& plan,
                        float* logits,         // [num_logit_rows, vocab_size] host, or null
                        int32_t* argmax) = 0;  // [num_logit_rows] host, or null
+  // forward() in two halves: start_forward() queues the work (argmax: also the rows' argmax),
+  // collect_forward() waits and copies. By default the first does nothing and the second runs
+  // forward() whole.
+  virtual void start_forward(const StepPlan& plan, bool argmax) {}
+  virtual void collect_forward(const StepPlan& plan, float* logits, int32_t* argmax) {
+    forward(plan, logits, argmax);
+  }
   // Backend::sample_rows over the last forward's logits.
   virtual void sample_rows(int32_t* ids,                                  // [n] host
                            std::span<const int64_t> rows,                 // [n]
                            std::span<const SampleRequest> requests) = 0;  // [n]
 
  private:
+  size_t sampled_ = 0, drawn_ = 0;  // launch()'s rows whose token comes back; of those, drawn
   std::vector<int32_t> row_ids_;    // [logit rows] tokens of the sampled rows
   std::vector<float> row_logits_;   // [logit rows, vocab] whole rows, for a mixed step
   std::vector<int64_t> draw_rows_;  // rows for sample_rows, and their requests / ids

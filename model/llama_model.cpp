@@ -153,18 +153,27 @@ Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64
 }
 
 void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax) {
-  FS_CHECK(!s.tokens.empty(), "empty step");
-  if (graph_max_batch_ > 0 && forward_graph(s, cache, logits, argmax)) return;
-  const StepArgs st = upload_step(s, cache);
-  const int64_t rows = int64_t(s.logit_rows.size());
-  bool identity = rows == int64_t(s.tokens.size());
-  for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;
-  run_layers(st, cache, rows, argmax != nullptr, identity);
-  copy_outputs(rows, rows, logits, argmax);
+  launch(s, cache, argmax != nullptr);
+  collect(logits, argmax);
 }
 
-void LlamaModel::copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax) {
-  last_logits_ = rows > 0 ? scratch(ws_.logits, DType::kF32, {rows, config_.vocab_size}) : Tensor();
+void LlamaModel::launch(const StepPlan& s, KvCache& cache, bool argmax) {
+  FS_CHECK(!s.tokens.empty(), "empty step");
+  const int64_t rows = int64_t(s.logit_rows.size());
+  launched_rows_ = launched_wanted_ = rows;
+  if (!(graph_max_batch_ > 0 && launch_graph(s, cache))) {
+    const StepArgs st = upload_step(s, cache);
+    bool identity = rows == int64_t(s.tokens.size());
+    for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;
+    run_layers(st, cache, rows, argmax, identity);
+  }
+  last_logits_ = launched_rows_ > 0
+                     ? scratch(ws_.logits, DType::kF32, {launched_rows_, config_.vocab_size})
+                     : Tensor();
+}
+
+void LlamaModel::collect(float* logits, int32_t* argmax) {
+  const int64_t rows = launched_rows_, wanted = launched_wanted_;
   if (argmax && wanted > 0)
     backend_.copy_to_host(argmax, scratch(ws_.argmax, DType::kI32, {rows}).rows(0, wanted));
   if (logits && wanted > 0)
@@ -270,8 +279,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
-bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
-                               int32_t* argmax) {
+bool LlamaModel::launch_graph(const StepPlan& s, KvCache& cache) {
   // Only pure decode steps with a logit row per sequence: the shape a graph can be keyed by.
   const int n = s.num_seqs;
   if (s.max_q_len != 1 || int(s.tokens.size()) != n || int(s.logit_rows.size()) != n) return false;
@@ -330,7 +338,7 @@ bool LlamaModel::forward_graph(const StepPlan& s, KvCache& cache, float* logits,
     FS_CHECK(epoch() == before, "a buffer was reallocated while recording a graph");
     graphs_.insert(key, before, graph);
   }
-  copy_outputs(bucket, n, logits, argmax);
+  launched_rows_ = bucket;  // every row of the bucket is computed; the first n are wanted
   return true;
 }
 

@@ -34,6 +34,12 @@ class LlamaModel {
   void forward(const StepPlan& step, KvCache& cache,
                float* logits,    // [num_logit_rows, vocab_size] host memory, or null
                int32_t* argmax);  // [num_logit_rows] host memory, or null
+  // forward() in two halves: launch() queues the step on the backend's stream (with `argmax`,
+  // also the rows' argmax) and returns; collect() copies the outputs as forward() does and
+  // waits. The host may work between the two while the device runs.
+  void launch(const StepPlan& step, KvCache& cache, bool argmax);
+  void collect(float* logits,    // [num_logit_rows, vocab_size] host memory, or null
+               int32_t* argmax);  // [num_logit_rows] host memory, or null
 
   // The last forward's logits [num_logit_rows (padded to a graph bucket), vocab_size] f32, on
   // the backend's device; valid until the next forward.
@@ -64,10 +70,9 @@ class LlamaModel {
   // every token in order (0, 1, .., rows - 1), so the final norm can go with the head.
   void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax,
                   bool identity_rows);
-  // Copies the first `wanted` of `rows` rows of ws_.argmax / ws_.logits where asked, then waits.
-  void copy_outputs(int64_t rows, int64_t wanted, float* logits, int32_t* argmax);
-  // The decode-step graph path; false when this step must run eagerly.
-  bool forward_graph(const StepPlan& step, KvCache& cache, float* logits, int32_t* argmax);
+  // The decode-step graph path (replayed, not waited for); false when this step must run
+  // eagerly.
+  bool launch_graph(const StepPlan& step, KvCache& cache);
 
   struct Layer {
     Buffer input_norm;
@@ -123,6 +128,8 @@ class LlamaModel {
   StepPlan graph_plan_;  // the padded decode step (arrays only)
   GraphCache graphs_;
   Tensor last_logits_;  // logits()
+  // launch()'s output rows on the device (padded to a graph bucket) and those wanted back.
+  int64_t launched_rows_ = 0, launched_wanted_ = 0;
   std::set<int64_t> warm_token_rows_, warm_logit_rows_;  // warm_up_matmuls' row counts so far
   void* reduce_mem_ = nullptr;  // set_reduce_buffer
   int64_t reduce_rows_ = 0;

@@ -33,6 +33,12 @@ class BackendModelRunner final : public ForwardRunner {
   void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {
     model_.forward(plan, *cache_, logits, argmax);
   }
+  void start_forward(const StepPlan& plan, bool argmax) override {
+    model_.launch(plan, *cache_, argmax);
+  }
+  void collect_forward(const StepPlan&, float* logits, int32_t* argmax) override {
+    model_.collect(logits, argmax);
+  }
   void sample_rows(int32_t* ids, std::span<const int64_t> rows,
                    std::span<const SampleRequest> requests) override {
     backend_->sample_rows(ids, model_.logits(), rows, requests);

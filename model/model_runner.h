@@ -52,8 +52,21 @@ class ModelRunner {
   // on invalid input or backend faults.
   virtual void step(StepPlan& plan, std::vector<float>* logits,
                     std::vector<int32_t>* sampled_ids) = 0;
+  // step() in two halves, so that the caller can work while the forward runs (the engine
+  // computes the grammar masks of constrained rows there): launch() lays the plan out and
+  // starts the forward (asynchronous where the backend is), finish() waits and delivers what
+  // step() delivers. Between the two the caller may change only the chunks' sample.allowed;
+  // `plan` must live until finish(). By default launch() remembers the plan and finish() runs
+  // the whole step.
+  virtual void launch(StepPlan& plan) { launched_ = &plan; }
+  virtual void finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids) {
+    step(*launched_, logits, sampled_ids);
+  }
   void step(StepPlan& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
   void step(StepPlan&& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
+
+ protected:
+  StepPlan* launched_ = nullptr;  // launch()'s plan, until finish()
 };
 
 }  // namespace flashserve

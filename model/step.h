@@ -30,7 +30,8 @@ struct StepChunk {
   // computes anyway, or the backend's sampler drawing `sample`), so the row never leaves the
   // device.
   SamplePath sample_path = SamplePath::kHost;
-  SampleRequest sample;  // with kDevice (and kArgmax, unused there)
+  SampleRequest sample;  // with kDevice (and kArgmax, unused there); its grammar mask
+                         // (sample.allowed) may be set between ModelRunner::launch and finish
 };
 
 struct StepPlan {

@@ -34,6 +34,7 @@ const SamplePack& SamplePacker::pack(std::span<const int64_t> logits_rows,
   pack_.rows.clear();
   pack_.edits.clear();
   pack_.biases.clear();
+  pack_.masks.clear();
   slot_.assign(size_t(vocab), -1);
   for (size_t r = 0; r < requests.size(); ++r) {
     const SampleRequest& q = requests[r];
@@ -68,6 +69,10 @@ const SamplePack& SamplePacker::pack(std::span<const int64_t> logits_rows,
     if (p.presence_penalty != 0.f || p.frequency_penalty != 0.f)
       for (int32_t t : q.generated) check_id(t), edit_of(t).count++;
     a.edits_end = int32_t(pack_.edits.size());
+    if (q.allowed != nullptr) {
+      a.mask_offset = int64_t(pack_.masks.size());
+      pack_.masks.insert(pack_.masks.end(), q.allowed, q.allowed + mask_words(vocab));
+    }
     for (int32_t e = a.edits_begin; e < a.edits_end; ++e)  // ready for the next row
       slot_[size_t(pack_.edits[size_t(e)].token)] = -1;
     pack_.rows.push_back(a);
@@ -83,6 +88,7 @@ SamplePack pack_samples(std::span<const int64_t> logits_rows,
 
 void apply_packed_edits(std::span<float> logits, const SamplePack& pack, size_t r) {
   const SampleRowArgs& a = pack.rows.at(r);
+  if (a.mask_offset >= 0) apply_token_mask(logits, pack.masks.data() + a.mask_offset);
   for (int32_t e = a.edits_begin; e < a.edits_end; ++e) {
     const TokenEdit& t = pack.edits[size_t(e)];
     float& v = logits[size_t(t.token)];

@@ -16,6 +16,7 @@ struct SamplePack {
   std::vector<SampleRowArgs> rows;  // [n]
   std::vector<TokenEdit> edits;     // each row's distinct touched tokens, rows in order
   std::vector<float> biases;        // logit_bias values grouped by token, request order kept
+  std::vector<uint32_t> masks;      // the masked rows' allowed-token masks, mask_words(vocab) each
 };
 
 // One SampleRowArgs per request, reading logits row logits_rows[i]. Validates each request as
@@ -37,7 +38,8 @@ class SamplePacker {
 SamplePack pack_samples(std::span<const int64_t> logits_rows,
                         std::span<const SampleRequest> requests, int vocab_size);
 
-// The kernel's edit step on the host (for tests): row `r`'s edits applied to `logits`.
+// The kernel's mask and edit steps on the host (for tests): row `r`'s mask and edits applied
+// to `logits`.
 void apply_packed_edits(std::span<float> logits,  // [vocab_size]
                         const SamplePack& pack, size_t r);
 

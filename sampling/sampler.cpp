@@ -25,7 +25,8 @@ void validate_sampling(const SamplingParams& p, int vocab_size) {
              vocab_size);
 }
 
-SamplePath choose_sample_path(const SamplingParams& p, int vocab_size, bool device_allowed) {
+SamplePath choose_sample_path(const SamplingParams& p, int vocab_size, bool device_allowed,
+                              bool masked) {
   if (!device_allowed || p.logprobs >= 0) return SamplePath::kHost;
   try {
     validate_sampling(p, vocab_size);
@@ -35,7 +36,7 @@ SamplePath choose_sample_path(const SamplingParams& p, int vocab_size, bool devi
   const bool plain_greedy = p.temperature == 0.f && p.presence_penalty == 0.f &&
                             p.frequency_penalty == 0.f && p.repetition_penalty == 1.f &&
                             p.logit_bias.empty();
-  return plain_greedy ? SamplePath::kArgmax : SamplePath::kDevice;
+  return plain_greedy && !masked ? SamplePath::kArgmax : SamplePath::kDevice;
 }
 
 namespace {
@@ -106,6 +107,12 @@ int32_t draw(std::span<const float> logits, const SamplingParams& p, uint64_t st
 
 }  // namespace
 
+void apply_token_mask(std::span<float> logits, const uint32_t* allowed) {
+  if (allowed == nullptr) return;
+  for (size_t t = 0; t < logits.size(); ++t)
+    if (!token_allowed(allowed, int32_t(t))) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
 void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated, const SamplingParams& p) {
   const int vocab = int(logits.size());
@@ -171,6 +178,7 @@ SampledToken sample_token(std::span<const float> raw, const SampleRequest& in) {
   validate_sampling(p, int(raw.size()));
   for (float l : raw) FS_CHECK(!std::isnan(l), "NaN logit reached the sampler");
   std::vector<float> work(raw.begin(), raw.end());
+  apply_token_mask(work, in.allowed);
   apply_penalties(work, in.prompt, in.generated, p);
   const int32_t token = p.temperature == 0.f ? argmax(work) : draw(work, p, in.step);
   if (p.logprobs < 0) {  // not asked for: skip the log-sum-exp over the vocabulary

@@ -24,6 +24,16 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_schema(std::string_
   return cached(key, [&] { return compile_json_schema(schema_text, options_.schema); });
 }
 
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_schema_between(
+    std::string_view prefix, std::string_view schema_text, std::string_view suffix) {
+  const std::string key = "between:" + std::to_string(prefix.size()) + ":" + std::string(prefix) +
+                          std::to_string(suffix.size()) + ":" + std::string(suffix) +
+                          canonical_schema_text(schema_text, options_.schema);
+  return cached(key, [&] {
+    return compile_json_schema_between(prefix, schema_text, suffix, options_.schema);
+  });
+}
+
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_object() {
   return cached("json_object", [&] { return compile_json_object(options_.schema); });
 }

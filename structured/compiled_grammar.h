@@ -44,6 +44,10 @@ class GrammarCompiler {
   GrammarCompiler(std::shared_ptr<const VocabTrie> trie, CompilerOptions options = {});
 
   std::shared_ptr<const CompiledGrammar> json_schema(std::string_view schema_text);
+  // prefix + a value of the schema + suffix: a tool call's body between its literal markers.
+  std::shared_ptr<const CompiledGrammar> json_schema_between(std::string_view prefix,
+                                                             std::string_view schema_text,
+                                                             std::string_view suffix);
   std::shared_ptr<const CompiledGrammar> json_object();
   std::shared_ptr<const CompiledGrammar> regex(std::string_view pattern);
   std::shared_ptr<const CompiledGrammar> choice(const std::vector<std::string>& choices);

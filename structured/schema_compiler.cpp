@@ -87,9 +87,12 @@ void SchemaCompiler::fail(const std::string& keyword, const std::string& path, c
   throw SchemaError(keyword, path, why);
 }
 
-Grammar SchemaCompiler::compile() {
+Grammar SchemaCompiler::compile(std::string_view prefix, std::string_view suffix) {
   Sym top = schema(root_, "", 0);
-  return b_.build(b_.rule_of({{top}}));
+  Seq seq = b_.literal(prefix);
+  seq.push_back(top);
+  for (Sym s : b_.literal(suffix)) seq.push_back(s);
+  return b_.build(b_.rule_of({seq}));
 }
 
 void SchemaCompiler::check_keywords(const Json& s, const std::string& path) const {
@@ -281,6 +284,12 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
 Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options) {
   Json root = parse_schema(schema_text, options);
   return SchemaCompiler(root, options).compile();
+}
+
+Grammar compile_json_schema_between(std::string_view prefix, std::string_view schema_text,
+                                    std::string_view suffix, const SchemaOptions& options) {
+  Json root = parse_schema(schema_text, options);
+  return SchemaCompiler(root, options).compile(prefix, suffix);
 }
 
 std::string canonical_schema_text(std::string_view schema_text, const SchemaOptions& options) {

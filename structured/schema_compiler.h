@@ -29,6 +29,9 @@ struct SchemaOptions {
 };
 
 Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options = {});
+// A schema's value between two literal texts (a tool call's markers around its JSON body).
+Grammar compile_json_schema_between(std::string_view prefix, std::string_view schema_text,
+                                    std::string_view suffix, const SchemaOptions& options = {});
 Grammar compile_json_object(const SchemaOptions& options = {});
 Grammar compile_regex_grammar(std::string_view pattern, const SchemaOptions& options = {});
 Grammar compile_choice_grammar(const std::vector<std::string>& choices, const SchemaOptions& options = {});

@@ -18,7 +18,8 @@ using Json = nlohmann::ordered_json;
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const SchemaOptions& options);
-  Grammar compile();
+  // prefix + a value of the schema + suffix (literal texts; both empty for a plain schema).
+  Grammar compile(std::string_view prefix = "", std::string_view suffix = "");
 
  private:
   Sym schema(const Json& s, const std::string& path, int depth);

@@ -21,8 +21,9 @@ void CudaBackend::argmax_rows(Tensor ids, const Tensor& logits) {
                         int(logits.dim(1)), stream_);
 }
 
-// Packs the requests on the host (sampling/sample_pack.h), uploads them in one copy and runs
-// one block per row (kernels/cuda/sampling.cu); only the ids come back.
+// Packs the requests on the host (sampling/sample_pack.h), uploads them and the step's grammar
+// masks in one copy and runs one block per row (kernels/cuda/sampling.cu); only the ids come
+// back.
 void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<const int64_t> rows,
                  std::span<const SampleRequest> requests) {
   FS_CHECK(logits.dtype == DType::kF32 && logits.ndim == 2 && rows.size() == requests.size(),
@@ -36,8 +37,9 @@ void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<cons
   const size_t args_b = align(pack.rows.size() * sizeof(SampleRowArgs));
   const size_t edits_b = align(pack.edits.size() * sizeof(TokenEdit));
   const size_t bias_b = align(pack.biases.size() * sizeof(float));
+  const size_t mask_b = align(pack.masks.size() * sizeof(uint32_t));
   const size_t work_b = align(size_t(n) * vocab * 4), alive_b = align(size_t(n) * vocab);
-  const size_t in_b = args_b + edits_b + bias_b, total = in_b + work_b + alive_b + size_t(n) * 4;
+  const size_t in_b = args_b + edits_b + bias_b + mask_b, total = in_b + work_b + alive_b + size_t(n) * 4;
   if (total > sample_ws_bytes_) {
     sample_ws_ = nullptr;
     sample_ws_ = allocate_bytes(total + total / 2);
@@ -49,6 +51,8 @@ void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<cons
               pack.edits.size() * sizeof(TokenEdit));
   std::memcpy(sample_in_.data() + args_b + edits_b, pack.biases.data(),
               pack.biases.size() * sizeof(float));
+  std::memcpy(sample_in_.data() + args_b + edits_b + bias_b, pack.masks.data(),
+              pack.masks.size() * sizeof(uint32_t));
   char* ws = static_cast<char*>(sample_ws_.get());
   CUDA_CHECK(cudaMemcpyAsync(ws, sample_in_.data(), in_b, cudaMemcpyHostToDevice, stream_));
   int32_t* d_ids = reinterpret_cast<int32_t*>(ws + in_b + work_b + alive_b);
@@ -56,7 +60,9 @@ void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<cons
                         reinterpret_cast<uint8_t*>(ws + in_b + work_b), logits.as<float>(),
                         reinterpret_cast<const SampleRowArgs*>(ws),
                         reinterpret_cast<const TokenEdit*>(ws + args_b),
-                        reinterpret_cast<const float*>(ws + args_b + edits_b), n, vocab, stream_);
+                        reinterpret_cast<const float*>(ws + args_b + edits_b),
+                        reinterpret_cast<const uint32_t*>(ws + args_b + edits_b + bias_b), n, vocab,
+                        stream_);
   CUDA_CHECK(cudaMemcpyAsync(ids, d_ids, size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
   synchronize();
 }

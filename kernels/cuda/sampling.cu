@@ -1,5 +1,5 @@
 // The GPU sampler: one thread block per sampled row runs the host sampler's algorithm
-// (sampling/sampler.cpp) step for step: logit_bias and penalties, greedy argmax or temperature,
+// (sampling/sampler.cpp) step for step: the grammar mask, logit_bias and penalties, greedy argmax or temperature,
 // top-k, top-p, min-p, one Philox draw by inverse CDF in id order. Two choices make it fit a GPU
 // and stay reproducible:
 //  - no sort: the top-k and top-p boundaries are found by radix selection over order-preserving
@@ -281,18 +281,19 @@ class RowSampler {
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(int32_t* ids, float* work, uint8_t* alive, const float* logits,
                   const SampleRowArgs* args, const TokenEdit* edits, const float* biases,
-                  int vocab) {
+                  const uint32_t* masks, int vocab) {
   __shared__ Shared sh;
   __shared__ SampleRowArgs a;
   if (threadIdx.x == 0) a = args[blockIdx.x];
   __syncthreads();
   const float* src = logits + a.logits_row * int64_t(vocab);
   float* w = work + int64_t(blockIdx.x) * vocab;
+  const uint32_t* allowed = a.mask_offset >= 0 ? masks + a.mask_offset : nullptr;
   int nan = 0;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     const float v = src[i];
-    nan |= v != v;
-    w[i] = v;
+    nan |= v != v;  // of the raw row, masked tokens included (as the host checks)
+    w[i] = allowed && !((allowed[i / 32] >> (i % 32)) & 1u) ? -INFINITY : v;
   }
   if (__syncthreads_or(nan)) {  // as argmax_rows: the caller fails the request
     if (threadIdx.x == 0) ids[blockIdx.x] = -1;
@@ -317,10 +318,11 @@ __global__ void __launch_bounds__(kThreads)
 
 void sample_rows_f32(int32_t* ids, float* work, uint8_t* alive, const float* logits,
                      const SampleRowArgs* args, const TokenEdit* edits, const float* biases,
-                     int n, int vocab, cudaStream_t stream) {
+                     const uint32_t* masks, int n, int vocab, cudaStream_t stream) {
   if (n == 0) return;
   FS_CHECK(vocab > 0, "sample_rows: empty vocabulary");
-  sample_kernel<<<n, kThreads, 0, stream>>>(ids, work, alive, logits, args, edits, biases, vocab);
+  sample_kernel<<<n, kThreads, 0, stream>>>(ids, work, alive, logits, args, edits, biases, masks,
+                                            vocab);
   CUDA_CHECK_LAUNCH();
 }
 

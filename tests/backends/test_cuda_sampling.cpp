@@ -2,7 +2,8 @@
 // sampler (the CPU backend's sample_rows, which is sample_token) on the same f32 logits. Both
 // are deterministic functions of (logits, parameters, seed, step), so every token must match:
 // random rows and parameter mixes over several vocabulary sizes, plus ties, -inf, +inf, NaN,
-// all -inf, top-k beyond the candidates, tiny and huge temperatures, repeated bias entries.
+// all -inf, top-k beyond the candidates, tiny and huge temperatures, repeated bias entries, and
+// grammar masks (SampleRequest::allowed) from one allowed token to all, greedy ones included.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@ struct Case {
   SamplingParams params;
   std::vector<int32_t> prompt, generated;
   uint64_t step = 0;
+  std::vector<uint32_t> mask;  // empty: no grammar mask
 };
 
 class Sampling : public ::testing::Test {
@@ -33,7 +35,8 @@ class Sampling : public ::testing::Test {
     b.copy_from_host(t.tensor, logits.data());
     std::vector<SampleRequest> reqs;
     for (const Case& c : cases)
-      reqs.push_back(SampleRequest{&c.params, c.prompt, c.generated, c.step});
+      reqs.push_back(SampleRequest{&c.params, c.prompt, c.generated, c.step,
+                                   c.mask.empty() ? nullptr : c.mask.data()});
     std::vector<int32_t> ids(which.size(), -2);
     b.sample_rows(ids.data(), t.tensor, which, reqs);
     return ids;
@@ -92,6 +95,17 @@ class Sampling : public ::testing::Test {
     for (int i = 0; i < np; ++i) c.prompt.push_back(int32_t(rng_() % uint32_t(vocab)));
     for (int i = 0; i < ng; ++i)  // generated ids repeat, so counts exceed 1
       c.generated.push_back(int32_t(rng_() % uint32_t(std::min(vocab, 20))));
+    if (rng_() % 2 == 0) {  // a grammar mask: one token, a few, half, or all but one allowed
+      const uint32_t density = rng_() % 4;
+      c.mask.assign(mask_words(vocab), 0u);
+      for (int t = 0; t < vocab; ++t) {
+        const bool on = density == 1 ? rng_() % 50 == 0 : density == 2 ? rng_() % 2 == 0 : density == 3;
+        if (on) c.mask[size_t(t) / 32] |= 1u << (t % 32);
+      }
+      const int32_t t = int32_t(rng_() % uint32_t(vocab));  // density 0: just this one
+      if (density == 3) c.mask[size_t(t) / 32] &= ~(1u << (t % 32));
+      else c.mask[size_t(t) / 32] |= 1u << (t % 32);
+    }
     return c;
   }
 

@@ -6,27 +6,13 @@
 #include <set>
 
 #include "engine/engine.h"
+#include "stories_engine.h"
 #include "stream_util.h"
-#include "weights/loaded_model.h"
 
 namespace flashserve {
 namespace {
 
 using namespace std::chrono_literals;
-
-const LoadedModel& model() {
-  static std::unique_ptr<LoadedModel> m = load_model(FS_MODELS_DIR "/stories260K/stories260K.bin");
-  return *m;
-}
-
-std::unique_ptr<Engine> make_engine(int64_t kv_tokens, EngineOptions opts = {}) {
-  ModelRunnerOptions ro;
-  ro.backend = "cpu";
-  ro.block_size = 16;
-  ro.kv_cache_tokens = kv_tokens;
-  ro.threads = 1;
-  return Engine::create(ModelRunner::create(model(), ro), opts);
-}
 
 // 16 requests of different lengths: even ones greedy, odd ones seeded temperature 1.
 std::vector<GenerationRequest> requests() {
@@ -44,7 +30,7 @@ std::vector<GenerationRequest> requests() {
 }
 
 std::vector<std::vector<int32_t>> run_alone(const std::vector<GenerationRequest>& reqs) {
-  auto engine = make_engine(4096);
+  auto engine = make_stories_engine(4096);
   std::vector<std::vector<int32_t>> out;
   for (const auto& r : reqs) {
     Collected c = collect(*engine->submit(r));
@@ -62,7 +48,7 @@ void run_together(int64_t kv_tokens, bool expect_preemption) {
   const auto alone = run_alone(reqs);
   EngineOptions opts;
   opts.max_num_batched_tokens = 64;  // chunked prefill
-  auto engine = make_engine(kv_tokens, opts);
+  auto engine = make_stories_engine(kv_tokens, opts);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& r : reqs) streams.push_back(engine->submit(r));
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -81,7 +67,7 @@ TEST(EngineModel, AloneEqualsAmongFifteenConcurrent) { run_together(4096, false)
 TEST(EngineModel, PreemptedOutputsEqualUnpreempted) { run_together(160, true); }  // 10 blocks
 
 TEST(EngineModel, CancelFreesBlocks) {
-  auto engine = make_engine(1024);
+  auto engine = make_stories_engine(1024);
   auto r = make_request({1, 400, 30}, 400);
   r.ignore_eos = true;
   auto s = engine->submit(r);
@@ -95,7 +81,7 @@ TEST(EngineModel, CancelFreesBlocks) {
 }
 
 TEST(EngineModel, ShutdownFinishesEveryStream) {
-  auto engine = make_engine(1024);
+  auto engine = make_stories_engine(1024);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 10; ++i) {
     auto r = make_request({1, 300 + i}, 500);

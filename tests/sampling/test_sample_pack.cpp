@@ -1,5 +1,6 @@
 // The GPU sampler's host packing (sampling/sample_pack.h): the kernel's per-token edit step,
-// replayed on the host, equals apply_penalties() bit for bit; rows, scales and validation.
+// replayed on the host, equals apply_token_mask() + apply_penalties() bit for bit; rows, scales
+// and validation.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -27,9 +28,14 @@ TEST(SamplePack, EditsEqualApplyPenalties) {
     std::normal_distribution<float> n(0.f, 3.f);
     for (float& l : logits) l = n(rng);
 
+    std::vector<uint32_t> mask(mask_words(vocab));  // every other trial: a grammar mask
+    for (uint32_t& w : mask) w = uint32_t(rng());
+    const uint32_t* allowed = trial % 2 ? mask.data() : nullptr;
+
     std::vector<float> want = logits, got = logits;
+    apply_token_mask(want, allowed);
     apply_penalties(want, prompt, generated, p);
-    const SampleRequest req{&p, prompt, generated, 0};
+    const SampleRequest req{&p, prompt, generated, 0, allowed};
     const std::vector<int64_t> rows = {0};
     const SamplePack pack = pack_samples(rows, std::span(&req, 1), vocab);
     apply_packed_edits(got, pack, 0);

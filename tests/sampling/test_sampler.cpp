@@ -1,7 +1,9 @@
 // The host sampler: greedy, seeded determinism, the sampled distribution against softmax,
-// truncation (top-k / top-p / min-p), penalties and bias, logprobs, and parameter validation.
+// truncation (top-k / top-p / min-p), penalties and bias, logprobs, grammar masks, and
+// parameter validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -232,6 +234,45 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(sample_token(nan, SampleRequest{&plain, {}, {}, 0}), Error);
 }
 
+// A grammar mask forbids tokens before everything else: greedy and every draw stay inside it,
+// a bias cannot bring a forbidden token back, and logprobs stay those of the raw logits.
+TEST(Sampler, MaskForbidsBeforeEverythingElse) {
+  const int vocab = 200;
+  const std::vector<float> logits = random_logits(vocab, 7);
+  std::vector<uint32_t> mask(mask_words(vocab), 0u);
+  std::mt19937 rng(3);
+  std::vector<int32_t> allowed;
+  for (int t = 0; t < vocab; ++t)
+    if (rng() % 7 == 0) mask[size_t(t) / 32] |= 1u << (t % 32), allowed.push_back(t);
+  ASSERT_GT(allowed.size(), 5u);
+  int32_t best = allowed[0];
+  for (int32_t t : allowed)
+    if (logits[size_t(t)] > logits[size_t(best)]) best = t;
+  SamplingParams p;
+  p.temperature = 0.f;
+  int32_t forbidden = -1;  // the best forbidden token, biased far above every allowed one
+  for (int32_t t = 0; t < vocab; ++t)
+    if (!token_allowed(mask.data(), t) && (forbidden < 0 || logits[size_t(t)] > logits[size_t(forbidden)]))
+      forbidden = t;
+  p.logit_bias = {{forbidden, 50.f}};
+  p.logprobs = 2;
+  SampleRequest in{&p, {}, {}, 0, mask.data()};
+  const SampledToken greedy = sample_token(logits, in);
+  EXPECT_EQ(greedy.token, best);  // the masked argmax, whatever the bias says
+  EXPECT_EQ(greedy.top_logprobs, sample_token(logits, SampleRequest{&p, {}, {}, 0}).top_logprobs);
+  p.temperature = 1.5f;
+  p.logprobs = -1;
+  std::set<int32_t> seen;
+  for (uint64_t step = 0; step < 300; ++step) {
+    in.step = step;
+    const int32_t t = sample_token(logits, in).token;
+    EXPECT_TRUE(token_allowed(mask.data(), t)) << t;
+    EXPECT_EQ(t, sample_token(logits, in).token);  // seeded: deterministic
+    seen.insert(t);
+  }
+  EXPECT_GT(seen.size(), 3u);
+}
+
 }  // namespace
 }  // namespace flashserve
 
@@ -249,6 +290,9 @@ TEST(Sampler, ChoosesWhereToSample) {
   p.logit_bias = {{3, 1.f}};
   EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kDevice);
   p.logit_bias.clear();
+  p.temperature = 0.f;  // a masked greedy row: the sampler's masked argmax, not the forward's
+  EXPECT_EQ(choose_sample_path(p, 10, true, /*masked=*/true), SamplePath::kDevice);
+  EXPECT_EQ(choose_sample_path(p, 10, false, /*masked=*/true), SamplePath::kHost);
   p.logprobs = 0;  // logprobs are computed on the host from the whole row
   EXPECT_EQ(choose_sample_path(p, 10, true), SamplePath::kHost);
 }
