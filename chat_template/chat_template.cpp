@@ -1,7 +1,7 @@
 // ChatTemplate: finds a model's chat template (tokenizer_config.json, chat_template.jinja, a
 // built-in name or a file), parses it once, and renders conversations with the variables
 // transformers' apply_chat_template passes (messages, add_generation_prompt, bos_token,
-// eos_token, tools=None, documents=None, raise_exception, strftime_now).
+// eos_token, tools (None or the request's), documents=None, raise_exception, strftime_now).
 #include "chat_template/chat_template.h"
 
 #include <ctime>
@@ -19,6 +19,7 @@
 namespace flashserve {
 
 struct ChatTemplate::Impl {
+  std::string source;
   std::string origin;
   std::string bos_token;
   std::string eos_token;
@@ -64,15 +65,67 @@ std::string template_from_config(const nlohmann::json& value, const std::string&
                       names, ")"));
 }
 
-jinja::Value message_value(const ChatMessage& m) {
-  jinja::Dict d;
-  d.set(jinja::Value::string("role"), jinja::Value::string(m.role));
-  d.set(jinja::Value::string("content"),
-        jinja::Value::string(jinja::Text::all_literal(m.content)));
-  if (!m.name.empty()) {
-    d.set(jinja::Value::string("name"), jinja::Value::string(jinja::Text::all_literal(m.name)));
+// A client's JSON (tools, call arguments) as the Python objects json.loads gives the template.
+// Its strings are the client's text, so they are literal: special-token text in them stays text.
+jinja::Value json_value(const nlohmann::ordered_json& j) {
+  using jinja::Value;
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned: return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::string(jinja::Text::all_literal(j.get<std::string>()));
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::List list;
+      for (const auto& x : j) list.push_back(json_value(x));
+      return Value::list(std::move(list));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      jinja::Dict d;
+      for (const auto& [k, v] : j.items()) {
+        d.set(Value::string(jinja::Text::all_literal(k)), json_value(v));
+      }
+      return Value::dict(std::move(d));
+    }
+    default: return Value::none();
   }
-  return jinja::Value::dict(std::move(d));
+}
+
+jinja::Value tool_call_value(const ChatToolCall& c) {
+  using jinja::Value;
+  auto args = nlohmann::ordered_json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+  jinja::Dict function;
+  function.set(Value::string("name"), Value::string(jinja::Text::all_literal(c.name)));
+  function.set(Value::string("arguments"),
+               args.is_discarded() ? Value::string(jinja::Text::all_literal(c.arguments))
+                                   : json_value(args));
+  jinja::Dict d;
+  d.set(Value::string("id"), Value::string(jinja::Text::all_literal(c.id)));
+  d.set(Value::string("type"), Value::string("function"));
+  d.set(Value::string("function"), Value::dict(std::move(function)));
+  return Value::dict(std::move(d));
+}
+
+jinja::Value message_value(const ChatMessage& m) {
+  using jinja::Value;
+  jinja::Dict d;
+  d.set(Value::string("role"), Value::string(m.role));
+  d.set(Value::string("content"),
+        m.null_content ? Value::none() : Value::string(jinja::Text::all_literal(m.content)));
+  if (!m.name.empty()) {
+    d.set(Value::string("name"), Value::string(jinja::Text::all_literal(m.name)));
+  }
+  if (!m.tool_call_id.empty()) {
+    d.set(Value::string("tool_call_id"), Value::string(jinja::Text::all_literal(m.tool_call_id)));
+  }
+  if (!m.tool_calls.empty()) {
+    jinja::List calls;
+    for (const ChatToolCall& c : m.tool_calls) calls.push_back(tool_call_value(c));
+    d.set(Value::string("tool_calls"), Value::list(std::move(calls)));
+  }
+  return Value::dict(std::move(d));
 }
 
 jinja::Value raise_exception() {
@@ -101,6 +154,7 @@ jinja::Value strftime_now() {
 ChatTemplate::ChatTemplate(const std::string& source, std::string origin, std::string bos_token,
                            std::string eos_token)
     : impl_(std::make_unique<Impl>()) {
+  impl_->source = source;
   impl_->origin = std::move(origin);
   impl_->bos_token = std::move(bos_token);
   impl_->eos_token = std::move(eos_token);
@@ -158,7 +212,7 @@ ChatTemplate ChatTemplate::from_flag(const std::string& file_or_name, const std:
 std::vector<std::string> ChatTemplate::builtin_names() { return builtin_template_names(); }
 
 RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                  bool add_generation_prompt) const {
+                                  bool add_generation_prompt, std::string_view tools_json) const {
   jinja::List list;
   for (const ChatMessage& m : messages) list.push_back(message_value(m));
   const jinja::Variables vars = {
@@ -166,7 +220,8 @@ RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages,
       {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
       {"bos_token", jinja::Value::string(impl_->bos_token)},
       {"eos_token", jinja::Value::string(impl_->eos_token)},
-      {"tools", jinja::Value::none()},
+      {"tools", tools_json.empty() ? jinja::Value::none()
+                                   : json_value(nlohmann::ordered_json::parse(tools_json))},
       {"documents", jinja::Value::none()},
       {"raise_exception", raise_exception()},
       {"strftime_now", strftime_now()},
@@ -179,6 +234,10 @@ RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages,
   }
 }
 
+bool ChatTemplate::uses_tools() const {
+  return impl_->source.find("tools") != std::string::npos;
+}
+const std::string& ChatTemplate::source() const { return impl_->source; }
 const std::string& ChatTemplate::origin() const { return impl_->origin; }
 const std::string& ChatTemplate::bos_token() const { return impl_->bos_token; }
 const std::string& ChatTemplate::eos_token() const { return impl_->eos_token; }

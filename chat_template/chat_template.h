@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,10 +18,22 @@
 
 namespace flashserve {
 
+// A call an assistant turn made: the template sees {"id", "type": "function", "function":
+// {"name", "arguments"}} with the arguments as a dict (parsed from their JSON text), as the
+// templates of tool-calling models expect.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text of an object (the API edge has checked it)
+};
+
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant" ("developer" arrives here as "system")
+  std::string role;     // "system", "user", "assistant", "tool" ("developer" arrives as "system")
   std::string content;  // text parts already joined by the API edge
   std::string name;     // optional; "" = absent (the template sees it undefined)
+  bool null_content = false;         // the template sees content None (an assistant turn of calls)
+  std::string tool_call_id;          // role "tool": the call it answers ("" = absent)
+  std::vector<ChatToolCall> tool_calls;  // role "assistant"; empty = absent
 };
 
 struct RenderedChat {
@@ -61,7 +74,14 @@ class ChatTemplate {
 
   // Throws ChatTemplateError for what the template raises or cannot evaluate for this
   // conversation; never returns a partial prompt.
-  RenderedChat render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // `tools_json`: the request's tools as a JSON array text ([{"type": "function", "function":
+  // {...}}], key order kept), which the template sees as `tools`; "" = None.
+  RenderedChat render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                      std::string_view tools_json = "") const;
+  // Whether the template reads `tools` at all (otherwise the API edge describes the tools in a
+  // system message of its own: docs/TOOL_CALLING.md).
+  bool uses_tools() const;
+  const std::string& source() const;  // the template's text
 
   const std::string& origin() const;  // "…/tokenizer_config.json", a file path, or "builtin:chatml"
   const std::string& bos_token() const;

@@ -1,7 +1,8 @@
 // Completion (see completion.h): the one pipeline behind /v1/completions and
 // /v1/chat/completions (the request's format only picks the JSON shapes): submit one engine
 // request per choice, pump their events into the choices (completion_choice.h), and write the
-// JSON response or the SSE events from what the choices built.
+// JSON response or the SSE events from what the choices built (chat with tools: parsed into
+// tool_calls by tool_call_output.h).
 #include "server/completion.h"
 
 #include <algorithm>
@@ -88,6 +89,12 @@ std::optional<ApiError> Completion::start() {
       g.ignore_eos = req_.ignore_eos;
       g.prompt_logprobs = want_prompt_lp;
       g.cache_salt = req_.cache_salt;
+      g.constraint = req_.constraint;
+      if (req_.tool_call_format != output_parsers::ToolCallFormat::kNone) {
+        c->call_id_seed = random_u64();
+        c->tool_deltas = std::make_unique<ToolCallDeltas>(req_.tool_call_format,
+                                                          req_.parallel_tool_calls, c->call_id_seed);
+      }
       if (!needs_engine) {  // nothing to generate: answer without the engine
         c->done = true;
         c->finish_reason = "length";
@@ -175,6 +182,15 @@ CompletionResult Completion::run(ClientConnection& conn) {
   const bool chat = req_.format == ResponseFormat::kChat;
   for (const auto& c : choices_) {
     json lp = req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr);
+    if (chat && c->tool_deltas) {  // tools: the text parsed into content and tool_calls
+      std::string reason = c->finish_reason;
+      json message = tool_call_message(req_.tool_call_format, c->text, req_.parallel_tool_calls,
+                                       c->call_id_seed, &reason);
+      json choice = chat_choice_json(c->index, "", lp, reason);
+      choice["message"] = std::move(message);
+      choices.push_back(std::move(choice));
+      continue;
+    }
     choices.push_back(chat ? chat_choice_json(c->index, c->text, lp, c->finish_reason)
                            : choice_json(c->index, c->text, lp, c->finish_reason));
   }
@@ -196,6 +212,22 @@ bool Completion::stream(ClientConnection& conn) {
     c.logprobs_sent = end;
     return out;
   };
+  // Chat with tools: the text goes through the tool-call parser; its deltas carry the logprobs
+  // of the text that produced them (the first of them, or an empty content delta).
+  auto send_tool_deltas = [&](CompletionChoice& c, const std::string& delta, json lp,
+                              bool finishing) {
+    std::vector<json> out = c.tool_deltas->push(delta);
+    if (finishing) {
+      for (json& d : c.tool_deltas->finish()) out.push_back(std::move(d));
+    }
+    if (out.empty() && !lp.is_null()) out.push_back({{"content", ""}});
+    for (json& d : out) {
+      if (!conn.write(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
+      lp = nullptr;
+    }
+    const std::string reason = tool_finish_reason(c.finish_reason, c.tool_deltas->called());
+    return !finishing || conn.write(chunk(chat_delta_json(c.index, json::object(), nullptr, reason)));
+  };
   // Completions: one chunk with the text and, at the end, the finish reason. Chat: the text in a
   // {"content"} delta, then the finish reason in a chunk of its own with an empty delta.
   auto send_choice = [&](CompletionChoice& c, const std::string& delta, size_t logprobs_end,
@@ -206,6 +238,7 @@ bool Completion::stream(ClientConnection& conn) {
       if (delta.empty() && lp.is_null() && !finishing) return true;
       return conn.write(chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
     }
+    if (c.tool_deltas) return send_tool_deltas(c, delta, std::move(lp), finishing);
     if ((!delta.empty() || !lp.is_null()) &&
         !conn.write(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
       return false;

@@ -3,6 +3,7 @@
 // and multi-byte characters come out right) and then the stop matcher.
 #include "server/completion_choice.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/stop_rules.h"
@@ -50,6 +51,11 @@ std::string CompletionChoice::apply(const StreamEvent& ev, const CompletionReque
     ++completion_tokens;
     const bool eos = !req.ignore_eos && is_eos(ev.token.token, eos_ids);
     std::string piece = eos ? "" : detok->push(ev.token.token);
+    // A tool-call marker that is a special token decodes to nothing; the parser needs its text.
+    if (!eos && std::find(req.marker_ids.begin(), req.marker_ids.end(), ev.token.token) !=
+                    req.marker_ids.end()) {
+      piece += tokenizer.piece(ev.token.token);
+    }
     if (req.logprobs >= 0 && !eos) {
       logprobs.add(tokenizer, ev.token, decoded_bytes, /*has_top=*/true);
     }

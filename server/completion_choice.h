@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "server/openai_api.h"
 #include "server/stop_matcher.h"
+#include "server/tool_call_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -36,6 +37,10 @@ struct CompletionChoice {
   std::string finish_reason;  // "stop" | "length"
   bool aborted = false;       // the engine aborted it (shutdown)
   std::string error;          // the engine failed it
+  // Chat with tools: the output parsed into tool calls, ids drawn from this seed (streaming:
+  // tool_deltas turns text deltas into chunk deltas).
+  uint64_t call_id_seed = 0;
+  std::unique_ptr<ToolCallDeltas> tool_deltas;
   bool has_first = false;
   Clock::time_point first_token, last_token, end;
 

@@ -56,6 +56,11 @@ void add_flags(CLI::App& app, ServerFlags& f) {
       ->type_name("FILE|NAME")
       ->check(CLI::Validator(
           [](std::string& v) { return v.empty() ? "needs a file or a built-in name" : ""; }, ""));
+  app.add_option("--tool-call-parser", f.tool_call_parser,
+                 "how tool calls in the output are parsed: auto (from the chat template),\n"
+                 "hermes, llama3_json, mistral or none (docs/TOOL_CALLING.md)")
+      ->type_name("NAME")
+      ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "none"}));
   app.add_option("--served-model-name", f.served_model_name,
                  "the id clients pass as \"model\" (default: the model's folder name)")
       ->type_name("NAME");

@@ -16,6 +16,7 @@ struct ServerFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string model, tokenizer, served_model_name, api_key, backend = "auto", chat_template;
+  std::string tool_call_parser = "auto";  // --tool-call-parser (server/tool_call_syntax.h)
   std::string quantize = "none";  // --quantize: none | fp8 (docs/FP8.md)
   int max_num_seqs = EngineOptions{}.max_num_seqs;
   int max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;

@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "chat_template/chat_template.h"
+#include "structured/compiled_grammar.h"
+#include "structured/token_vocabulary.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "parallel/communicator.h"
@@ -132,6 +134,14 @@ int main(int argc, char** argv) {
   served.kv_cache_tokens = int64_t(r.num_kv_blocks()) * r.block_size();
   served.sampling_defaults = sampling_defaults(c.generation);
   served.chat_template = chat_template;
+  // Structured outputs: one grammar compiler over this vocabulary, shared by every handler.
+  served.eos_ids = c.eos_token_ids;
+  served.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
+      std::make_shared<const structured::VocabTrie>(
+          structured::vocabulary_from_tokenizer(*tokenizer, c.vocab_size, c.eos_token_ids)));
+  served.tool_calls = tool_call_syntax(flags.tool_call_parser,
+                                       chat_template ? chat_template->source() : "",
+                                       chat_template && chat_template->uses_tools(), *tokenizer);
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "server/request_fields.h"
+#include "server/response_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -24,7 +25,8 @@ const std::set<std::string>& known_fields() {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
       "stream", "stream_options", "seed", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "user",
-      "ignore_eos", "cache_salt"};
+      "ignore_eos", "cache_salt", "response_format", "guided_json", "guided_regex",
+      "guided_choice", "guided_grammar"};
   return k;
 }
 
@@ -107,6 +109,7 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   }
   if (has("echo")) r.echo = request::get_bool(j["echo"], "echo");
 
+  r.constraint = request::read_output_format(j, body, model);
   parse_prompt(j.contains("prompt") ? j["prompt"] : json(), model, tokenizer, &r);
   if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(kMaxChoices)) {
     throw bad_request("prompts x n must be at most " + std::to_string(kMaxChoices), "n");

@@ -15,12 +15,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
 #include "sampling/sampling.h"
+#include "server/tool_call_syntax.h"
 
 namespace flashserve {
 
 class Tokenizer;
 class ChatTemplate;
+namespace structured {
+class GrammarCompiler;
+}
 
 // Which endpoint a request came from: decides the response's JSON and SSE shapes.
 enum class ResponseFormat { kCompletion, kChat };
@@ -53,6 +58,12 @@ struct ServedModel {
   SamplingParams sampling_defaults{};
   // Renders /v1/chat/completions prompts; null: that endpoint answers 400 saying how to set one.
   std::shared_ptr<const ChatTemplate> chat_template = nullptr;
+  // Structured outputs and tool calls: the grammar compiler for this model's vocabulary, built
+  // once at start-up (null: constrained requests are a 400), the EOS ids that end a constrained
+  // output, and how this model writes tool calls (server/tool_call_syntax.h).
+  std::shared_ptr<structured::GrammarCompiler> grammar_compiler = nullptr;
+  std::vector<int32_t> eos_ids;
+  ToolCallSyntax tool_calls;
 };
 
 struct CompletionRequest {
@@ -73,6 +84,14 @@ struct CompletionRequest {
   // Prefix-cache isolation (extension, as vLLM): only requests with the same salt (and the same
   // API key, see tenant_cache_salt) share cached prompt blocks.
   std::string cache_salt;
+  // What the output must match (response_format, guided_*, a forced tool call); none = free.
+  std::optional<OutputConstraint> constraint;
+  // Chat with tools: the output is parsed into tool_calls in this format (kNone: all content).
+  output_parsers::ToolCallFormat tool_call_format = output_parsers::ToolCallFormat::kNone;
+  bool parallel_tool_calls = true;  // false: only the first call is returned
+  // Special tokens that decode to nothing but whose text the output keeps, so the tool-call
+  // parser sees the markers (Mistral's [TOOL_CALLS], Llama's <|python_tag|>).
+  std::vector<int32_t> marker_ids;
 };
 
 constexpr size_t kMaxCacheSaltBytes = 1024;
@@ -101,8 +120,9 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
 
 // Parses and validates a POST /v1/chat/completions body (OpenAI's schema, docs/SERVER.md): the
 // messages are rendered with model.chat_template and encoded with special tokens only where the
-// template wrote them (tokenizer/special_split.h). What is not implemented (tools, images, audio,
-// response_format other than text, any unknown field) is a 400 naming the field.
+// template wrote them (tokenizer/special_split.h); tools, tool_choice and response_format become
+// the request's constraint and tool-call format. What is not implemented (images, audio, the
+// legacy functions fields, any unknown field) is a 400 naming the field.
 std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
                                                              const ServedModel& model,
                                                              const Tokenizer& tokenizer);

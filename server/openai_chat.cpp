@@ -1,7 +1,8 @@
 // POST /v1/chat/completions request parsing (docs/SERVER.md): the messages are validated, rendered
 // with the model's chat template and encoded so that only the template's own special-token text
 // becomes special ids. The result is the same CompletionRequest /v1/completions produces (one
-// prompt, format kChat), so both endpoints share the whole pipeline after this point.
+// prompt, format kChat), so both endpoints share the whole pipeline after this point. Tools and
+// response_format become the request's constraint (tools_request.h, response_format.h).
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -12,6 +13,10 @@
 #include "engine/stop_rules.h"
 #include "server/openai_api.h"
 #include "server/request_fields.h"
+#include "server/response_format.h"
+#include "server/tool_call_constraint.h"
+#include "server/tools_prompt.h"
+#include "server/tools_request.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,29 +31,22 @@ const std::set<std::string>& known_fields() {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
       "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
       "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
-      "ignore_eos", "response_format", "cache_salt"};
+      "ignore_eos", "response_format", "cache_salt", "tools", "tool_choice",
+      "parallel_tool_calls", "guided_json", "guided_regex", "guided_choice", "guided_grammar"};
   return k;
 }
 
 // OpenAI fields this server knows but does not implement: a 400 that says so (not "unknown").
 const std::set<std::string>& unsupported_fields() {
-  static const std::set<std::string> k = {"tools", "tool_choice", "parallel_tool_calls",
-                                          "functions", "function_call", "audio", "modalities"};
+  static const std::set<std::string> k = {"functions", "function_call", "audio", "modalities"};
   return k;
 }
 
 void reject_unsupported(const json& j) {
   for (const auto& [key, value] : j.items()) {
     if (unsupported_fields().count(key) && !value.is_null()) {
-      throw bad_request("'" + key + "' is not supported by this server (no tool calling or audio)",
-                        key, "unsupported_parameter");
-    }
-  }
-  if (request::has(j, "response_format")) {
-    const json& f = j["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text" || f.size() != 1) {
-      throw bad_request("'response_format' may only be {\"type\": \"text\"}", "response_format",
-                        "unsupported_parameter");
+      throw bad_request("'" + key + "' is not supported by this server (no audio; for the legacy "
+                        "functions fields use tools and tool_choice)", key, "unsupported_parameter");
     }
   }
 }
@@ -56,7 +54,7 @@ void reject_unsupported(const json& j) {
 // A message's content: a string, or a list of {"type":"text","text":...} parts joined.
 std::string message_content(const json& m, const std::string& where, const std::string& role) {
   if (!m.contains("content") || m["content"].is_null()) {
-    if (role == "assistant") return "";  // an assistant turn may have no text
+    if (role == "assistant") return "";  // an assistant turn may have no text (only calls)
     throw bad_request("'" + where + ".content' is required", where + ".content");
   }
   const json& c = m["content"];
@@ -108,16 +106,17 @@ std::vector<ChatMessage> parse_messages(const json& j) {
     ChatMessage msg;
     msg.role = m["role"].get<std::string>();
     if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
+        msg.role != "tool") {
       throw bad_request("'" + where + ".role' is '" + msg.role +
-                            "': roles are system, developer, user and assistant (no tool messages)",
+                            "': roles are system, developer, user, assistant and tool",
                         where + ".role");
     }
     for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content" && key != "name" && !value.is_null()) {
+      if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
+          key != "tool_call_id" && !value.is_null()) {
         throw bad_request("'" + where + "." + key + "' is not supported", where + "." + key,
-                          key == "tool_calls" || key == "tool_call_id" || key == "function_call"
-                              ? "unsupported_parameter" : "unknown_parameter");
+                          key == "function_call" ? "unsupported_parameter" : "unknown_parameter");
       }
     }
     if (request::has(m, "name")) {
@@ -125,13 +124,18 @@ std::vector<ChatMessage> parse_messages(const json& j) {
       msg.name = m["name"].get<std::string>();
     }
     msg.content = message_content(m, where, msg.role);
+    // An assistant turn of calls alone: the template sees content None, as transformers passes it.
+    msg.null_content = msg.role == "assistant" && !request::has(m, "content") &&
+                       request::has(m, "tool_calls");
+    request::read_message_tool_fields(m, where, &msg);
     out.push_back(std::move(msg));
   }
   return out;
 }
 
 // The messages as prompt token ids: rendered by the template, special ids only where it wrote them.
-std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ServedModel& model,
+std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
+                                 const request::ToolsRequest& tools, const ServedModel& model,
                                  const Tokenizer& tokenizer) {
   if (!model.chat_template) {
     std::string names;
@@ -143,9 +147,17 @@ std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const
                           "to /v1/completions.",
                       "messages", "chat_template_missing");
   }
+  // tool_choice "none": the model is not told of the tools at all.
+  const bool show_tools = tools.any() && tools.choice != request::ToolsRequest::Choice::kNone;
+  const bool template_tools = model.chat_template->uses_tools();
+  if (!template_tools) {
+    messages = describe_tools_in_messages(std::move(messages),
+                                          show_tools ? tools.tools : nlohmann::ordered_json::array());
+  }
   RenderedChat rendered;
   try {
-    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true);
+    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true,
+                                           show_tools && template_tools ? tools.tools.dump() : "");
   } catch (const ChatTemplateError& e) {
     throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
                       "messages", "chat_template_error");
@@ -188,8 +200,21 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
   }
   r.sampling.logprobs = r.logprobs;
 
-  const std::vector<ChatMessage> messages = parse_messages(j);
-  r.prompts.push_back(chat_prompt(messages, model, tokenizer));
+  r.constraint = request::read_output_format(j, body, model);
+  const request::ToolsRequest tools = request::read_tools(j, body, model);
+  const bool use_tools = tools.any() && tools.choice != request::ToolsRequest::Choice::kNone;
+  if (use_tools && r.constraint) {
+    throw bad_request("'response_format' (or guided_*) cannot be combined with 'tools' unless "
+                      "tool_choice is 'none'", "response_format");
+  }
+  std::vector<ChatMessage> messages = parse_messages(j);
+  r.prompts.push_back(chat_prompt(std::move(messages), tools, model, tokenizer));
+  if (use_tools) {  // the call grammar is built once everything else is known to be valid
+    r.constraint = request::tool_call_constraint(tools, model);
+    r.tool_call_format = model.tool_calls.format;
+    r.parallel_tool_calls = tools.parallel;
+    r.marker_ids = model.tool_calls.silent_ids;
+  }
   r.echo_texts.push_back("");  // chat has no echo
   if (!max_tokens) {  // the rest of the context, and of the KV cache; at least 1
     int room = model.max_model_len;

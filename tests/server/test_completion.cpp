@@ -1,7 +1,8 @@
 // Completion (stream assembly) against a scripted fake engine and the byte-level fake tokenizer
 // (label unit): for scripted token sequences (words, multi-byte characters split into byte
 // pieces, invalid bytes), the concatenated SSE deltas equal the non-streamed text, which equals
-// decode(tokens) cut at the earliest stop; plus queue-full, engine error, disconnect and logprobs.
+// decode(tokens) cut at the earliest stop; plus queue-full, engine error, disconnect, logprobs,
+// and chat tool calls behind a special-token marker (whole and streamed).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -398,6 +399,66 @@ TEST_F(CompletionTest, ChatFormatShapes) {
   EXPECT_EQ(chunks.back()["choices"], json::array());
   EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 6);
   EXPECT_NE(sse.find("data: [DONE]\n\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve
+
+namespace flashserve {
+namespace {
+
+// Mistral's [TOOL_CALLS] is a special token that decodes to nothing: the choice keeps its text so
+// the parser sees the call, and streamed tool_calls deltas join to the whole message.
+class MarkerPieceTokenizer : public testing::FakeTokenizer {
+ public:
+  std::string piece(int32_t id) const override {
+    return id == 1 ? "[TOOL_CALLS]" : FakeTokenizer::piece(id);
+  }
+};
+
+TEST_F(CompletionTest, ChatToolCallsFromASilentMarkerToken) {
+  MarkerPieceTokenizer marker_tok;
+  CompletionContext tctx{&engine, &marker_tok, &model, nullptr, std::chrono::milliseconds(1)};
+  engine.tokens = {byte_id('O'), byte_id('k'), 1};
+  for (char c : std::string(R"([{"name":"f","arguments":{"a":1}}])")) engine.tokens.push_back(byte_id(c));
+  engine.finish = FinishReason::kStop;
+  CompletionRequest r = request();
+  r.format = ResponseFormat::kChat;
+  r.tool_call_format = output_parsers::ToolCallFormat::kMistral;
+  r.marker_ids = {1};
+  Completion plain(tctx, r);
+  ASSERT_FALSE(plain.start().has_value());
+  RecordingConnection c1;
+  CompletionResult res = plain.run(c1);
+  ASSERT_EQ(res.status, 200);
+  const json& choice = res.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << res.body.dump();
+  EXPECT_EQ(choice["message"]["content"], "Ok");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << res.body.dump();
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "f");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"a", 1}}));
+
+  r.stream = true;
+  Completion streaming(tctx, r);
+  ASSERT_FALSE(streaming.start().has_value());
+  RecordingConnection c2;
+  ASSERT_TRUE(streaming.stream(c2));
+  std::string content, name, arguments, finish;
+  for (const json& chunk : sse_chunks(c2.written)) {
+    const json& ch = chunk["choices"][0];
+    if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+    for (const json& t : ch["delta"].value("tool_calls", json::array())) {
+      EXPECT_EQ(t["index"], 0);
+      if (t.contains("id")) name = t["function"]["name"];
+      arguments += t["function"]["arguments"].get<std::string>();
+    }
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(content, "Ok");
+  EXPECT_EQ(name, "f");
+  EXPECT_EQ(arguments, call["function"]["arguments"]);
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ TEST_F(ChatStories, BadRequestsAre400WithParam) {
                                                                  {"image_url", {{"url", "x"}}}}})}}})}},
        "messages[0].content[0]"},
       {json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-            {"tools", json::array({{{"type", "function"}}})}}, "tools"},
+            {"tools", json::array({{{"type", "function"}}})}}, "tools[0].function"},
       {json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"frobnicate", 1}},
        "frobnicate"},
   };

@@ -1,7 +1,7 @@
 // The official `openai` npm client's chat.completions.create against a running flashserve
 // (started with --chat-template chatml): a reply, a streamed reply (role first, concatenated
 // deltas == the non-streamed message, usage), n choices, chat logprobs, and typed 400 errors for
-// what the server does not implement.
+// what the server does not implement (the legacy `functions` field).
 // Usage: node chat.mjs PORT API_KEY   (run by run.sh, which installs `openai` beside it)
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -70,11 +70,10 @@ assert.equal(several.usage.completion_tokens,
 
 // What the server does not implement is a typed 400 naming the field, never silently ignored.
 await assert.rejects(
-  client.chat.completions.create({ ...params,
-                                   tools: [{ type: 'function', function: { name: 'f' } }] }),
-  (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'tools');
+  client.chat.completions.create({ ...params, functions: [{ name: 'f' }] }),
+  (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'functions');
 await assert.rejects(
   client.chat.completions.create({ ...params, messages: [] }),
   (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages');
 
-console.log(`openai-node ${OpenAI.VERSION ?? ''}: chat and chat stream OK: ${JSON.stringify(text)}`);
+console.log(`openai-node: chat and chat stream OK: ${JSON.stringify(text)}`);

@@ -56,4 +56,4 @@ const wrongKey = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'w
 await assert.rejects(wrongKey.completions.create(params),
                      (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
 
-console.log(`openai-node ${OpenAI.VERSION ?? ''}: completion and stream OK: ${JSON.stringify(text)}`);
+console.log(`openai-node: completion and stream OK: ${JSON.stringify(text)}`);
