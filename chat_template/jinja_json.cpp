@@ -6,6 +6,7 @@
 
 #include "chat_template/jinja_builtins.h"
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace flashserve::jinja {
 namespace {
@@ -13,23 +14,7 @@ namespace {
 void quote(std::string& out, const std::string& s) {
   out += '"';
   for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
+    if (!append_json_escape(out, static_cast<unsigned char>(c))) out += c;
   }
   out += '"';
 }

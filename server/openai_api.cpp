@@ -127,11 +127,7 @@ std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_s
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer) {
-  try {
-    return parse(body, model, tokenizer);
-  } catch (...) {
-    return request::caught_error(std::current_exception());
-  }
+  return request::parse_or_error([&] { return parse(body, model, tokenizer); });
 }
 
 }  // namespace flashserve

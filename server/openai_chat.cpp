@@ -231,11 +231,7 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
                                                              const ServedModel& model,
                                                              const Tokenizer& tokenizer) {
-  try {
-    return parse(body, model, tokenizer);
-  } catch (...) {
-    return request::caught_error(std::current_exception());
-  }
+  return request::parse_or_error([&] { return parse(body, model, tokenizer); });
 }
 
 }  // namespace flashserve

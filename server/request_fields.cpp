@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/json_text.h"
 #include "engine/stop_rules.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,27 +18,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int kMaxJsonDepth = 32;  // requests are shallow; deeper nesting is refused unparsed
-
-// Nesting depth of a JSON text, counting brackets outside strings (a cheap guard run before
-// parsing, so hostile inputs like 100k '[' never reach the parser).
-int json_depth(std::string_view s) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
 
 void reject_unknown(const json& j, const std::set<std::string>& known) {
   for (const auto& [key, value] : j.items()) {
@@ -87,7 +67,7 @@ void parse_logit_bias(const json& v, const ServedModel& model, SamplingParams* s
 }  // namespace
 
 json parse_object(std::string_view body) {
-  if (json_depth(body) > kMaxJsonDepth) throw bad_request("request JSON is nested too deeply");
+  if (json_nesting_depth(body) > kMaxJsonDepth) throw bad_request("request JSON is nested too deeply");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw bad_request("request body is not valid JSON");
   if (!j.is_object()) throw bad_request("request body must be a JSON object");

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -49,5 +50,15 @@ void set_max_tokens(CompletionRequest* r, int64_t max_tokens, const ServedModel&
 // The error an endpoint returns for what its parse threw: the ApiError as thrown, any other
 // std::exception (a JSON type error not foreseen) a 400. Call inside a catch (...) block.
 ApiError caught_error(std::exception_ptr e);
+
+// Runs an endpoint's parser: its request, or the ApiError it threw (caught_error).
+template <class Parse>
+std::variant<CompletionRequest, ApiError> parse_or_error(Parse&& parse) {
+  try {
+    return parse();
+  } catch (...) {
+    return caught_error(std::current_exception());
+  }
+}
 
 }  // namespace flashserve::request

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/json_text.h"
 #include "tokenizer/hf_text.h"
 
 namespace flashserve::structured {
@@ -42,19 +43,6 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<
   out.push_back(std::move(seq));
 }
 
-void json_escape(std::string& out, uint32_t c) {
-  static const char* kHex = "0123456789abcdef";
-  switch (c) {
-    case '"': out += "\\\""; return;
-    case '\\': out += "\\\\"; return;
-    case '\n': out += "\\n"; return;
-    case '\t': out += "\\t"; return;
-    case '\r': out += "\\r"; return;
-    case '\b': out += "\\b"; return;
-    case '\f': out += "\\f"; return;
-    default: out += "\\u00"; out += kHex[c >> 4]; out += kHex[c & 15];
-  }
-}
 }  // namespace
 
 CharSet CharSet::range(uint32_t lo, uint32_t hi) {
@@ -133,7 +121,7 @@ Sym char_set_rule(GrammarBuilder& b, const CharSet& set, CharContext context) {
     for (auto [lo, hi] : escaped.ranges())
       for (uint32_t c = lo; c <= hi; ++c) {
         std::string esc;
-        json_escape(esc, c);
+        append_json_escape(esc, static_cast<unsigned char>(c));  // c < 0x20, '"' or '\\'
         alts.push_back(b.literal(esc));
       }
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/json_text.h"
 #include "structured/schema_compiler_impl.h"
 #include "structured/schema_error.h"
 
@@ -22,35 +23,14 @@ const std::set<std::string>& supported_keywords() {
       "type", "properties", "required", "additionalProperties", "items", "prefixItems",
       "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-      "exclusiveMinimum", "exclusiveMaximum"};
+      "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems"};
   return k;
-}
-
-// The deepest bracket nesting of a JSON text, so a hostile text is refused before the
-// (recursive) parser sees it.
-int nesting_depth(std::string_view text) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 Json parse_schema(std::string_view text, const SchemaOptions& o) {
   if (text.size() > o.limits.max_schema_bytes)
     throw SchemaError("schema", "", str_cat("the schema is larger than ", o.limits.max_schema_bytes, " bytes"));
-  if (nesting_depth(text) > 2 * o.limits.max_depth)
+  if (json_nesting_depth(text) > 2 * o.limits.max_depth)
     throw SchemaError("schema", "", str_cat("the schema nests deeper than ", 2 * o.limits.max_depth, " levels"));
   try {
     return Json::parse(text);
@@ -58,6 +38,8 @@ Json parse_schema(std::string_view text, const SchemaOptions& o) {
     throw SchemaError("schema", "", str_cat("not valid JSON: ", e.what()));
   }
 }
+
+}  // namespace
 
 bool value_has_type(const Json& v, const std::string& t) {
   if (t == "null") return v.is_null();
@@ -71,13 +53,16 @@ bool value_has_type(const Json& v, const std::string& t) {
   return false;
 }
 
-}  // namespace
-
 bool is_annotation_keyword(const std::string& key) {
+  // JSON Schema's annotations; draft 4's id; OpenAPI's (example, discriminator, xml,
+  // externalDocs, x-* extensions). nullable is listed for the checks beside $ref, enum and
+  // anyOf; types_of gives it its meaning.
   static const std::set<std::string> k{
-      "title", "description", "examples", "$comment", "default", "$schema", "$id", "$anchor",
-      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
-  return k.count(key) > 0;
+      "title", "description", "examples", "$comment", "default", "$schema", "$id", "id", "$anchor",
+      "$dynamicAnchor", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+      "contentMediaType", "contentEncoding", "example", "discriminator", "xml", "externalDocs",
+      "nullable"};
+  return k.count(key) > 0 || key.rfind("x-", 0) == 0;
 }
 
 SchemaCompiler::SchemaCompiler(const Json& root, const SchemaOptions& options)
@@ -138,6 +123,9 @@ std::vector<std::string> SchemaCompiler::types_of(const Json& s, const std::stri
     for (const std::string& x : types)
       if (!known.count(x)) fail("type", child(path, "type"), str_cat("unknown type '", x, "'"));
     if (types.empty()) fail("type", child(path, "type"), "an empty list of types admits no value");
+    // OpenAPI 3.0: nullable adds null to the types given beside it (and only then).
+    if (s.contains("nullable") && s["nullable"] == true && std::find(types.begin(), types.end(), "null") == types.end())
+      types.push_back("null");
     return types;
   }
   // No type: the keywords present say which one is meant (tighter than JSON Schema, which would
@@ -166,8 +154,13 @@ const Json& SchemaCompiler::resolve(const std::string& pointer, const std::strin
 Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
   const std::string ref_path = child(path, "$ref");
   for (const auto& [key, value] : s.items())
-    if (key != "$ref" && !is_annotation_keyword(key))
-      fail(key, child(path, key), "keywords beside $ref are not supported");
+    if (key != "$ref" && !is_annotation_keyword(key)) {
+      // Other keywords beside $ref apply too: {"allOf": [{"$ref"}, the rest]}.
+      Json rest = s;
+      rest.erase("$ref");
+      Json merged = {{"allOf", Json::array({Json{{"$ref", s["$ref"]}}, rest})}};
+      return schema(merge_all_of(merged, path, depth), path, depth + 1);
+    }
   if (!s["$ref"].is_string()) fail("$ref", ref_path, "must be a string");
   const std::string pointer = s["$ref"].get<std::string>();
   auto it = ref_rules_.find(pointer);
@@ -205,15 +198,24 @@ Sym SchemaCompiler::literal_choices(const Json& s, const std::string& path) {
 
 Sym SchemaCompiler::any_of(const Json& s, const std::string& path, int depth) {
   const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
+  // Keywords beside the list apply to every branch: each branch becomes {"allOf": [rest, branch]}.
+  Json rest = Json::object();
   for (const auto& [k, value] : s.items())
-    if (k != key && !is_annotation_keyword(k))
-      fail(k, child(path, k), str_cat("keywords beside ", key, " are not supported"));
+    if (k != key && !is_annotation_keyword(k)) rest[k] = value;
+  if (rest.contains("anyOf") || rest.contains("oneOf"))
+    fail(rest.contains("anyOf") ? "anyOf" : "oneOf", path, "anyOf and oneOf together are not supported");
   const Json& list = s[key];
   if (!list.is_array() || list.empty()) fail(key, child(path, key), "must be a non-empty array");
   std::vector<Seq> alts;
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].is_boolean() && !list[i].get<bool>()) continue;  // false: never matches
-    alts.push_back({schema(list[i], child(child(path, key), std::to_string(i)), depth + 1)});
+    const std::string branch_path = child(child(path, key), std::to_string(i));
+    if (rest.empty()) {
+      alts.push_back({schema(list[i], branch_path, depth + 1)});
+    } else {
+      const Json both = {{"allOf", Json::array({rest, list[i]})}};
+      alts.push_back({schema(merge_all_of(both, branch_path, depth + 1), branch_path, depth + 1)});
+    }
   }
   if (alts.empty()) fail(key, child(path, key), "every alternative is false");
   return GrammarBuilder::rule(b_.rule_of(alts));
@@ -237,7 +239,8 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
     if (branch.is_boolean() && branch.get<bool>()) continue;
     if (!branch.is_object()) fail("allOf", bpath, "each branch must be an object schema");
     if (branch.contains("allOf")) branch = merge_all_of(branch, bpath, depth + 1);
-    for (const char* k : {"anyOf", "oneOf", "enum", "const"})
+    // enum/const merge like other keywords: literal_choices refuses what it cannot check beside them.
+    for (const char* k : {"anyOf", "oneOf"})
       if (branch.contains(k)) fail("allOf", bpath, str_cat("a branch with ", k, " cannot be merged"));
     check_keywords(branch, bpath);
     branches.push_back(branch);

@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "tests/server/server_process.h"
+#include "tests/server/tiny_model.h"
 #include "tokenizer/tokenizer.h"
-#include "weights/random_model.h"
 
 namespace flashserve::testing {
 namespace {
@@ -245,13 +245,7 @@ class ChatModelDir : public ::testing::Test {
     const std::string tok_path = std::string(FS_SOURCE_DIR) + "/tests/server/data/chat_tok.model";
     tok = Tokenizer::load(tok_path).release();
     dir = (fs::temp_directory_path() / ("flashserve_chat_model_" + std::to_string(getpid()))).string();
-    ModelConfig c;
-    c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
-    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = tok->vocab_size();
-    c.max_model_len = 256;
-    c.eos_token_ids = {tok->eos_id()};
-    write_random_hf_model(dir, c, /*seed=*/3, DType::kF32);
-    fs::copy_file(tok_path, dir + "/tokenizer.model");
+    write_tiny_model(dir, tok_path, *tok, /*max_model_len=*/256, /*seed=*/3);
     std::ofstream(dir + "/chat_template.jinja") << kChatml;
     std::ofstream(dir + "/generation_config.json")
         << json{{"eos_token_id", {tok->eos_id(), kForced}}, {"temperature", 0.0}, {"top_k", 1}}.dump();

@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "tests/server/server_process.h"
+#include "tests/server/tiny_model.h"
 #include "tokenizer/tokenizer.h"
-#include "weights/random_model.h"
 
 namespace flashserve::testing {
 namespace {
@@ -258,13 +258,7 @@ class StructuredLlamaVocab : public ::testing::Test {
     if (!fs::exists(tok_path)) return;
     auto tok = Tokenizer::load(tok_path);
     dir = (fs::temp_directory_path() / ("flashserve_structured_" + std::to_string(getpid()))).string();
-    ModelConfig c;
-    c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
-    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = tok->vocab_size();
-    c.max_model_len = 1024;
-    c.eos_token_ids = {tok->eos_id()};
-    write_random_hf_model(dir, c, /*seed=*/5, DType::kF32);
-    fs::copy_file(tok_path, dir + "/tokenizer.model");
+    write_tiny_model(dir, tok_path, *tok, /*max_model_len=*/1024, /*seed=*/5);
     server = new ServerProcess({"--model", dir, "--chat-template", "chatml"});
   }
   static void TearDownTestSuite() {
