@@ -1,21 +1,25 @@
 // bench_structured_compile: what a structured-output request costs before its first token —
-// compiling its JSON Schema and the first token mask — for every schema of a folder over one
-// tokenizer's vocabulary (host only). JSON lines on stdout: one per schema (medians over
-// --repeats, each with a fresh compiler so nothing comes from a cache), then a summary with the
-// p50/p99 over the schemas. --synthetic-vocab N stretches the vocabulary to N tokens by joining
-// pieces, to stand in for a larger tokenizer (e.g. 128k) that is not at hand.
+// compiling its JSON Schema and the first token mask — for every schema of a folder, or of a
+// corpus file (JSONL of {"source","name","schema"}, tools/schema_corpus.mjs), over one tokenizer's
+// vocabulary (host only). JSON lines on stdout: one per schema (medians over --repeats, each with
+// a fresh compiler so nothing comes from a cache), then a summary: the share of schemas compiled
+// (overall and per source), refusals counted by keyword, and the p50/p99 over the compiled ones.
+// --synthetic-vocab N stretches the vocabulary to N tokens by joining pieces, to stand in for a
+// larger tokenizer (e.g. 128k) that is not at hand.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
+#include <map>
 #include <sstream>
 
+#include "bench/synthetic_vocab.h"
 #include "cli/cli.h"
 #include "structured/compiled_grammar.h"
 #include "structured/matcher.h"
+#include "structured/schema_error.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace flashserve;
@@ -43,28 +47,43 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-// The vocabulary grown to `n` tokens with pieces made of two existing ones (fixed seed).
-void stretch(TokenVocabulary& v, int n) {
-  std::mt19937 rng(7);
-  const int base = v.vocab_size();
-  while (v.vocab_size() < n) {
-    const std::string& a = v.token_bytes[rng() % base];
-    const std::string& b = v.token_bytes[rng() % base];
-    v.token_bytes.push_back(a.size() + b.size() < 24 ? a + b : a);
+struct Schema {
+  std::string source, name, text;
+};
+
+// The *.json files of a folder (source "folder") or the lines of a corpus JSONL file.
+std::vector<Schema> load_schemas(const std::string& folder, const std::string& corpus) {
+  std::vector<Schema> out;
+  if (!corpus.empty()) {
+    std::ifstream in(corpus);
+    FS_CHECK(in.good(), "cannot open the corpus ", corpus);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) {
+        const json j = json::parse(line);
+        out.push_back({j.at("source"), j.at("name"), j.at("schema").dump()});
+      }
+    return out;
   }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(folder))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) out.push_back({"folder", f.filename().string(), read_file(f)});
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string tokenizer = "../shared/models/llama2-tokenizer/tokenizer.model";
-  std::string schemas = "tests/structured/schemas";
+  std::string schemas = "tests/structured/schemas", corpus;
   int repeats = 5, synthetic = 0;
   CLI::App app{"Schema compile + first token mask over a folder of JSON Schemas; JSON lines.",
                "bench_structured_compile"};
   app.add_option("--tokenizer", tokenizer, "tokenizer file (SentencePiece .model or tokenizer.json)")
       ->capture_default_str();
   app.add_option("--schemas", schemas, "folder of *.json schemas")->capture_default_str();
+  app.add_option("--corpus", corpus, "JSONL corpus of schemas (tools/schema_corpus.mjs); replaces --schemas");
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--synthetic-vocab", synthetic, "stretch the vocabulary to this many tokens (0: off)")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
@@ -73,27 +92,26 @@ int main(int argc, char** argv) {
   return cli::run_main("bench_structured_compile", [&] {
     auto tok = Tokenizer::load(tokenizer);
     TokenVocabulary vocab = vocabulary_from_tokenizer(*tok, tok->vocab_size());
-    if (synthetic > 0) stretch(vocab, synthetic);
+    if (synthetic > 0) bench::stretch_vocabulary(vocab, synthetic);
     const auto t0 = Clock::now();
     auto trie = std::make_shared<const VocabTrie>(std::move(vocab));
     const double trie_ms = ms(t0, Clock::now());
 
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(schemas))
-      if (e.path().extension() == ".json") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
+    const std::vector<Schema> all = load_schemas(schemas, corpus);
     std::vector<double> compile_all, mask_all, total_all;
+    std::map<std::string, int> refused_by_keyword;
+    std::map<std::string, std::pair<int, int>> by_source;  // source -> (compiled, total)
     int refused = 0;
-    for (const auto& f : files) {
-      const std::string text = read_file(f);
-      json j{{"bench", "structured_compile"}, {"schema", f.filename().string()},
+    for (const Schema& sc : all) {
+      json j{{"bench", "structured_compile"}, {"source", sc.source}, {"schema", sc.name},
              {"vocab_size", trie->vocab_size()}};
       std::vector<double> compile, mask, total;
+      ++by_source[sc.source].second;
       try {
         for (int r = 0; r < repeats; ++r) {
           GrammarCompiler compiler(trie);  // fresh: no cached grammar or mask
           const auto a = Clock::now();
-          auto grammar = compiler.json_schema(text);
+          auto grammar = compiler.json_schema(sc.text);
           const auto b = Clock::now();
           Matcher m(grammar);
           std::vector<uint32_t> words(m.mask_words());
@@ -103,10 +121,14 @@ int main(int argc, char** argv) {
         }
       } catch (const std::exception& e) {  // a refused schema: reported, not timed
         ++refused;
+        const auto* se = dynamic_cast<const SchemaError*>(&e);
+        j["refused_keyword"] = se ? se->keyword() : std::string("(not a SchemaError)");
+        ++refused_by_keyword[j["refused_keyword"].get<std::string>()];
         j["error"] = e.what();
         std::printf("%s\n", j.dump().c_str());
         continue;
       }
+      ++by_source[sc.source].first;
       j["compile_ms"] = quantile(compile, 0.5);
       j["first_mask_ms"] = quantile(mask, 0.5);
       j["total_ms"] = quantile(total, 0.5);
@@ -114,17 +136,26 @@ int main(int argc, char** argv) {
       total_all.push_back(j["total_ms"]);
       std::printf("%s\n", j.dump().c_str());
     }
+    json sources = json::object();
+    for (const auto& [name, n] : by_source)
+      sources[name] = {{"compiled", n.first}, {"total", n.second}, {"share", double(n.first) / n.second}};
+    json by_keyword = json::object();
+    for (const auto& [k, n] : refused_by_keyword) by_keyword[k] = n;
     const json summary{{"bench", "structured_compile_summary"},
                        {"command", command},
                        {"tokenizer", tokenizer},
                        {"vocab_size", trie->vocab_size()},
-                       {"schemas", schemas},
-                       {"num_schemas", files.size()},
+                       {"schemas", corpus.empty() ? schemas : corpus},
+                       {"num_schemas", all.size()},
                        {"num_refused", refused},
+                       {"compiled_share", all.empty() ? 0.0 : double(all.size() - refused) / all.size()},
+                       {"by_source", sources},
+                       {"refused_by_keyword", by_keyword},
                        {"repeats", repeats},
                        {"trie_build_ms", trie_ms},
                        {"compile_ms_p50", quantile(compile_all, 0.5)},
                        {"first_mask_ms_p50", quantile(mask_all, 0.5)},
+                       {"compile_ms_p99", quantile(compile_all, 0.99)},
                        {"total_ms_p50", quantile(total_all, 0.5)},
                        {"total_ms_p99", quantile(total_all, 0.99)}};
     std::printf("%s\n", summary.dump().c_str());

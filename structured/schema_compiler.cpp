@@ -23,7 +23,7 @@ const std::set<std::string>& supported_keywords() {
       "type", "properties", "required", "additionalProperties", "items", "prefixItems",
       "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems"};
+      "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems", "patternProperties"};
   return k;
 }
 
@@ -134,7 +134,7 @@ std::vector<std::string> SchemaCompiler::types_of(const Json& s, const std::stri
     for (const char* k : keys) if (s.contains(k)) return true;
     return false;
   };
-  if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
+  if (has({"properties", "required", "additionalProperties", "patternProperties"})) types.push_back("object");
   if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
   if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
   if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");

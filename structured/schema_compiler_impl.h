@@ -30,9 +30,15 @@ class SchemaCompiler {
   Sym typed(const Json& s, const std::string& type, const std::string& path, int depth);
   Sym object(const Json& s, const std::string& path, int depth);
   Sym array(const Json& s, const std::string& path, int depth);
+  Sym unique_literals(const Json& items, int min, int max, const std::string& path);
   Sym string(const Json& s, const std::string& path);
   Sym numeric(const Json& s, bool integer, const std::string& path);
   Sym extra_key(const std::set<std::string>& declared);
+  // A JSON string whose text matches the regex (search semantics), compiled once per schema.
+  Sym regex_string(const std::string& pattern, const char* keyword, const std::string& path);
+  // patternProperties' one pattern and schema; checks that no declared name matches it.
+  std::pair<std::string, const Json*> key_pattern(const Json& s, const std::set<std::string>& declared,
+                                                  const std::string& path) const;
 
   void check_keywords(const Json& s, const std::string& path) const;
   std::vector<std::string> types_of(const Json& s, const std::string& path) const;
@@ -45,9 +51,12 @@ class SchemaCompiler {
   GrammarBuilder b_;
   JsonGrammar json_;
   std::map<std::string, int32_t> ref_rules_;  // $ref target -> its rule (recursion)
+  std::map<std::string, Sym> pattern_rules_;  // a pattern or format's regex -> its string rule
 };
 
 // Whether the keyword is an annotation (ignored) or a container read only through $ref.
 bool is_annotation_keyword(const std::string& key);
+// Whether a JSON value is of a JSON Schema type ("integer": a number with no fraction).
+bool value_has_type(const Json& v, const std::string& type);
 
 }  // namespace flashserve::structured

@@ -1,8 +1,10 @@
 // The schema compiler's per-type rules: objects (properties in schema order, optional ones
-// skippable, extra keys after them), arrays (prefixItems, items, counts), strings (lengths,
-// pattern, format) and numbers (bounds).
+// skippable, extra keys after them, patternProperties), arrays (prefixItems, draft 4-7 tuples,
+// items, counts, uniqueItems), strings (lengths, pattern, format) and numbers (bounds).
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <regex>
 
 #include "structured/number_range.h"
 #include "structured/regex_compiler.h"
@@ -26,6 +28,15 @@ const char* format_regex(const std::string& format) {
     return "^([1-9][0-9]{3}|0([1-9][0-9]{2}|0[1-9][0-9]|00[1-9]))-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
            "02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
            "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+  // uri (also a valid uri-reference and uri-template): http(s), a host name, a path, a query.
+  if (format == "uri" || format == "uri-reference" || format == "uri-template" || format == "iri")
+    return "^https?://[a-z0-9]+(-[a-z0-9]+)*(\\.[a-z0-9]+(-[a-z0-9]+)*)*(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]+)*/?"
+           "(\\?[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*(&[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*)*)?$";
+  if (format == "ipv4") return "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
+  if (format == "ipv6") return "^[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}$";  // the full form: eight groups
+  // At most four labels of 1-63 characters (within the 253 allowed); the last starts with a letter.
+  if (format == "hostname")
+    return "^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.){0,3}[a-z]([a-z0-9-]{0,61}[a-z0-9])?$";
   if (format == "uuid") return "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
   if (format == "email")
     return "^[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9]+(-[A-Za-z0-9]+)*(\\.[A-Za-z0-9]+(-[A-Za-z0-9]+)*)+$";
@@ -84,6 +95,14 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   std::set<std::string> declared;
   if (s.contains("properties")) {
     if (!s["properties"].is_object()) fail("properties", child(path, "properties"), "must be an object");
+    for (const auto& [name, sub] : s["properties"].items()) declared.insert(name);
+  }
+  // patternProperties: the extra keys are those of its pattern with its schema (additionalProperties
+  // then adds none: tighter, as every generated key is one the pattern governs).
+  const auto [key_regex, key_schema] = key_pattern(s, declared, path);
+  if (key_schema != nullptr) extra = key_schema;
+  if (s.contains("properties")) {
+    if (!s["properties"].is_object()) fail("properties", child(path, "properties"), "must be an object");
     for (const auto& [name, sub] : s["properties"].items()) {
       declared.insert(name);
       bool req = required.count(name) > 0;
@@ -98,6 +117,7 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
     if (declared.count(name)) continue;
     if (s.contains("additionalProperties") && s["additionalProperties"] == false)
       fail("required", child(path, "required"), str_cat("'", name, "' is required but additionalProperties is false"));
+    if (key_schema != nullptr) fail("required", child(path, "required"), str_cat("'", name, "' is required beside patternProperties"));
     props.push_back({name, extra ? extra : &kTrue, true});
   }
   // Tail rules, built back to front. first[i]: properties i.. with none written yet;
@@ -110,8 +130,10 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   }
   Seq extras_first, extras_later;
   if (extra != nullptr) {
-    Sym value = schema(*extra, child(path, "additionalProperties"), depth + 1);
-    Sym pair = GrammarBuilder::rule(b_.rule_of({cat({{extra_key(declared)}, json_.colon(), {value}})}));
+    const std::string extra_path = key_schema ? child(child(path, "patternProperties"), key_regex) : child(path, "additionalProperties");
+    Sym value = schema(*extra, extra_path, depth + 1);
+    Sym key = key_schema ? regex_string(key_regex, "patternProperties", extra_path) : extra_key(declared);
+    Sym pair = GrammarBuilder::rule(b_.rule_of({cat({{key}, json_.colon(), {value}})}));
     Sym more = b_.star(cat({json_.comma(), {pair}}));
     extras_first = {b_.optional({pair, more})};
     extras_later = {more};
@@ -134,6 +156,16 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
 }
 
 Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
+  if (s.contains("items") && s["items"].is_array()) {
+    // Draft 4-7 tuples: items as a list is prefixItems, and additionalItems the items after it.
+    if (s.contains("prefixItems")) fail("items", child(path, "items"), "a list of items beside prefixItems");
+    Json t = s;
+    t["prefixItems"] = s["items"];
+    t.erase("items");
+    if (s.contains("additionalItems")) t["items"] = s["additionalItems"];
+    t.erase("additionalItems");
+    return array(t, path, depth);
+  }
   std::vector<Sym> prefix;
   if (s.contains("prefixItems")) {
     const Json& p = s["prefixItems"];
@@ -141,8 +173,6 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
     for (size_t i = 0; i < p.size(); ++i)
       prefix.push_back(schema(p[i], child(child(path, "prefixItems"), std::to_string(i)), depth + 1));
   }
-  if (s.contains("items") && s["items"].is_array())
-    fail("items", child(path, "items"), "an array of schemas is not supported (use prefixItems)");
   const int n_prefix = static_cast<int>(prefix.size());
   int min = count(s, "minItems", path, 0);
   int max = count(s, "maxItems", path, -1);
@@ -150,6 +180,15 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   const bool closed = s.contains("items") && s["items"] == false;
   if (closed) max = max < 0 ? n_prefix : std::min(max, n_prefix);
   if (max >= 0 && min > max) fail("minItems", child(path, "minItems"), "is larger than the number of items allowed");
+  if (s.contains("uniqueItems") && s["uniqueItems"] == true && max != 0 && max != 1) {
+    // Distinct literals are written in the enum's order; any other array of unique items is
+    // generated with at most one item (tighter: a grammar cannot compare free values).
+    const Json* items = s.contains("items") ? &s["items"] : nullptr;
+    if (n_prefix == 0 && items && items->is_object() && (items->contains("enum") || items->contains("const")))
+      return unique_literals(*items, min, max, child(path, "items"));
+    if (min > 1) fail("uniqueItems", child(path, "uniqueItems"), "more than one unique item of a non-literal schema");
+    max = 1;
+  }
   // Items past the prefix, each after a comma (the first one only when there is a prefix).
   Seq tail;
   const int extra_min = std::max(min - n_prefix, 0);
@@ -176,6 +215,50 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   return GrammarBuilder::rule(b_.rule_of({{b_.byte('['), GrammarBuilder::rule(next), b_.byte(']')}}));
 }
 
+// An array of distinct values of an enum (or const), in the enum's order, min..max of them.
+Sym SchemaCompiler::unique_literals(const Json& items, int min, int max, const std::string& path) {
+  for (const auto& [key, value] : items.items())
+    if (key != "enum" && key != "const" && key != "type" && !is_annotation_keyword(key))
+      fail(key, child(path, key), "keywords beside enum/const other than type are not supported");
+  const Json values = items.contains("const") ? Json::array({items["const"]}) : items["enum"];
+  if (!values.is_array()) fail("enum", child(path, "enum"), "must be an array");
+  std::vector<std::string> types = items.contains("type") ? types_of(items, path) : std::vector<std::string>{};
+  std::vector<Json> kept;  // distinct (1 and 1.0 are equal) and of the type
+  for (const Json& v : values) {
+    bool ok = types.empty();
+    for (const std::string& t : types) ok = ok || value_has_type(v, t);
+    if (ok && std::find(kept.begin(), kept.end(), v) == kept.end()) kept.push_back(v);
+  }
+  const int n = static_cast<int>(kept.size());
+  std::vector<Seq> literals;  // each value as one rule, so the O(n^2) transitions stay small
+  for (const Json& v : kept) literals.push_back({GrammarBuilder::rule(b_.rule_of({b_.literal(v.dump())}))});
+  if (n > 64) fail("uniqueItems", path, "unique items of an enum of more than 64 values");
+  const bool bounded = max >= 0 && max < n;  // else the increasing order alone bounds the count
+  max = bounded ? max : n;
+  if (min > max) fail("minItems", path, "more unique items than the enum has values");
+  // after[i][c]: value i was the c-th written (c saturates at k when only minItems matters); the
+  // array may end, or go on with a later value.
+  const int k = bounded ? max : std::max(min, 1);
+  auto next_count = [&](int c) { return std::min(c + 1, k); };
+  std::vector<std::vector<int32_t>> after(n, std::vector<int32_t>(k + 1, -1));
+  for (int i = n; i-- > 0;)
+    for (int c = k; c >= 1; --c) {
+      std::vector<Seq> alts;
+      if (c >= min) alts.push_back({});
+      if (!bounded || c < max)
+        for (int j = i + 1; j < n; ++j)
+          if (after[j][next_count(c)] >= 0)
+            alts.push_back(cat({json_.comma(), literals[j], {GrammarBuilder::rule(after[j][next_count(c)])}}));
+      if (!alts.empty()) after[i][c] = b_.rule_of(alts);
+    }
+  std::vector<Seq> first;
+  if (min == 0) first.push_back({});
+  for (int j = 0; j < n && max >= 1; ++j)
+    if (after[j][1] >= 0) first.push_back(cat({literals[j], {GrammarBuilder::rule(after[j][1])}}));
+  if (first.empty()) fail("uniqueItems", path, "no array of unique items fits the counts");
+  return GrammarBuilder::rule(b_.rule_of({{b_.byte('['), GrammarBuilder::rule(b_.rule_of(first)), b_.byte(']')}}));
+}
+
 Sym SchemaCompiler::string(const Json& s, const std::string& path) {
   const bool lengths = s.contains("minLength") || s.contains("maxLength");
   if (s.contains("pattern") || s.contains("format")) {
@@ -183,21 +266,30 @@ Sym SchemaCompiler::string(const Json& s, const std::string& path) {
     if (lengths || (s.contains("pattern") && s.contains("format")))
       fail(key, child(path, key), "cannot be combined with minLength/maxLength or with each other");
     if (!s[key].is_string()) fail(key, child(path, key), "must be a string");
-    RegexOptions ro{.context = CharContext::kJsonString, .search = true,
-                    .max_pattern_bytes = options_.limits.max_pattern_bytes,
-                    .max_repeat = options_.limits.max_repeat, .keyword = key, .path = child(path, key)};
     std::string pattern = s[key].get<std::string>();
     if (std::string(key) == "format") {
       const char* re = format_regex(pattern);
       if (re == nullptr) fail("format", child(path, "format"), str_cat("the format '", pattern, "' is not supported"));
       pattern = re;
     }
-    return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), compile_regex(b_, pattern, ro), b_.byte('"')}}));
+    return regex_string(pattern, key, child(path, key));
   }
   int min = count(s, "minLength", path, 0);
   int max = count(s, "maxLength", path, -1);
   if (max >= 0 && min > max) fail("minLength", child(path, "minLength"), "is larger than maxLength");
   return json_.string_length(min, max);
+}
+
+Sym SchemaCompiler::regex_string(const std::string& pattern, const char* keyword, const std::string& path) {
+  // Compiled once per schema: big API schemas repeat the same format many times.
+  auto [it, fresh] = pattern_rules_.try_emplace(pattern);
+  if (fresh) {
+    RegexOptions ro{.context = CharContext::kJsonString, .search = true,
+                    .max_pattern_bytes = options_.limits.max_pattern_bytes,
+                    .max_repeat = options_.limits.max_repeat, .keyword = keyword, .path = path};
+    it->second = GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), compile_regex(b_, pattern, ro), b_.byte('"')}}));
+  }
+  return it->second;
 }
 
 Sym SchemaCompiler::numeric(const Json& s, bool integer, const std::string& path) {
@@ -264,6 +356,32 @@ Sym SchemaCompiler::extra_key(const std::set<std::string>& declared) {
     return GrammarBuilder::rule(b_.rule_of(alts));
   };
   return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), node("", 0, names.size())}}));
+}
+
+std::pair<std::string, const Json*> SchemaCompiler::key_pattern(const Json& s, const std::set<std::string>& declared,
+                                                                const std::string& path) const {
+  if (!s.contains("patternProperties")) return {"", nullptr};
+  const Json& pp = s["patternProperties"];
+  const std::string pp_path = child(path, "patternProperties");
+  if (!pp.is_object()) fail("patternProperties", pp_path, "must be an object");
+  if (pp.empty()) return {"", nullptr};
+  if (pp.size() > 1) fail("patternProperties", pp_path, "more than one pattern is not supported");
+  const std::string pattern = pp.begin().key();
+  // A declared name the pattern matches would need both schemas (and could be written twice).
+  try {
+    const std::regex re(pattern, std::regex::ECMAScript);
+    for (const std::string& name : declared)
+      if (std::regex_search(name, re))
+        fail("patternProperties", pp_path, str_cat("the declared property '", name, "' matches '", pattern, "'"));
+  } catch (const std::regex_error&) {
+    fail("patternProperties", pp_path, str_cat("the pattern '", pattern, "' is not supported"));
+  }
+  if (pp.begin().value() == false) {  // no key may match it
+    if (s.contains("additionalProperties") && s["additionalProperties"] != false)
+      fail("patternProperties", pp_path, "a false pattern beside additionalProperties is not supported");
+    return {"", nullptr};
+  }
+  return {pattern, &pp.begin().value()};
 }
 
 }  // namespace flashserve::structured

@@ -12,11 +12,24 @@ import sys
 import jsonschema
 
 
+def openapi_nullable(schema):
+    """OpenAPI 3.0's nullable (unknown to JSON Schema validators) as a type list with null."""
+    if isinstance(schema, list):
+        return [openapi_nullable(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: openapi_nullable(v) for k, v in schema.items()}
+    if out.get("nullable") is True and "type" in out:
+        types = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = types + (["null"] if "null" not in types else [])
+    return out
+
+
 def check(entry, schemas):
     text = bytes.fromhex(entry["hex"]).decode("utf-8")
     kind, spec = entry["kind"], entry["spec"]
     if kind == "schema":
-        schema = schemas.setdefault(spec, json.load(open(spec, encoding="utf-8")))
+        schema = schemas.setdefault(spec, openapi_nullable(json.load(open(spec, encoding="utf-8"))))
         cls = jsonschema.validators.validator_for(schema)
         cls(schema, format_checker=cls.FORMAT_CHECKER).validate(json.loads(text))
     elif kind == "regex":
