@@ -6,7 +6,8 @@
 //   offline:NxPxO   N requests submitted at once: output tokens/s and frac_of_step_lower_bound
 //                   (bench/e2e_cost.h: ideal-schedule time / measured time)
 // With --json-schema each case runs again with every request constrained (structured outputs);
-// that record carries speedup_vs_unconstrained (its tokens/s over the free run's).
+// that record carries speedup_vs_unconstrained (its tokens/s over the free run's); with
+// --synthetic-vocab N the grammar's vocabulary is the tokenizer's stretched to the model's N tokens.
 // The ceilings (copy bandwidth, cuBLASLt bf16 rate) are measured in this process first.
 #include <algorithm>
 #include <chrono>
@@ -74,6 +75,7 @@ struct Args {
   bool host_sampling = false;
   bool prefix_caching = false;  // off: repeated runs of the same prompts must not reuse their KV
   std::string json_schema, tokenizer;  // --json-schema: constrained runs beside the plain ones
+  int synthetic_vocab = 0;             // > 0: the constraint's vocabulary stretched to this size
   std::string command;
 };
 
@@ -147,11 +149,15 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--prefix-caching", a.prefix_caching,
                  "1: keep the engine's prefix cache on. Off by default: the warm-up and every\n"
                  "repeat send the same prompts, which would then skip their prefill");
-  app.add_option("--json-schema", a.json_schema,
+  auto* schema = app.add_option("--json-schema", a.json_schema,
                  "FILE or 'realistic' (built in): each case runs twice, free and with every request\n"
                  "constrained to an array of at least 1000 objects matching this schema (so it runs\n"
                  "to its length); the constrained record carries speedup_vs_unconstrained");
   app.add_option("--tokenizer", a.tokenizer, "the vocabulary of --json-schema (default: the model's)");
+  app.add_option("--synthetic-vocab", a.synthetic_vocab,
+                 "the --json-schema vocabulary stretched to N tokens by joining the tokenizer's\n"
+                 "pieces (N: the model's vocab_size), for a model larger than the tokenizer at hand")
+      ->check(CLI::Range(1, 1 << 20))->needs(schema);
   app.callback([&] { a.cases = parse_cases(cases); });  // a bad case is a usage error
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   prepare_cuda_for_tensor_parallelism(a.tensor_parallel_size);  // before any CUDA call
@@ -332,7 +338,8 @@ int run(const Args& a) {
   std::optional<OutputConstraint> constraint;
   if (!a.json_schema.empty())
     constraint = bench::json_schema_constraint(
-        a.json_schema, a.tokenizer.empty() ? find_tokenizer_file(a.model) : a.tokenizer, c);
+        a.json_schema, a.tokenizer.empty() ? find_tokenizer_file(a.model) : a.tokenizer, c,
+        a.synthetic_vocab);
   int failures = 0;
   // One record: case k, with every request under `constrained` or free.
   auto run_case = [&](const Case& k, const OutputConstraint* constrained) {
@@ -360,6 +367,9 @@ int run(const Args& a) {
     j["sampler"] = a.host_sampling ? "host" : "device";
     j["prefix_caching"] = a.prefix_caching;
     j["constraint"] = constrained ? "json_schema:" + a.json_schema : "none";
+    if (constrained)  // the grammar's vocabulary: the tokenizer's, or stretched to the model's
+      j["constraint_vocab"] =
+          a.synthetic_vocab > 0 ? "synthetic:" + std::to_string(a.synthetic_vocab) : "tokenizer";
     const BatchOptions o{a.sampling, a.max_seconds, constrained};
     j["pdl"] = backend.rfind("cuda", 0) == 0;  // kernels/cuda/pdl.cuh: on wherever CUDA runs
     j["copy_gb_s"] = hw.available ? json(hw.copy_bytes_per_s / 1e9) : json(nullptr);

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/synthetic_vocab.h"
 #include "core/error.h"
 #include "structured/compiled_grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -129,7 +130,8 @@ constexpr const char* kRealisticSchema = R"({
 }  // namespace
 
 OutputConstraint json_schema_constraint(const std::string& schema_file,
-                                        const std::string& tokenizer_file, const ModelConfig& c) {
+                                        const std::string& tokenizer_file, const ModelConfig& c,
+                                        int synthetic_vocab) {
   std::string schema = kRealisticSchema;
   if (schema_file != "realistic") {
     std::ifstream in(schema_file);
@@ -140,8 +142,15 @@ OutputConstraint json_schema_constraint(const std::string& schema_file,
   }
   const std::string array = R"({"type":"array","minItems":1000,"items":)" + schema + "}";
   auto tokenizer = Tokenizer::load(tokenizer_file);
-  auto trie = std::make_shared<const structured::VocabTrie>(
-      structured::vocabulary_from_tokenizer(*tokenizer, c.vocab_size, c.eos_token_ids));
+  structured::TokenVocabulary vocab = structured::vocabulary_from_tokenizer(
+      *tokenizer, synthetic_vocab > 0 ? tokenizer->vocab_size() : c.vocab_size, c.eos_token_ids);
+  if (synthetic_vocab > 0) {
+    stretch_vocabulary(vocab, synthetic_vocab);
+    FS_CHECK(vocab.vocab_size() == c.vocab_size, "--synthetic-vocab ", synthetic_vocab,
+             ": the vocabulary of ", tokenizer_file, " stretched has ", vocab.vocab_size(),
+             " tokens, the model's vocab_size is ", c.vocab_size);
+  }
+  auto trie = std::make_shared<const structured::VocabTrie>(std::move(vocab));
   structured::GrammarCompiler compiler(trie);
   OutputConstraint out;
   out.grammar = compiler.json_schema(array);

@@ -46,8 +46,12 @@ std::string failure_of(const RunResult& r, size_t num_requests, double max_secon
 // --json-schema: the schema in `schema_file` ("realistic": a built-in object schema of the kind
 // API clients send) compiled over the tokenizer's vocabulary, as the grammar of an array of at
 // least 1000 such objects, so that every request runs to its length (a fixed-length benchmark)
-// through masks of every kind (structure, keys, enums, free strings, numbers).
+// through masks of every kind (structure, keys, enums, free strings, numbers). synthetic_vocab
+// > 0: the tokenizer's vocabulary stretched to that many tokens (bench/synthetic_vocab.h), which
+// must be the model's vocab_size, so a model with a larger vocabulary than the tokenizer's gets
+// masks over that many real-looking tokens; 0: the tokenizer's, ids past it never allowed.
 OutputConstraint json_schema_constraint(const std::string& schema_file,
-                                        const std::string& tokenizer_file, const ModelConfig& c);
+                                        const std::string& tokenizer_file, const ModelConfig& c,
+                                        int synthetic_vocab);
 
 }  // namespace flashserve::bench

@@ -30,6 +30,9 @@ on the GPU machine (repository root, a copy of the working tree):
                      tp       bench_e2e and the collectives at each tensor-parallel size
                      serve    HTTP serving under bench_server
                      prefix   automatic prefix caching on and off (shared prefix, multi-turn)
+                     structured  bench_e2e free vs JSON-Schema-constrained on random TinyLlama-1.1B
+                              and Llama-2-7B shapes at vocab 32000 and 128256 (Llama 2's
+                              tokenizer stretched by --synthetic-vocab)
   ab OLD           OLD (a git revision, or a tarball of `git archive OLD_REV`) built beside this
                    tree, then bench_e2e of old and new alternated $AB_ROUNDS (2) times on the
                    TinyLlama-1.1B and Llama-2-7B shapes: speedup_vs_old per case
@@ -65,11 +68,14 @@ run() {
 }
 
 # random_model PRESET [flags]: a random-weight bf16 model of a preset's shape; prints its folder.
+# Flags (the writer's, e.g. --vocab-size 128256) name the folder too: PRESET_vocabsize_128256.
 random_model() {
-  local dir=$WORK/$1
+  local name=$1
+  [ $# -gt 1 ] && name=$1$(printf '_%s' "${@:2}" | tr -d -)
+  local dir=$WORK/$name
   [ -f "$dir/config.json" ] || timeout 400 "$B/weights/flashserve-random-model" --out "$dir" \
-    --preset "$1" --tokenizer "$M/llama2-tokenizer/tokenizer.model" "${@:2}" > "$LOGS/random_$1.log" 2>&1 \
-    || fail "random model $1"
+    --preset "$1" --tokenizer "$M/llama2-tokenizer/tokenizer.model" "${@:2}" > "$LOGS/random_$name.log" 2>&1 \
+    || fail "random model $name"
   echo "$dir"
 }
 
@@ -78,10 +84,11 @@ config_only() {
   "$B/weights/flashserve-random-model" --out "$WORK/fs_configs/$1" --preset "$1" --config-only 1 > /dev/null 2>&1
 }
 
-# e2e LABEL MODEL CASES [flags]: bench_e2e's records on stdout, its table in the log.
+# e2e LABEL MODEL CASES [flags]: bench_e2e's records on stdout, its table in the log; each case
+# cancelled after E2E_MAX_SECONDS (90).
 e2e() {
   timeout 400 "$B/bench/bench_e2e" --model "$2" --backend cuda --label "$1" --cases "$3" \
-    --max-seconds 90 "${@:4}" 2>> "$LOGS/bench_e2e.log" || fail "bench_e2e $1 $3 $*"
+    --max-seconds "${E2E_MAX_SECONDS:-90}" "${@:4}" 2>> "$LOGS/bench_e2e.log" || fail "bench_e2e $1 $3 $*"
 }
 
 # tag KEY=VALUE...: adds the fields to every JSON line from stdin.
@@ -252,6 +259,23 @@ bench_tp() {  # Llama-2-7B shape at each TP size the GPUs allow
     --out "$RES/tensor_parallel.jsonl"
 }
 
+# Free vs constrained decoding (--json-schema realistic) at Llama 2's 32000-token vocabulary and at
+# 128256 (the grammar's vocabulary: the tokenizer's stretched to the model's, --synthetic-vocab).
+bench_structured() {
+  local cases=decode:1x128x256,offline:16x128x256,offline:64x128x256
+  for s in tinyllama-1.1b llama2-7b; do
+    for v in 32000 128256; do
+      local T log=$LOGS/structured_${s}_v$v.jsonl stretch=()
+      T=$(random_model "$s" --vocab-size $v)
+      [ $v != 32000 ] && stretch=(--synthetic-vocab $v)
+      E2E_MAX_SECONDS=60 e2e "$s" "$T" "$cases" --repeats 2 --json-schema realistic "${stretch[@]}" > "$log"
+      grep '^FAILED' "$log"
+      tag vocab_size=$v < "$log" >> "$RES/e2e_constrained.jsonl"
+      rm -rf "${WORK:?}/$(basename "$T")"
+    done
+  done
+}
+
 # serve_start ARGS...: flashserve on port 18790 in the background; serve_stop ends it.
 serve_start() {
   server_cmd="flashserve $* --port 18790 --no-request-log"
@@ -363,7 +387,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;

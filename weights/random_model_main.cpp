@@ -2,7 +2,7 @@
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
 //                           [--scale 0.02] [--tokenizer FILE] [--config-only 1] [--layers N]
-//                           [--fp8-scale channel|tensor]
+//                           [--fp8-scale channel|tensor] [--vocab-size N]
 // --dtype fp8 writes an FP8 checkpoint as Hugging Face stores one (docs/FP8.md): the layers'
 // projections F8_E4M3 with a weight_scale each (per output channel, or per tensor), the rest bf16.
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   float scale = 0.02f;
   bool config_only = false;  // write config.json (+ tokenizer) only: HF tools fill in weights
   int layers = 0;            // 0: the preset's; else that many layers of the preset's shape
+  int vocab_size = 0;        // 0: the preset's; else the embedding and lm_head rows
   CLI::App app{"Writes a random-weight Llama folder (config.json + safetensors) of a real model's shape.",
                "flashserve-random-model"};
   app.add_option("--out", out, "output folder")->required();
@@ -110,6 +111,10 @@ int main(int argc, char** argv) {
   // efficiency (bandwidth, collectives) is measured without writing 138 GB of a 70B's weights.
   app.add_option("--layers", layers, "number of layers (default: the preset's)")
       ->check(CLI::Range(1, 1000));
+  // A larger vocabulary than the tokenizer's (e.g. 128256 with Llama 2's 32000 pieces) is for
+  // token-id benchmarks: ids past the tokenizer's have no text.
+  app.add_option("--vocab-size", vocab_size, "vocabulary size (default: the preset's)")
+      ->check(CLI::Range(1, 1 << 20));
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const flashserve::DType t = dtype == "f32"   ? flashserve::DType::kF32
@@ -120,6 +125,7 @@ int main(int argc, char** argv) {
                                                               : flashserve::Fp8Layout::kPerChannel;
     flashserve::ModelConfig config = preset(preset_name);
     if (layers > 0) config.num_layers = layers;
+    if (vocab_size > 0) config.vocab_size = vocab_size;
     if (config_only) {
       std::filesystem::create_directories(out);
       std::ofstream f(std::filesystem::path(out) / "config.json");

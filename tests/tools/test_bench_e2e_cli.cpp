@@ -107,6 +107,40 @@ TEST_F(BenchE2eCli, PrefixCachingIsOptIn) {
   EXPECT_EQ(r.records[0]["prompt_tokens_from_cache"], 2 * 32) << r.records[0].dump();
 }
 
+TEST_F(BenchE2eCli, ConstrainedOverATokenizerOrAStretchedVocabulary) {
+  // stories260K's 512-piece tokenizer: as it is for the 512-token model, stretched for a
+  // 1000-token one; a stretch that is not the model's vocab_size is an error.
+  const std::string tok = std::string(FS_MODELS_DIR) + "/stories260K/tok512.model";
+  ModelConfig c;
+  c.hidden_size = 64, c.intermediate_size = 128, c.num_layers = 2, c.num_q_heads = 4;
+  c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = 1000, c.max_model_len = 256;
+  write_random_hf_model((dir_ / "model1000").string(), c, 3, DType::kBF16);
+  for (const auto& [model, stretch] : {std::pair<std::string, std::string>{"model", ""},
+                                       {"model1000", " --synthetic-vocab 1000"}}) {
+    const CliRun r = run_cli("--model " + (dir_ / model).string() + " --backend cpu --repeats 1" +
+                                 " --json-schema realistic --tokenizer " + tok + stretch +
+                                 " --cases decode:1x8x6",
+                             dir_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    ASSERT_EQ(r.records.size(), 2u) << r.err;
+    EXPECT_EQ(r.records[0]["constraint"], "none");
+    const json& k = r.records[1];
+    EXPECT_EQ(k["constraint"], "json_schema:realistic");
+    EXPECT_EQ(k["constraint_vocab"], stretch.empty() ? "tokenizer" : "synthetic:1000");
+    EXPECT_EQ(k["output_tokens_last_run"], 6) << k.dump();
+    EXPECT_GT(k["speedup_vs_unconstrained"].get<double>(), 0) << k.dump();
+  }
+  CliRun r = run_cli("--model " + (dir_ / "model1000").string() + " --backend cpu --json-schema realistic" +
+                         " --tokenizer " + tok + " --synthetic-vocab 700 --cases decode:1x8x4",
+                     dir_);
+  EXPECT_EQ(r.rc, 1);
+  ASSERT_EQ(r.records.size(), 1u) << r.err;
+  EXPECT_NE(r.records[0]["error"].get<std::string>().find("vocab_size is 1000"), std::string::npos)
+      << r.records[0].dump();
+  r = run_cli("--model " + (dir_ / "model").string() + " --synthetic-vocab 512", dir_);
+  EXPECT_EQ(r.rc, 2) << r.err;  // only with --json-schema
+}
+
 TEST_F(BenchE2eCli, FailuresBecomeErrorRecords) {
   // A prompt longer than the context: the case fails, its record says why, the other case runs.
   CliRun r = run_cli("--model " + (dir_ / "model").string() +
