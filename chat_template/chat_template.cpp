@@ -1,9 +1,11 @@
 // ChatTemplate: finds a model's chat template (tokenizer_config.json, chat_template.jinja, a
 // built-in name or a file), parses it once, and renders conversations with the variables
 // transformers' apply_chat_template passes (messages, add_generation_prompt, bos_token,
-// eos_token, tools (None or the request's), documents=None, raise_exception, strftime_now).
+// eos_token, tools (None or the request's), documents=None, raise_exception, strftime_now), plus
+// the request's chat_template_kwargs.
 #include "chat_template/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -211,11 +213,19 @@ ChatTemplate ChatTemplate::from_flag(const std::string& file_or_name, const std:
 
 std::vector<std::string> ChatTemplate::builtin_names() { return builtin_template_names(); }
 
+const std::vector<std::string>& ChatTemplate::reserved_variables() {
+  static const std::vector<std::string> k = {"messages", "add_generation_prompt", "bos_token",
+                                             "eos_token", "tools", "documents",
+                                             "raise_exception", "strftime_now"};
+  return k;
+}
+
 RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                  bool add_generation_prompt, std::string_view tools_json) const {
+                                  bool add_generation_prompt, std::string_view tools_json,
+                                  std::string_view kwargs_json) const {
   jinja::List list;
   for (const ChatMessage& m : messages) list.push_back(message_value(m));
-  const jinja::Variables vars = {
+  jinja::Variables vars = {
       {"messages", jinja::Value::list(std::move(list))},
       {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
       {"bos_token", jinja::Value::string(impl_->bos_token)},
@@ -226,6 +236,15 @@ RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages,
       {"raise_exception", raise_exception()},
       {"strftime_now", strftime_now()},
   };
+  if (!kwargs_json.empty()) {
+    const auto& reserved = reserved_variables();
+    const auto kwargs = nlohmann::ordered_json::parse(kwargs_json);  // outlives the loop
+    for (const auto& [k, v] : kwargs.items()) {
+      if (std::find(reserved.begin(), reserved.end(), k) == reserved.end()) {
+        vars.emplace_back(k, json_value(v));
+      }
+    }
+  }
   try {
     jinja::Text text = jinja::render(impl_->body, vars);
     return RenderedChat{std::move(text.s), std::move(text.literal)};

@@ -76,8 +76,13 @@ class ChatTemplate {
   // conversation; never returns a partial prompt.
   // `tools_json`: the request's tools as a JSON array text ([{"type": "function", "function":
   // {...}}], key order kept), which the template sees as `tools`; "" = None.
+  // `kwargs_json`: a JSON object text whose keys become extra template variables
+  // (chat_template_kwargs, e.g. {"enable_thinking": false}); "" = none. A key that names one of
+  // reserved_variables() is skipped: the renderer's own variables always win.
   RenderedChat render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                      std::string_view tools_json = "") const;
+                      std::string_view tools_json = "", std::string_view kwargs_json = "") const;
+  // The variables the renderer itself sets (messages, tools, bos_token...).
+  static const std::vector<std::string>& reserved_variables();
   // Whether the template reads `tools` at all (otherwise the API edge describes the tools in a
   // system message of its own: docs/TOOL_CALLING.md).
   bool uses_tools() const;

@@ -1,8 +1,9 @@
 // Completion (see completion.h): the one pipeline behind /v1/completions and
 // /v1/chat/completions (the request's format only picks the JSON shapes): submit one engine
 // request per choice, pump their events into the choices (completion_choice.h), and write the
-// JSON response or the SSE events from what the choices built (chat with tools: parsed into
-// tool_calls by tool_call_output.h).
+// JSON response or the SSE events from what the choices built (chat: <think> split into
+// reasoning_content by output_parsers/reasoning_parser.h, then tool calls parsed from the
+// content by tool_call_output.h).
 #include "server/completion.h"
 
 #include <algorithm>
@@ -95,6 +96,9 @@ std::optional<ApiError> Completion::start() {
         c->tool_deltas = std::make_unique<ToolCallDeltas>(req_.tool_call_format,
                                                           req_.parallel_tool_calls, c->call_id_seed);
       }
+      if (req_.reasoning) {
+        c->reasoning = std::make_unique<output_parsers::ReasoningStream>(req_.starts_in_reasoning);
+      }
       if (!needs_engine) {  // nothing to generate: answer without the engine
         c->done = true;
         c->finish_reason = "length";
@@ -182,17 +186,25 @@ CompletionResult Completion::run(ClientConnection& conn) {
   const bool chat = req_.format == ResponseFormat::kChat;
   for (const auto& c : choices_) {
     json lp = req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr);
-    if (chat && c->tool_deltas) {  // tools: the text parsed into content and tool_calls
-      std::string reason = c->finish_reason;
-      json message = tool_call_message(req_.tool_call_format, c->text, req_.parallel_tool_calls,
-                                       c->call_id_seed, &reason);
-      json choice = chat_choice_json(c->index, "", lp, reason);
-      choice["message"] = std::move(message);
-      choices.push_back(std::move(choice));
+    if (!chat) {
+      choices.push_back(choice_json(c->index, c->text, lp, c->finish_reason));
       continue;
     }
-    choices.push_back(chat ? chat_choice_json(c->index, c->text, lp, c->finish_reason)
-                           : choice_json(c->index, c->text, lp, c->finish_reason));
+    // Reasoning first: the tool-call parser and the client see only what follows </think>.
+    output_parsers::ReasoningOutput parts{"", c->text};
+    if (req_.reasoning) parts = output_parsers::split_reasoning(c->text, req_.starts_in_reasoning);
+    json choice = chat_choice_json(c->index, parts.content, lp, c->finish_reason);
+    if (c->tool_deltas) {  // tools: the content parsed into content and tool_calls
+      std::string reason = c->finish_reason;
+      choice["message"] = tool_call_message(req_.tool_call_format, parts.content,
+                                            req_.parallel_tool_calls, c->call_id_seed, &reason);
+      choice["finish_reason"] = reason.empty() ? json(nullptr) : json(reason);
+    }
+    if (req_.reasoning) {
+      choice["message"]["reasoning_content"] =
+          parts.reasoning_content.empty() ? json(nullptr) : json(parts.reasoning_content);
+    }
+    choices.push_back(std::move(choice));
   }
   Usage u{prompt_tokens(), completion_tokens(), cached_tokens()};
   return CompletionResult{200, response_json(req_.format, false, id_, created_, ctx_.model->id,
@@ -229,14 +241,29 @@ bool Completion::stream(ClientConnection& conn) {
     return !finishing || conn.write(chunk(chat_delta_json(c.index, json::object(), nullptr, reason)));
   };
   // Completions: one chunk with the text and, at the end, the finish reason. Chat: the text in a
-  // {"content"} delta, then the finish reason in a chunk of its own with an empty delta.
-  auto send_choice = [&](CompletionChoice& c, const std::string& delta, size_t logprobs_end,
+  // {"content"} delta (reasoning first in {"reasoning_content"} deltas), then the finish reason in
+  // a chunk of its own with an empty delta.
+  auto send_choice = [&](CompletionChoice& c, std::string delta, size_t logprobs_end,
                          bool finished) {
     bool finishing = finished && !c.finish_reason.empty();
     json lp = logprobs_delta(c, logprobs_end);
     if (!chat) {
       if (delta.empty() && lp.is_null() && !finishing) return true;
       return conn.write(chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
+    }
+    if (c.reasoning) {
+      output_parsers::ReasoningOutput parts = c.reasoning->push(delta);
+      if (finishing) {
+        output_parsers::ReasoningOutput tail = c.reasoning->finish();
+        parts.reasoning_content += tail.reasoning_content;
+        parts.content += tail.content;
+      }
+      if (!parts.reasoning_content.empty()) {
+        json d = {{"reasoning_content", parts.reasoning_content}};
+        if (!conn.write(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
+        lp = nullptr;
+      }
+      delta = std::move(parts.content);
     }
     if (c.tool_deltas) return send_tool_deltas(c, delta, std::move(lp), finishing);
     if ((!delta.empty() || !lp.is_null()) &&

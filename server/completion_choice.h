@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "output_parsers/reasoning_parser.h"
 #include "server/openai_api.h"
 #include "server/stop_matcher.h"
 #include "server/tool_call_output.h"
@@ -41,6 +42,8 @@ struct CompletionChoice {
   // tool_deltas turns text deltas into chunk deltas).
   uint64_t call_id_seed = 0;
   std::unique_ptr<ToolCallDeltas> tool_deltas;
+  // Chat with the reasoning parser, streaming: splits text deltas into reasoning and content.
+  std::unique_ptr<output_parsers::ReasoningStream> reasoning;
   bool has_first = false;
   Clock::time_point first_token, last_token, end;
 

@@ -7,13 +7,15 @@
 #include <string>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "server/cors.h"
 #include "weights/default_model.h"
 
 namespace flashserve {
 namespace {
 
 const char* kAbout = R"(An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-/health, /metrics).)";
+GET /v1/models/{id}, POST /tokenize, POST /detokenize, /health, /metrics).)";
 
 const char* kFooter = R"(
 Exit status: 0 after SIGINT/SIGTERM (or --help), 1 when start-up fails or the engine dies,
@@ -61,6 +63,11 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                  "hermes, llama3_json, mistral or none (docs/TOOL_CALLING.md)")
       ->type_name("NAME")
       ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "none"}));
+  app.add_option("--reasoning-parser", f.reasoning_parser,
+                 "split <think>...</think> out of chat output into reasoning_content:\n"
+                 "auto (when the chat template uses <think>), deepseek_r1, qwen3 or none")
+      ->type_name("NAME")
+      ->check(CLI::IsMember({"auto", "deepseek_r1", "qwen3", "none"}));
   app.add_option("--served-model-name", f.served_model_name,
                  "the id clients pass as \"model\" (default: the model's folder name)")
       ->type_name("NAME");
@@ -69,7 +76,22 @@ void add_flags(CLI::App& app, ServerFlags& f) {
       ->type_name("N")->check(in_range(0, 65535));
   app.add_option("--api-key", f.api_key,
                  "require \"Authorization: Bearer KEY\" (default: env FLASHSERVE_API_KEY;\n"
-                 "/health is exempt; the key is never logged)")->type_name("KEY");
+                 "/health is exempt, /metrics with --metrics-public; the key is never\n"
+                 "logged)")->type_name("KEY");
+  app.add_flag("--metrics-public", f.metrics_public,
+               "serve /metrics without the API key (for a Prometheus scraper)");
+  app.add_option("--allowed-origins", f.allowed_origins,
+                 "CORS: browser origins allowed to call the API, comma-separated\n"
+                 "(\"https://app.example.com,http://localhost:3000\") or '*' (default none)")
+      ->type_name("LIST")
+      ->check([](const std::string& v) {
+        try {
+          (void)CorsPolicy(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--backend", f.backend, "compute backend (default auto: cuda when available)")
       ->type_name("cpu|cuda|auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}).description(""));
   app.add_option("--threads", f.threads, "CPU backend worker threads (default 0 = all cores)")

@@ -17,6 +17,7 @@
 #include "server/connection_front.h"
 #include "server/constant_time.h"
 #include "server/httplib_bridge.h"
+#include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -39,12 +40,16 @@ struct HttpServer::Impl {
     Handler handler;
   };
   // Every route, once: registered with httplib, and the source of 405 + Allow for a known path
-  // asked with another method. A new endpoint is one line here.
+  // asked with another method (a pattern path, "(...)", matches as a regex and has no 405).
+  // A new endpoint is one line here.
   static const std::vector<Route>& routes() {
     static const std::vector<Route> table = {
         {"POST", "/v1/completions", &Impl::handle_text_completion},
         {"POST", "/v1/chat/completions", &Impl::handle_chat_completion},
         {"GET", "/v1/models", &Impl::handle_models},
+        {"GET", "/v1/models/(.+)", &Impl::handle_model},
+        {"POST", "/tokenize", &Impl::handle_tokenize},
+        {"POST", "/detokenize", &Impl::handle_detokenize},
         {"GET", "/health", &Impl::handle_health},
         {"GET", "/metrics", &Impl::handle_metrics},
     };
@@ -142,6 +147,19 @@ struct HttpServer::Impl {
   void handle_models(const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_json(models_json(model)), "application/json");
   }
+  void handle_model(const httplib::Request& req, httplib::Response& res) {
+    send_json(res, model_response(req.matches[1].str(), model));
+  }
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+    send_json(res, tokenize_response(req.body, model, tokenizer));
+  }
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+    send_json(res, detokenize_response(req.body, model, tokenizer));
+  }
+  void send_json(httplib::Response& res, const JsonOrError& r) {
+    if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
+    res.set_content(dump_json(std::get<json>(r)), "application/json");
+  }
   void handle_health(const httplib::Request&, httplib::Response& res) {
     bool ok = !draining.load() && !engine.failed();
     res.status = ok ? 200 : 503;
@@ -161,6 +179,38 @@ struct HttpServer::Impl {
     constexpr std::string_view kScheme = "Bearer ";
     return h.compare(0, kScheme.size(), kScheme) == 0 &&
            constant_time_equal(std::string_view(h).substr(kScheme.size()), options.api_key);
+  }
+
+  // A path this server answers (the target of a CORS preflight).
+  static bool api_path(const std::string& path) {
+    return !allowed_methods(path).empty() || path.rfind("/v1/models/", 0) == 0;
+  }
+
+  // OpenAI routes this server does not implement: their 404 says so rather than "Unknown route".
+  static bool unsupported_openai_path(const std::string& path) {
+    for (std::string_view p : {"/v1/embeddings", "/v1/responses", "/v1/audio/", "/v1/images/",
+                               "/v1/files", "/v1/batches", "/v1/moderations", "/v1/fine_tuning/",
+                               "/v1/assistants", "/v1/threads", "/v1/vector_stores", "/v1/uploads",
+                               "/v1/realtime"}) {
+      if (path.rfind(p, 0) == 0 &&
+          (p.back() == '/' || path.size() == p.size() || path[p.size()] == '/'))
+        return true;
+    }
+    return false;
+  }
+
+  // A CORS preflight from an allowed origin: 204 with the Access-Control-* headers, before the
+  // API key check (browsers send preflights without credentials).
+  bool answer_preflight(const httplib::Request& req, httplib::Response& res) const {
+    if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method") ||
+        !api_path(req.path))
+      return false;
+    const HeaderList h = options.cors.preflight_headers(
+        req.get_header_value("Origin"), req.get_header_value("Access-Control-Request-Headers"));
+    if (h.empty()) return false;
+    res.status = 204;
+    for (const auto& [name, value] : h) res.set_header(name, value);
+    return true;
   }
 
   // "GET, HEAD" style list of the methods a known path takes; "" for an unknown path.
@@ -209,7 +259,9 @@ struct HttpServer::Impl {
     svr.set_keep_alive_max_count(size_t(options.limits.max_requests_per_connection));
 
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!options.api_key.empty() && req.path != "/health" && !authorized(req)) {
+      if (answer_preflight(req, res)) return httplib::Server::HandlerResponse::Handled;
+      const bool open = req.path == "/health" || (req.path == "/metrics" && options.metrics_public);
+      if (!options.api_key.empty() && !open && !authorized(req)) {
         ApiError e;
         e.status = 401;
         e.code = "invalid_api_key";
@@ -241,7 +293,10 @@ struct HttpServer::Impl {
       e.status = res.status;
       if (res.status == 404) {
         e.code = "not_found";
-        e.message = "Unknown route: " + req.method + " " + req.path;
+        e.message = unsupported_openai_path(req.path)
+                        ? req.path + " is not supported by this server (docs/SERVER.md lists "
+                                     "the endpoints it serves)"
+                        : "Unknown route: " + req.method + " " + req.path;
       } else if (res.status == 413) {
         e.code = "payload_too_large";
         e.message = "Request body exceeds the limit of " + std::to_string(options.max_body_bytes) +
@@ -273,8 +328,11 @@ struct HttpServer::Impl {
       send_error(res, e);
     });
 
-    svr.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    svr.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       metrics.count_request(res.status);
+      if (res.has_header("Access-Control-Allow-Origin")) return;  // a preflight's own headers
+      const HeaderList cors = options.cors.response_headers(req.get_header_value("Origin"));
+      for (const auto& [name, value] : cors) res.set_header(name, value);
     });
 
     for (const Route& r : routes()) {

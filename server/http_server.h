@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "server/connection_front.h"
+#include "server/cors.h"
 #include "server/openai_api.h"
 
 namespace flashserve {
@@ -19,6 +20,8 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;               // 0: any free port (see HttpServer::port())
   std::string api_key;           // "" = no authentication
+  bool metrics_public = false;   // /metrics needs no API key (as /health)
+  CorsPolicy cors;               // browser origins allowed to call the API (default none)
   size_t max_body_bytes = 4u << 20;
   int threads = 0;               // handler threads; 0 = 64
   bool log_requests = true;

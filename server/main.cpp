@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   served.tool_calls = tool_call_syntax(flags.tool_call_parser,
                                        chat_template ? chat_template->source() : "",
                                        chat_template && chat_template->uses_tools(), *tokenizer);
+  served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"
@@ -173,6 +174,8 @@ int main(int argc, char** argv) {
   ho.host = flags.host;
   ho.port = flags.port;
   ho.api_key = flags.api_key;
+  ho.metrics_public = flags.metrics_public;
+  ho.cors = CorsPolicy(flags.allowed_origins);
   ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
   ho.threads = flags.http_threads;
   ho.log_requests = flags.log_requests;

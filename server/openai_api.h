@@ -64,7 +64,15 @@ struct ServedModel {
   std::shared_ptr<structured::GrammarCompiler> grammar_compiler = nullptr;
   std::vector<int32_t> eos_ids;
   ToolCallSyntax tool_calls;
+  // --reasoning-parser: chat output is split into reasoning_content (<think>...</think>) and
+  // content (output_parsers/reasoning_parser.h).
+  bool reasoning = false;
 };
+
+// --reasoning-parser NAME: "none" is off; "deepseek_r1" and "qwen3" are on (both write
+// <think>...</think>; whether the prompt opened it is read per request); "auto" is on when the
+// chat template speaks of <think>. Throws flashserve::Error for any other name.
+bool reasoning_parser_enabled(std::string_view flag, const ChatTemplate* chat_template);
 
 struct CompletionRequest {
   ResponseFormat format = ResponseFormat::kCompletion;
@@ -92,6 +100,10 @@ struct CompletionRequest {
   // Special tokens that decode to nothing but whose text the output keeps, so the tool-call
   // parser sees the markers (Mistral's [TOOL_CALLS], Llama's <|python_tag|>).
   std::vector<int32_t> marker_ids;
+  // Chat with the reasoning parser: <think>...</think> goes to reasoning_content, and the output
+  // starts inside it when the rendered prompt opened <think> (prompt_opens_reasoning).
+  bool reasoning = false;
+  bool starts_in_reasoning = false;
 };
 
 constexpr size_t kMaxCacheSaltBytes = 1024;

@@ -2,7 +2,8 @@
 // with the model's chat template and encoded so that only the template's own special-token text
 // becomes special ids. The result is the same CompletionRequest /v1/completions produces (one
 // prompt, format kChat), so both endpoints share the whole pipeline after this point. Tools and
-// response_format become the request's constraint (tools_request.h, response_format.h).
+// response_format become the request's constraint (tools_request.h, response_format.h);
+// chat_template_kwargs and reasoning_effort become extra template variables.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "engine/stop_rules.h"
+#include "output_parsers/reasoning_parser.h"
 #include "server/openai_api.h"
 #include "server/request_fields.h"
 #include "server/response_format.h"
@@ -32,7 +34,8 @@ const std::set<std::string>& known_fields() {
       "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
       "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
       "ignore_eos", "response_format", "cache_salt", "tools", "tool_choice",
-      "parallel_tool_calls", "guided_json", "guided_regex", "guided_choice", "guided_grammar"};
+      "parallel_tool_calls", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+      "chat_template_kwargs", "reasoning_effort"};
   return k;
 }
 
@@ -133,10 +136,47 @@ std::vector<ChatMessage> parse_messages(const json& j) {
   return out;
 }
 
-// The messages as prompt token ids: rendered by the template, special ids only where it wrote them.
+// chat_template_kwargs and reasoning_effort as the template's extra variables (a JSON object
+// text, "" for none). The renderer's own variables cannot be overridden: naming one is a 400.
+// reasoning_effort drives a template's enable_thinking switch (none/minimal: off, else on) unless
+// the kwargs set it; a template without that switch ignores it.
+std::string template_kwargs(const json& j, const ServedModel& model) {
+  json kw = json::object();
+  if (request::has(j, "chat_template_kwargs")) {
+    kw = j["chat_template_kwargs"];
+    if (!kw.is_object()) {
+      throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    }
+    for (const std::string& name : ChatTemplate::reserved_variables()) {
+      if (kw.contains(name)) {
+        throw bad_request("'chat_template_kwargs." + name + "' cannot be set: the server "
+                          "passes '" + name + "' to the template itself",
+                          "chat_template_kwargs." + name);
+      }
+    }
+  }
+  if (request::has(j, "reasoning_effort")) {
+    static const std::set<std::string> efforts = {"none", "minimal", "low", "medium", "high"};
+    const json& e = j["reasoning_effort"];
+    if (!e.is_string() || !efforts.count(e.get<std::string>())) {
+      throw bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high",
+                        "reasoning_effort");
+    }
+    const bool has_switch = model.chat_template &&
+        model.chat_template->source().find("enable_thinking") != std::string::npos;
+    if (has_switch && !kw.contains("enable_thinking")) {
+      kw["enable_thinking"] = e != "none" && e != "minimal";
+    }
+  }
+  return kw.empty() ? "" : kw.dump();
+}
+
+// The messages as prompt token ids: rendered by the template, special ids only where it wrote
+// them. *opens_reasoning: whether the rendered prompt leaves the model inside <think>.
 std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
-                                 const request::ToolsRequest& tools, const ServedModel& model,
-                                 const Tokenizer& tokenizer) {
+                                 const request::ToolsRequest& tools, const std::string& kwargs,
+                                 const ServedModel& model, const Tokenizer& tokenizer,
+                                 bool* opens_reasoning) {
   if (!model.chat_template) {
     std::string names;
     for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
@@ -157,7 +197,8 @@ std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
   RenderedChat rendered;
   try {
     rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true,
-                                           show_tools && template_tools ? tools.tools.dump() : "");
+                                           show_tools && template_tools ? tools.tools.dump() : "",
+                                           kwargs);
   } catch (const ChatTemplateError& e) {
     throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
                       "messages", "chat_template_error");
@@ -171,6 +212,7 @@ std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
     throw bad_request("'messages' could not be tokenized (invalid UTF-8?)", "messages");
   }
   if (ids.empty()) throw bad_request("the chat template rendered an empty prompt", "messages");
+  *opens_reasoning = output_parsers::prompt_opens_reasoning(rendered.text);
   return ids;
 }
 
@@ -207,8 +249,13 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
     throw bad_request("'response_format' (or guided_*) cannot be combined with 'tools' unless "
                       "tool_choice is 'none'", "response_format");
   }
+  const std::string kwargs = template_kwargs(j, model);
   std::vector<ChatMessage> messages = parse_messages(j);
-  r.prompts.push_back(chat_prompt(std::move(messages), tools, model, tokenizer));
+  bool opens_reasoning = false;
+  r.prompts.push_back(
+      chat_prompt(std::move(messages), tools, kwargs, model, tokenizer, &opens_reasoning));
+  r.reasoning = model.reasoning;
+  r.starts_in_reasoning = model.reasoning && opens_reasoning;
   if (use_tools) {  // the call grammar is built once everything else is known to be valid
     r.constraint = request::tool_call_constraint(tools, model);
     r.tool_call_format = model.tool_calls.format;
@@ -227,6 +274,15 @@ CompletionRequest parse(std::string_view body, const ServedModel& model,
 }
 
 }  // namespace
+
+bool reasoning_parser_enabled(std::string_view flag, const ChatTemplate* chat_template) {
+  if (flag == "none") return false;
+  if (flag == "deepseek_r1" || flag == "qwen3") return true;
+  if (flag == "auto" || flag.empty()) {
+    return chat_template && output_parsers::template_has_reasoning(chat_template->source());
+  }
+  FS_THROW("--reasoning-parser: '", flag, "' is not one of auto, deepseek_r1, qwen3, none");
+}
 
 std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
                                                              const ServedModel& model,

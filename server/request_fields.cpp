@@ -120,21 +120,25 @@ int64_t get_max_tokens(const json& v, const std::string& name) {
   return get_int(v, name, 0, std::numeric_limits<int64_t>::max());
 }
 
+void check_fields_and_model(const json& j, const ServedModel& model,
+                            const std::set<std::string>& known) {
+  reject_unknown(j, known);
+  if (!has(j, "model")) return;
+  if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
+  if (j["model"].get<std::string>() != model.id) {
+    ApiError e = bad_request("The model '" + j["model"].get<std::string>() +
+                                 "' does not exist; this server serves '" + model.id + "'",
+                             "model", "model_not_found");
+    e.status = 404;
+    throw e;
+  }
+}
+
 CompletionRequest read_shared_fields(const json& j, const ServedModel& model,
                                      const std::set<std::string>& known) {
-  reject_unknown(j, known);
+  check_fields_and_model(j, model, known);
   CompletionRequest r;
   auto present = [&](const char* k) { return has(j, k); };
-  if (present("model")) {
-    if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
-    if (j["model"].get<std::string>() != model.id) {
-      ApiError e = bad_request("The model '" + j["model"].get<std::string>() +
-                                   "' does not exist; this server serves '" + model.id + "'",
-                               "model", "model_not_found");
-      e.status = 404;
-      throw e;
-    }
-  }
   if (present("user") && !j["user"].is_string()) throw bad_request("'user' must be a string", "user");
   if (present("user")) r.user = j["user"].get<std::string>();
   if (present("cache_salt")) {

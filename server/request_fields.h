@@ -30,6 +30,11 @@ float get_float(const nlohmann::json& v, const std::string& name, double lo, dou
 bool get_bool(const nlohmann::json& v, const std::string& name);
 int64_t get_max_tokens(const nlohmann::json& v, const std::string& name);
 
+// Refuses any field not in `known` (400 unknown_parameter naming it) and a "model" other than
+// model.id (404 model_not_found).
+void check_fields_and_model(const nlohmann::json& j, const ServedModel& model,
+                            const std::set<std::string>& known);
+
 // Refuses any field not in `known` (400 unknown_parameter naming it), then reads the fields both
 // endpoints share: model, user, cache_salt, n, the sampling fields (starting from
 // model.sampling_defaults), seed, logit_bias, ignore_eos, stop, stream, stream_options.

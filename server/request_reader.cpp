@@ -1,6 +1,7 @@
 // read_request (see request_reader.h). The checks follow RFC 9110/9112 where a lenient reading
 // would let a malformed request through to cpp-httplib (which stops at a NUL, accepts bare LF,
-// and reads a body without a length until its timeout).
+// and reads a body without a length until its timeout). Bytes that can never start a valid head
+// are refused as soon as they arrive.
 #include "server/request_reader.h"
 
 #include <cctype>
@@ -124,6 +125,29 @@ ParsedRequest dechunk(std::string_view input, size_t pos, const RequestLimits& l
   }
 }
 
+// What can be refused before the head is complete, so that a client that will never send a valid
+// head gets its 400 at once rather than a 408 at the head deadline: a method byte that is not a
+// tchar (a TLS ClientHello starts with 0x16), or a bare LF line end. RFC 9112 allows a server to
+// accept a lone LF; refusing it keeps one reading of the head here and in cpp-httplib.
+ParsedRequest refuse_early(std::string_view input, size_t start) {
+  for (size_t i = start; i < input.size() && input[i] != ' '; ++i) {
+    const unsigned char c = static_cast<unsigned char>(input[i]);
+    if (c == '\r' || c == '\n') break;  // a malformed request line; the line checks answer it
+    if (is_tchar(c)) continue;
+    if (i == start && c == 0x16)
+      return error(400, "TLS handshake sent to a plain-HTTP port: use http://, not https://");
+    return error(400, "Malformed method");
+  }
+  const size_t head_end = input.find("\r\n\r\n", start);
+  const std::string_view head = input.substr(
+      start, head_end == std::string_view::npos ? std::string_view::npos : head_end - start);
+  for (size_t i = head.find('\n'); i != std::string_view::npos; i = head.find('\n', i + 1)) {
+    if (i == 0 || head[i - 1] != '\r')
+      return error(400, "Bare LF line end: lines must end with CRLF");
+  }
+  return ParsedRequest{};
+}
+
 }  // namespace
 
 ParsedRequest read_request(std::string_view input, const RequestLimits& limits) {
@@ -132,6 +156,7 @@ ParsedRequest read_request(std::string_view input, const RequestLimits& limits) 
   size_t start = 0;
   while (input.substr(start, 2) == "\r\n") start += 2;
   if (start > limits.max_line_bytes) return error(400, "Too many empty lines before the request");
+  if (ParsedRequest early = refuse_early(input, start); early.state == State::kError) return early;
   const size_t line_end = input.find("\r\n", start);
   if ((line_end == std::string_view::npos ? input.size() : line_end) - start > limits.max_line_bytes) {
     return error(414, "Request line exceeds " + std::to_string(limits.max_line_bytes) + " bytes");

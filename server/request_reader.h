@@ -37,7 +37,8 @@ struct ParsedRequest {
 // Looks at the start of `input` (what a connection has received and not yet consumed).
 // Strict by design: CRLF line ends, token method and header names, no control characters (NUL
 // included) in the target or any header value, one Content-Length or `Transfer-Encoding:
-// chunked` (not both), HTTP/1.0 or 1.1. A POST/PUT/PATCH with neither is 411.
+// chunked` (not both), HTTP/1.0 or 1.1. A POST/PUT/PATCH with neither is 411. A bare LF, or a
+// method byte outside tchar (a TLS ClientHello starts with 0x16), is a 400 as soon as it arrives.
 ParsedRequest read_request(std::string_view input, const RequestLimits& limits);
 
 }  // namespace flashserve

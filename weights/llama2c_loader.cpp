@@ -83,7 +83,11 @@ std::unique_ptr<ModelImpl> load_llama2c(const std::string& bin_path) {
   c.rope_theta = 10000.f;
   c.tie_word_embeddings = hdr[5] > 0;
   c.bos_token_id = 1;
-  c.eos_token_ids = {2};
+  // llama2.c's sampler ends a sequence at BOS: its training data joins stories with BOS, so a
+  // story's end is BOS. EOS (2) stays a stop id too. Fixed here, so the tokenizer's EOS does not
+  // replace them (LoadedModel::use_tokenizer_eos).
+  c.eos_token_ids = {2, 1};
+  c.eos_from_config = true;
   validate_config(c, bin_path + " (llama2.c header)");
 
   // Sizes in floats; checked in 64 bits before any pointer is formed.

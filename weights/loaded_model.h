@@ -72,7 +72,7 @@ struct ModelConfig {
   // Every id that ends a sequence: config.json's eos_token_id (an int or a list) and then
   // generation_config.json's. Where neither names one, LoadedModel::use_tokenizer_eos replaces it.
   std::vector<int> eos_token_ids = {2};
-  bool eos_from_config = false;  // a config file named eos_token_id
+  bool eos_from_config = false;  // a config file (or the checkpoint format) fixed eos_token_ids
   GenerationDefaults generation;
   // "" for plain f32/f16/bf16 weights; "fp8" when the layers' projections are FP8 E4M3
   // (config.json's quantization_config, or quantized at load: LoadOptions).

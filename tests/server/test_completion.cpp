@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <deque>
 
 #include "server/completion.h"
-#include "server/http_client.h"
+#include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve {
@@ -17,102 +16,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// The JSON payloads of an SSE stream, up to its [DONE].
-std::vector<json> sse_chunks(const std::string& written) {
-  std::vector<json> chunks;
-  for (const std::string& d : http::sse_data(written)) {
-    if (d == "[DONE]") break;
-    chunks.push_back(json::parse(d));
-  }
-  return chunks;
-}
-
-class ScriptedStream : public RequestStream {
- public:
-  explicit ScriptedStream(std::deque<StreamEvent> events) : events_(std::move(events)) {}
-  uint64_t id() const override { return 1; }
-  std::optional<StreamEvent> next(std::chrono::milliseconds) override {
-    if (events_.empty()) return std::nullopt;
-    StreamEvent e = events_.front();
-    events_.pop_front();
-    return e;
-  }
-  void cancel() override { cancelled = true; }
-  bool cancelled = false;
-
- private:
-  std::deque<StreamEvent> events_;
-};
-
-class FakeRunner : public ModelRunner {
- public:
-  ModelConfig cfg;
-  const ModelConfig& config() const override { return cfg; }
-  std::string backend_name() const override { return "fake"; }
-  int block_size() const override { return 16; }
-  int num_kv_blocks() const override { return 64; }
-  void step(StepPlan&, std::vector<float>*, std::vector<int32_t>*) override {}
-};
-
-// Every submit() gets the same script: tokens then a finish (or nullptr when `full`).
-class FakeEngine : public Engine {
- public:
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kLength;
-  std::string error;
-  bool full = false;
-  int queue = 256;  // max_queue()
-  std::vector<std::shared_ptr<ScriptedStream>> streams;
-  std::vector<GenerationRequest> requests;
-  FakeRunner runner_;
-
-  const ModelConfig& config() const override { return runner_.cfg; }
-  const ModelRunner& runner() const override { return runner_; }
-  int max_queue() const override { return queue; }
-  std::shared_ptr<RequestStream> submit(GenerationRequest r) override {
-    if (full && !streams.empty()) return nullptr;
-    requests.push_back(r);
-    std::deque<StreamEvent> ev;
-    if (r.prompt_logprobs) {
-      StreamEvent p;
-      p.kind = StreamEvent::Kind::kPromptLogprobs;
-      for (size_t i = 0; i < r.prompt.size(); ++i) {
-        SampledToken t;
-        t.token = r.prompt[i];
-        t.logprob = i == 0 ? std::nanf("") : -1.5f;
-        p.prompt_logprobs.push_back(t);
-      }
-      ev.push_back(p);
-    }
-    for (int32_t t : tokens) {
-      StreamEvent e;
-      e.token.token = t;
-      e.token.logprob = -0.5f;
-      ev.push_back(e);
-    }
-    StreamEvent f;
-    f.kind = StreamEvent::Kind::kFinished;
-    f.finish = finish;
-    f.error = error;
-    ev.push_back(f);
-    streams.push_back(std::make_shared<ScriptedStream>(ev));
-    return streams.back();
-  }
-  EngineMetrics metrics() const override { return {}; }
-  void shutdown() override {}
-  bool failed() const override { return false; }
-};
-
-class RecordingConnection : public ClientConnection {
- public:
-  bool is_gone = false;
-  std::string written;
-  bool gone() override { return is_gone; }
-  bool write(const std::string& d) override {
-    written += d;
-    return !is_gone;
-  }
-};
+using testing::FakeEngine;
+using testing::RecordingConnection;
+using testing::sse_chunks;
 
 class CompletionTest : public ::testing::Test {
  protected:

@@ -55,7 +55,7 @@ TEST(Llama2cLoader, Stories260KConfig) {
     EXPECT_EQ(c.rope_scaling.type, "none");
     EXPECT_TRUE(c.tie_word_embeddings);
     EXPECT_EQ(c.bos_token_id, 1);
-    EXPECT_EQ(c.eos_token_ids, std::vector<int>{2});
+    EXPECT_EQ(c.eos_token_ids, (std::vector<int>{2, 1}));  // llama2.c stops at BOS too
     EXPECT_FALSE(model->has_tensor("lm_head.weight"));
     EXPECT_EQ(model->tokenizer_path(), kStoriesDir + "/tok512.model");
     EXPECT_EQ(model->tensor("model.layers.4.self_attn.k_proj.weight").shape,
