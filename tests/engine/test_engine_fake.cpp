@@ -56,7 +56,11 @@ void check_batch_invariance(int num_blocks, EngineOptions opts, bool expect_pree
   }
   Harness h(num_blocks, 16, opts);
   std::vector<std::shared_ptr<RequestStream>> streams;
+  // Submitted behind a closed gate, so every request waits before the second step whatever the
+  // thread timing: the cache pressure (and so the preemption) does not depend on the scheduler's luck.
+  h.runner->close_gate();
   for (const auto& r : reqs) streams.push_back(h.engine->submit(r));
+  h.runner->open_gate();
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_NE(streams[i], nullptr);
     Collected c = collect(*streams[i]);
@@ -288,6 +292,7 @@ TEST(EngineFake, PromptLogprobsChunkedAndPreempted) {
     Harness h(num_blocks, 8, opts);
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::shared_ptr<RequestStream>> streams;
+    h.runner->close_gate();  // all eight queued before the second step, as above
     for (int i = 0; i < 8; ++i) {
       prompts.push_back(random_prompt(rng, 2 + rng() % 45));
       auto r = make_request(prompts.back(), 3 + rng() % 6);
@@ -296,6 +301,7 @@ TEST(EngineFake, PromptLogprobsChunkedAndPreempted) {
       r.ignore_eos = true;
       streams.push_back(h.engine->submit(r));
     }
+    h.runner->open_gate();
     for (int i = 0; i < 8; ++i) {
       Collected c = collect(*streams[i]);
       ASSERT_EQ(c.finish, FinishReason::kLength);
