@@ -48,6 +48,7 @@ struct Flags {
   std::string api_key;
   std::string prompt;
   bool has_prompt = false;
+  bool template_chosen = false;  // --template given: no fallback from "server"
   SessionOptions session;
 };
 
@@ -79,6 +80,7 @@ Flags parse_flags(int argc, char** argv) {
   app.add_option("--prompt", f.prompt, "send TEXT as one message, print the reply, exit");
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
   if (!template_name.empty()) f.session.kind = *parse_template_kind(template_name);
+  f.template_chosen = !template_name.empty();
   f.has_prompt = app.count("--prompt") > 0;
   return f;
 }
@@ -229,9 +231,17 @@ int main(int argc, char** argv) {
                  flags.session.max_tokens, models.max_model_len);
   }
   if (flags.session.kind == TemplateKind::kServer && models.chat_template == false) {
-    std::fprintf(stderr, "flashserve-chat: model %s has no chat template on the server %s\n",
-                 models.model_id.c_str(), kNoServerTemplate);
-    return kExitServer;
+    if (flags.template_chosen) {
+      std::fprintf(stderr, "flashserve-chat: model %s has no chat template on the server %s\n",
+                   models.model_id.c_str(), kNoServerTemplate);
+      return kExitServer;
+    }
+    // A base model (the default stories260K among them): the plain format is the one that
+    // suits it, so a newcomer's first `flashserve-chat` talks instead of stopping.
+    std::fprintf(stderr, "flashserve-chat: model %s has no chat template on the server; using "
+                 "the plain prompt format over /v1/completions (--template picks another)\n",
+                 models.model_id.c_str());
+    flags.session.kind = TemplateKind::kPlain;
   }
   ChatSession session(flags.session);
   install_sigint();  // from here Ctrl-C stops a reply (before it, it ends the program as usual)

@@ -34,7 +34,9 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions&
 std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
   const int n = static_cast<int>(r.prompt.size());
   if (n == 0) return "empty prompt";
-  if (r.max_tokens < 0) return str_cat("max_tokens ", r.max_tokens, " < 0");
+  // An embedding request is judged as one that generates nothing.
+  const int max_tokens = r.embed ? 0 : r.max_tokens;
+  if (max_tokens < 0) return str_cat("max_tokens ", max_tokens, " < 0");
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= vocab_size_) return str_cat("prompt token ", t, " outside vocab of ", vocab_size_);
   }
@@ -42,10 +44,10 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
   // the prompt must leave room for the first token to generate. It may fill the context exactly
   // when nothing is to be generated (max_tokens 0 with prompt logprobs: the server's
   // echo + logprobs), as the API edge allows prompt + max_tokens == max_model_len.
-  if (!fits_context(n, std::min(r.max_tokens, 1), max_model_len_)) {
+  if (!fits_context(n, std::min(max_tokens, 1), max_model_len_)) {
     return str_cat("prompt of ", n, " tokens leaves no room in the context of ", max_model_len_);
   }
-  if (r.constraint) {
+  if (r.constraint && !r.embed) {
     const OutputConstraint& c = *r.constraint;
     if (!c.grammar) return "output constraint without a grammar";
     if (c.grammar->trie().vocab_size() != vocab_size_)
@@ -57,7 +59,7 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
           return str_cat("output constraint token ", t, " outside vocab of ", vocab_size_);
     if (c.must_trigger && c.triggers.empty()) return "output constraint must_trigger without triggers";
   }
-  const int total = n + generation_budget(n, r.max_tokens, max_model_len_);
+  const int total = n + generation_budget(n, max_tokens, max_model_len_);
   const int64_t kv_tokens = int64_t(runner_->num_kv_blocks()) * runner_->block_size();
   if (!fits_context(n, total - n, kv_tokens)) {
     return str_cat("prompt + max_tokens = ", total, " tokens can never fit the KV cache of ",
@@ -116,14 +118,16 @@ void EngineImpl::admit(PendingRequest p) {
   seq->id = p.id;
   seq->num_prompt_tokens = static_cast<int>(r.prompt.size());
   seq->tokens = std::move(r.prompt);
-  seq->max_tokens = generation_budget(seq->num_prompt_tokens, r.max_tokens, max_model_len_);
-  seq->need_prompt_logprobs = r.prompt_logprobs;
+  seq->max_tokens = r.embed ? 0 : generation_budget(seq->num_prompt_tokens, r.max_tokens,
+                                                    max_model_len_);
+  seq->need_prompt_logprobs = r.prompt_logprobs && !r.embed;
+  seq->pooled = r.embed;
   seq->cache_root = root_hash(r.cache_salt);
   ActiveRequest& a = active_[p.id];
   a.stream = std::move(p.stream);
   a.sampling = std::move(r.sampling);
   a.ignore_eos = r.ignore_eos;
-  if (r.constraint) {
+  if (r.constraint && !r.embed) {
     try {
       a.constraint = std::make_unique<ConstrainedOutput>(std::move(*r.constraint),
                                                          runner_->config().eos_token_ids);
@@ -132,7 +136,7 @@ void EngineImpl::admit(PendingRequest p) {
       return;
     }
   }
-  if (needs_no_step(seq->max_tokens, seq->need_prompt_logprobs)) {
+  if (!r.embed && needs_no_step(seq->max_tokens, seq->need_prompt_logprobs)) {
     finish(p.id, FinishReason::kLength);
     return;
   }
@@ -201,7 +205,7 @@ void release_free_heap() {
 constexpr auto kIdleTrimDelay = std::chrono::milliseconds(200);
 
 void EngineImpl::loop() {
-  std::vector<float> logits;
+  std::vector<float> logits, hidden;
   std::vector<int32_t> sampled_ids;
   std::string fault;
   bool worked_since_trim = false;
@@ -246,12 +250,13 @@ void EngineImpl::loop() {
         const auto t2 = Clock::now();
         logits.clear();
         sampled_ids.clear();
+        hidden.clear();
         runner_->launch(plan);
         fill_masks(out, plan);  // on the host while the device runs the forward
-        runner_->finish(&logits, &sampled_ids);
+        runner_->finish(&logits, &sampled_ids, &hidden);
         const auto t3 = Clock::now();
         scheduler_.commit(out);
-        process_outputs(out, plan, logits, sampled_ids);
+        process_outputs(out, plan, logits, sampled_ids, hidden);
         // O(1): the three counts are kept apart, so a bookkeeping slip shows up here.
         FS_CHECK(blocks_.num_used() + blocks_.num_free() + blocks_.num_cached() ==
                      blocks_.num_total(),

@@ -70,16 +70,24 @@ struct GenerationRequest {
   std::string cache_salt;
   // Constrained decoding (structured outputs, tool calls); none = free text.
   std::optional<OutputConstraint> constraint;
+  // An embedding request (prefill only): the prompt runs through the model, chunked and
+  // prefix-cached like any other, and the request finishes (kStop) right after one kEmbedding
+  // event with its last position's final-norm hidden state. Nothing is generated: max_tokens,
+  // sampling, prompt_logprobs and constraint are ignored. The prompt may fill the context.
+  bool embed = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 
 struct StreamEvent {
-  enum class Kind { kToken, kPromptLogprobs, kFinished } kind = Kind::kToken;
+  enum class Kind { kToken, kPromptLogprobs, kEmbedding, kFinished } kind = Kind::kToken;
   SampledToken token;                        // kToken; an EOS token that ends the request is
                                              // delivered too, just before kFinished/kStop
   std::vector<SampledToken> prompt_logprobs; // kPromptLogprobs: one per prompt token (the first
                                              // has no logprob: NaN)
+  std::vector<float> embedding;              // kEmbedding: [hidden_size] the last prompt
+                                             // position's final-norm hidden state (not
+                                             // normalised)
   FinishReason finish = FinishReason::kNone; // kFinished
   std::string error;                         // kFinished with kError
   int num_cached_tokens = 0;                 // kFinished: prompt tokens whose prefill the

@@ -47,10 +47,11 @@ class EngineImpl : public Engine {
  private:
   void loop();
   void admit(PendingRequest p);
-  // Turns a step's logits and device-sampled ids into tokens, prompt logprobs, finishes and
-  // events (engine/step_outputs.cpp).
+  // Turns a step's logits, device-sampled ids and hidden states into tokens, prompt logprobs,
+  // embeddings, finishes and events (engine/step_outputs.cpp).
   void process_outputs(const SchedulerOutput& out, const StepPlan& plan,
-                       const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids);
+                       const std::vector<float>& logits, const std::vector<int32_t>& sampled_ids,
+                       const std::vector<float>& hidden);
   // Chooses where each chunk's token is drawn (sampling/sampler.h) and marks the chunks whose
   // token a grammar constrains (engine/step_masks.cpp).
   void choose_sample_paths(const SchedulerOutput& out, StepPlan& plan);

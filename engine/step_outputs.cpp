@@ -1,6 +1,6 @@
 // A model step's outputs, per scheduled chunk: prompt logprobs gathered until the prompt is
-// done, the next token drawn (from the host's logits row or the device sampler's id, under the
-// chunk's grammar mask), the output constraint advanced by it, and the stop rules
+// done, an embedding request's hidden state once its prompt is, the next token drawn (from the
+// host's logits row or the device sampler's id, under the chunk's grammar mask), the output constraint advanced by it, and the stop rules
 // (engine/stop_rules.h) applied to it; what finishes is finished once the step's
 // chunks are all read.
 #include <limits>
@@ -24,9 +24,11 @@ SampleRequest sample_request(const Sequence& seq, const SamplingParams& params) 
 
 void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& plan,
                                  const std::vector<float>& logits,
-                                 const std::vector<int32_t>& sampled_ids) {
+                                 const std::vector<int32_t>& sampled_ids,
+                                 const std::vector<float>& hidden) {
   const size_t vocab = static_cast<size_t>(vocab_size_);
-  size_t row = 0, sampled_row = 0;
+  const size_t width = static_cast<size_t>(runner_->config().hidden_size);
+  size_t row = 0, sampled_row = 0, hidden_row = 0;
   std::vector<std::pair<uint64_t, FinishReason>> done;
   std::vector<std::pair<uint64_t, std::string>> errors;
   for (size_t i = 0; i < out.chunks.size(); ++i) {
@@ -64,6 +66,18 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
       a.prompt_counted = true;
       a.num_cached_tokens = seq->num_cached_prompt_tokens;
       prompt_tokens_ += seq->num_prompt_tokens;
+    }
+    if (c.logits == LogitsWanted::kHidden) {  // an embedding request's whole prompt is done
+      FS_CHECK((hidden_row + 1) * width <= hidden.size(), "the model returned ",
+               hidden.size() / width, " hidden states, the batch asked for more");
+      StreamEvent e;
+      e.kind = StreamEvent::Kind::kEmbedding;
+      e.embedding.assign(hidden.begin() + ptrdiff_t(hidden_row * width),
+                         hidden.begin() + ptrdiff_t((hidden_row + 1) * width));
+      ++hidden_row;
+      events_.emplace_back(a.stream, std::move(e));
+      done.emplace_back(seq->id, FinishReason::kStop);
+      continue;
     }
     if ((num_rows == 0 && !sampled) || seq->num_computed < seq->num_tokens())
       continue;  // mid-prompt chunk
@@ -113,6 +127,8 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
            " logits rows, the batch asked for ", row);
   FS_CHECK(sampled_row == sampled_ids.size(), "the model returned ", sampled_ids.size(),
            " sampled ids, the batch asked for ", sampled_row);
+  FS_CHECK(hidden_row * width == hidden.size(), "the model returned ", hidden.size() / width,
+           " hidden states, the batch asked for ", hidden_row);
   for (auto& [id, reason] : done) finish(id, reason);
   for (auto& [id, why] : errors) finish(id, FinishReason::kError, why);
 }

@@ -18,21 +18,9 @@
 
 namespace flashserve {
 
-FS_HOST_DEVICE float fs_exp2(float x) {
-#if defined(__CUDA_ARCH__)
-  return exp2f(x);
-#else
-  return std::exp2(x);
-#endif
-}
-
-FS_HOST_DEVICE float fs_log2(float x) {
-#if defined(__CUDA_ARCH__)
-  return log2f(x);
-#else
-  return std::log2(x);
-#endif
-}
+// exp2f/log2f are the float functions on the device and, from <cmath>, on the host too.
+FS_HOST_DEVICE float fs_exp2(float x) { return exp2f(x); }
+FS_HOST_DEVICE float fs_log2(float x) { return log2f(x); }
 
 // Merged LSE of n states; `lse_of(s)` returns state s's lse. Returns -inf if all are empty.
 template <class LseOf>

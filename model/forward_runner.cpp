@@ -1,5 +1,5 @@
-// ForwardRunner::step (which rows come back whole, which as drawn tokens) and the KV cache's
-// size, shared by the single-backend and the tensor-parallel runners.
+// ForwardRunner::step (which rows come back whole, which as drawn tokens, which as hidden
+// states) and the KV cache's size, shared by the single-backend and the tensor-parallel runners.
 #include "model/forward_runner.h"
 
 #include <algorithm>
@@ -9,9 +9,9 @@
 namespace flashserve {
 
 void ForwardRunner::step(StepPlan& plan, std::vector<float>* logits,
-                         std::vector<int32_t>* sampled_ids) {
+                         std::vector<int32_t>* sampled_ids, std::vector<float>* hidden) {
   launch(plan);
-  finish(logits, sampled_ids);
+  finish(logits, sampled_ids, hidden);
 }
 
 void ForwardRunner::launch(StepPlan& plan) {
@@ -22,11 +22,12 @@ void ForwardRunner::launch(StepPlan& plan) {
   for (int32_t c : plan.row_chunk) {
     const SamplePath path = plan.chunks[size_t(c)].sample_path;
     if (path != SamplePath::kHost) ++sampled_, drawn_ += path == SamplePath::kDevice;
-  }
+  }  // (lay_out refuses a kHidden chunk with a sample path)
   start_forward(plan, drawn_ < sampled_);
 }
 
-void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids) {
+void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids,
+                           std::vector<float>* hidden) {
   FS_CHECK(logits != nullptr, "step: logits must not be null");
   FS_CHECK(launched_ != nullptr, "finish() without launch()");
   const StepPlan& plan = *launched_;
@@ -34,12 +35,15 @@ void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sam
   if (plan.chunks.empty()) return;
   const size_t vocab = size_t(config().vocab_size), rows = plan.logit_rows.size();
   auto path = [&](size_t r) { return plan.chunks[size_t(plan.row_chunk[r])].sample_path; };
+  const size_t pooled = size_t(plan.num_hidden_rows), width = size_t(config().hidden_size);
+  auto kind = [&](size_t r) { return plan.chunks[size_t(plan.row_chunk[r])].logits; };
   FS_CHECK(sampled_ == 0 || sampled_ids != nullptr, "step: sampled chunks need sampled_ids");
-  if (sampled_ == 0) {  // every row goes back whole, straight into the caller's vector
+  FS_CHECK(pooled == 0 || hidden != nullptr, "step: kHidden chunks need hidden");
+  if (sampled_ == 0 && pooled == 0) {  // every row goes back whole, into the caller's vector
     const size_t old = logits->size();
     logits->resize(old + rows * vocab);
     try {
-      collect_forward(plan, logits->data() + old, nullptr);
+      collect_forward(plan, logits->data() + old, nullptr, nullptr);
     } catch (...) {
       logits->resize(old);
       throw;
@@ -47,11 +51,15 @@ void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sam
     return;
   }
   // Sampled rows come back as tokens: kArgmax ones as the argmax the forward computes, kDevice
-  // ones drawn by the backend's sampler (with their grammar masks); the rest as whole rows.
+  // ones drawn by the backend's sampler (with their grammar masks); kHidden rows as hidden
+  // states; the rest as whole rows.
+  const bool whole = sampled_ + pooled < rows;
   row_ids_.assign(rows, -1);
-  row_logits_.resize(sampled_ < rows ? rows * vocab : 0);
-  collect_forward(plan, sampled_ < rows ? row_logits_.data() : nullptr,
-                  drawn_ < sampled_ ? row_ids_.data() : nullptr);
+  row_logits_.resize(whole ? rows * vocab : 0);
+  row_hidden_.resize(pooled > 0 ? rows * width : 0);
+  collect_forward(plan, whole ? row_logits_.data() : nullptr,
+                  drawn_ < sampled_ ? row_ids_.data() : nullptr,
+                  pooled > 0 ? row_hidden_.data() : nullptr);
   if (drawn_ > 0) {
     draw_rows_.clear();
     draw_requests_.clear();
@@ -65,7 +73,10 @@ void ForwardRunner::finish(std::vector<float>* logits, std::vector<int32_t>* sam
     for (size_t i = 0; i < drawn_; ++i) row_ids_[size_t(draw_rows_[i])] = draw_ids_[i];
   }
   for (size_t r = 0; r < rows; ++r) {
-    if (path(r) != SamplePath::kHost) {
+    if (kind(r) == LogitsWanted::kHidden) {
+      hidden->insert(hidden->end(), row_hidden_.begin() + ptrdiff_t(r * width),
+                     row_hidden_.begin() + ptrdiff_t((r + 1) * width));
+    } else if (path(r) != SamplePath::kHost) {
       sampled_ids->push_back(row_ids_[r]);
     } else {
       logits->insert(logits->end(), row_logits_.begin() + ptrdiff_t(r * vocab),

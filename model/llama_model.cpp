@@ -152,34 +152,50 @@ Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64
   return t;
 }
 
-void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax) {
+void LlamaModel::forward(const StepPlan& s, KvCache& cache, float* logits, int32_t* argmax,
+                         float* hidden) {
   launch(s, cache, argmax != nullptr);
-  collect(logits, argmax);
+  collect(logits, argmax, hidden);
 }
 
 void LlamaModel::launch(const StepPlan& s, KvCache& cache, bool argmax) {
   FS_CHECK(!s.tokens.empty(), "empty step");
   const int64_t rows = int64_t(s.logit_rows.size());
   launched_rows_ = launched_wanted_ = rows;
-  if (!(graph_max_batch_ > 0 && launch_graph(s, cache))) {
+  // Graphs replay decode steps, which never want hidden states (those end a prompt).
+  const bool pooled = s.num_hidden_rows > 0;
+  if (!(graph_max_batch_ > 0 && !pooled && launch_graph(s, cache))) {
     const StepArgs st = upload_step(s, cache);
     bool identity = rows == int64_t(s.tokens.size());
     for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;
-    run_layers(st, cache, rows, argmax, identity);
+    run_layers(st, cache, rows, argmax, identity, /*logits=*/s.num_hidden_rows < rows);
   }
   last_logits_ = launched_rows_ > 0
                      ? scratch(ws_.logits, DType::kF32, {launched_rows_, config_.vocab_size})
                      : Tensor();
 }
 
-void LlamaModel::collect(float* logits, int32_t* argmax) {
+void LlamaModel::collect(float* logits, int32_t* argmax, float* hidden) {
   const int64_t rows = launched_rows_, wanted = launched_wanted_;
+  if (hidden && wanted > 0) copy_hidden(hidden, wanted);
   if (argmax && wanted > 0)
     backend_.copy_to_host(argmax, scratch(ws_.argmax, DType::kI32, {rows}).rows(0, wanted));
   if (logits && wanted > 0)
     backend_.copy_to_host(
         logits, scratch(ws_.logits, DType::kF32, {rows, config_.vocab_size}).rows(0, wanted));
   backend_.synchronize();
+}
+
+void LlamaModel::copy_hidden(float* hidden, int64_t rows) {
+  const Tensor sel = scratch(ws_.sel, backend_.compute_dtype(), {rows, config_.hidden_size});
+  if (sel.dtype == DType::kF32) return backend_.copy_to_host(hidden, sel);
+  FS_CHECK(sel.dtype == DType::kBF16 || sel.dtype == DType::kF16, "hidden states in ",
+           dtype_name(sel.dtype));
+  std::vector<uint16_t> bits(size_t(sel.numel()));
+  backend_.copy_to_host(bits.data(), sel);
+  const bool bf16 = sel.dtype == DType::kBF16;
+  for (size_t i = 0; i < bits.size(); ++i)
+    hidden[i] = bf16 ? bf16_bits_to_float(bits[i]) : f16_bits_to_float(bits[i]);
 }
 
 StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
@@ -221,7 +237,7 @@ StepArgs LlamaModel::upload_step(const StepPlan& s, KvCache& cache) {
 }
 
 void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, bool argmax,
-                            bool identity_rows) {
+                            bool identity_rows, bool logits) {
   const ModelConfig& c = config_;
   const int64_t n = b.num_tokens;
   const int64_t hidden = c.hidden_size, inter = inter_, d = c.head_dim;  // inter, hq, hkv:
@@ -275,6 +291,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
     backend_.gather_rows(sel, x, b.logit_rows);
     backend_.rms_norm(sel, sel, final_norm_.tensor, eps);
   }
+  if (!logits) return;  // only hidden states wanted: no lm_head
   vocab_parallel_logits(out, sel, head);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }

@@ -30,16 +30,20 @@ class LlamaModel {
   LlamaModel(Backend& backend, const LoadedModel& model, const TensorShard* shard = nullptr);
   const ModelConfig& config() const { return config_; }
   // Runs a laid-out `step` (its K/V are written into `cache`) and copies the wanted rows'
-  // logits and/or their argmax (Backend::argmax_rows) to the host; either pointer may be null.
+  // logits, their argmax (Backend::argmax_rows) and/or their final-norm hidden states (as f32)
+  // to the host; any pointer may be null. A step whose rows all want hidden states
+  // (LogitsWanted::kHidden) skips the lm_head.
   void forward(const StepPlan& step, KvCache& cache,
-               float* logits,    // [num_logit_rows, vocab_size] host memory, or null
-               int32_t* argmax);  // [num_logit_rows] host memory, or null
+               float* logits,   // [num_logit_rows, vocab_size] host memory, or null
+               int32_t* argmax,  // [num_logit_rows] host memory, or null
+               float* hidden);   // [num_logit_rows, hidden_size] host memory, or null
   // forward() in two halves: launch() queues the step on the backend's stream (with `argmax`,
   // also the rows' argmax) and returns; collect() copies the outputs as forward() does and
   // waits. The host may work between the two while the device runs.
   void launch(const StepPlan& step, KvCache& cache, bool argmax);
-  void collect(float* logits,    // [num_logit_rows, vocab_size] host memory, or null
-               int32_t* argmax);  // [num_logit_rows] host memory, or null
+  void collect(float* logits,   // [num_logit_rows, vocab_size] host memory, or null
+               int32_t* argmax,  // [num_logit_rows] host memory, or null
+               float* hidden);   // [num_logit_rows, hidden_size] host memory, or null
 
   // The last forward's logits [num_logit_rows (padded to a graph bucket), vocab_size] f32, on
   // the backend's device; valid until the next forward.
@@ -65,11 +69,15 @@ class LlamaModel {
  private:
   // The plan's arrays on the device (one upload): the step's StepArgs.
   StepArgs upload_step(const StepPlan& step, KvCache& cache);
-  // Embedding .. lm_head for the uploaded step; logits land in ws_.logits [rows, vocab] f32,
-  // and with `argmax` their argmax in ws_.argmax [rows] int32. identity_rows: the logit rows are
-  // every token in order (0, 1, .., rows - 1), so the final norm can go with the head.
+  // Embedding .. lm_head for the uploaded step; the final-norm rows land in ws_.sel [rows,
+  // hidden] (compute dtype), with `logits` their logits in ws_.logits [rows, vocab] f32, and
+  // with `argmax` too their argmax in ws_.argmax [rows] int32. identity_rows: the logit rows are
+  // every token in order (0, 1, .., rows - 1), so the last residual add goes with the norm.
   void run_layers(const StepArgs& step, KvCache& cache, int64_t rows, bool argmax,
-                  bool identity_rows);
+                  bool identity_rows, bool logits = true);
+  // The first `rows` rows of ws_.sel to the host as f32 (kHidden rows' pooled output).
+  void copy_hidden(float* hidden,  // [rows, hidden_size] host memory
+                   int64_t rows);
   // The decode-step graph path (replayed, not waited for); false when this step must run
   // eagerly.
   bool launch_graph(const StepPlan& step, KvCache& cache);

@@ -30,14 +30,14 @@ class BackendModelRunner final : public ForwardRunner {
   uint64_t graphs_recorded() const override { return model_.graphs_recorded(); }
 
  private:
-  void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {
-    model_.forward(plan, *cache_, logits, argmax);
+  void forward(const StepPlan& plan, float* logits, int32_t* argmax, float* hidden) override {
+    model_.forward(plan, *cache_, logits, argmax, hidden);
   }
   void start_forward(const StepPlan& plan, bool argmax) override {
     model_.launch(plan, *cache_, argmax);
   }
-  void collect_forward(const StepPlan&, float* logits, int32_t* argmax) override {
-    model_.collect(logits, argmax);
+  void collect_forward(const StepPlan&, float* logits, int32_t* argmax, float* hidden) override {
+    model_.collect(logits, argmax, hidden);
   }
   void sample_rows(int32_t* ids, std::span<const int64_t> rows,
                    std::span<const SampleRequest> requests) override {

@@ -48,10 +48,11 @@ class ModelRunner {
   // blocks, then appends to `logits` one row of vocab_size floats per requested position, chunk
   // by chunk in order (kLast: 1 row, kAll: num_tokens rows, kNone: none), except for chunks
   // whose token is drawn here (sample_path kArgmax or kDevice): for each of those, in order, it
-  // appends the token to `sampled_ids` (-1 when the row holds a NaN). Throws flashserve::Error
-  // on invalid input or backend faults.
-  virtual void step(StepPlan& plan, std::vector<float>* logits,
-                    std::vector<int32_t>* sampled_ids) = 0;
+  // appends the token to `sampled_ids` (-1 when the row holds a NaN); and for kHidden chunks, in
+  // order, it appends their last position's final-norm hidden state (hidden_size floats) to
+  // `hidden`. Throws flashserve::Error on invalid input or backend faults.
+  virtual void step(StepPlan& plan, std::vector<float>* logits, std::vector<int32_t>* sampled_ids,
+                    std::vector<float>* hidden) = 0;
   // step() in two halves, so that the caller can work while the forward runs (the engine
   // computes the grammar masks of constrained rows there): launch() lays the plan out and
   // starts the forward (asynchronous where the backend is), finish() waits and delivers what
@@ -59,11 +60,16 @@ class ModelRunner {
   // `plan` must live until finish(). By default launch() remembers the plan and finish() runs
   // the whole step.
   virtual void launch(StepPlan& plan) { launched_ = &plan; }
-  virtual void finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids) {
-    step(*launched_, logits, sampled_ids);
+  virtual void finish(std::vector<float>* logits, std::vector<int32_t>* sampled_ids,
+                      std::vector<float>* hidden) {
+    step(*launched_, logits, sampled_ids, hidden);
   }
-  void step(StepPlan& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
-  void step(StepPlan&& plan, std::vector<float>* logits) { step(plan, logits, nullptr); }
+  // Steps without kHidden chunks.
+  void step(StepPlan& plan, std::vector<float>* logits, std::vector<int32_t>* sampled_ids) {
+    step(plan, logits, sampled_ids, nullptr);
+  }
+  void step(StepPlan& plan, std::vector<float>* logits) { step(plan, logits, nullptr, nullptr); }
+  void step(StepPlan&& plan, std::vector<float>* logits) { step(plan, logits, nullptr, nullptr); }
 
  protected:
   StepPlan* launched_ = nullptr;  // launch()'s plan, until finish()

@@ -18,6 +18,7 @@ void StepPlan::lay_out(int bs, int num_blocks, int vocab) {
   kv_lens.clear();
   logit_rows.clear();
   row_chunk.clear();
+  num_hidden_rows = 0;
   for (int b = 0; b < num_seqs; ++b) {
     const StepChunk& ch = chunks[size_t(b)];
     FS_CHECK(ch.num_tokens > 0 && ch.tokens != nullptr, "chunk ", b, " has no tokens");
@@ -47,7 +48,8 @@ void StepPlan::lay_out(int bs, int num_blocks, int vocab) {
     FS_CHECK(ch.sample_path != SamplePath::kDevice || ch.sample.params, "chunk ", b,
              ": sampling without parameters");
     const int rows = ch.logits == LogitsWanted::kAll ? ch.num_tokens
-                     : ch.logits == LogitsWanted::kLast ? 1 : 0;
+                     : ch.logits == LogitsWanted::kNone ? 0 : 1;
+    if (ch.logits == LogitsWanted::kHidden) ++num_hidden_rows;
     for (int i = ch.num_tokens - rows; i < ch.num_tokens; ++i) {
       logit_rows.push_back(row0 + i);
       row_chunk.push_back(b);

@@ -16,7 +16,9 @@
 
 namespace flashserve {
 
-enum class LogitsWanted { kNone, kLast, kAll };
+// kHidden: instead of the last position's logits, its final-norm hidden state (hidden_size
+// floats): the pooled output of an embedding request. No lm_head row and no token for it.
+enum class LogitsWanted { kNone, kLast, kAll, kHidden };
 
 struct StepChunk {
   const int32_t* tokens = nullptr;  // [num_tokens] the new tokens of this step
@@ -48,8 +50,11 @@ struct StepPlan {
   std::vector<int32_t> cu_q_lens;     // [num_seqs + 1] prefix sums of the chunk lengths
   std::vector<int32_t> kv_lens;       // [num_seqs] cached tokens including this step's
   std::vector<int32_t> block_table;   // [num_seqs, max_blocks_per_seq], padded with -1
-  std::vector<int32_t> logit_rows;    // [num_logit_rows] token rows whose logits are wanted
+  // Rows through the final norm: those whose logits are wanted, and kHidden chunks' last rows
+  // (whose normed hidden state is wanted instead; num_hidden_rows of them).
+  std::vector<int32_t> logit_rows;    // [num_logit_rows] token rows, chunk by chunk
   std::vector<int32_t> row_chunk;     // [num_logit_rows] the chunk each logit row belongs to
+  int num_hidden_rows = 0;
 
   // Checks the chunks against a cache of `num_blocks` blocks of `block_size` tokens and a
   // vocabulary of `vocab_size` (throws flashserve::Error) and fills the arrays above.

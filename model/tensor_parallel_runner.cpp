@@ -87,7 +87,7 @@ class TensorParallelRunner final : public ForwardRunner {
     std::unique_ptr<KvCache> cache;
   };
 
-  void forward(const StepPlan& plan, float* logits, int32_t* argmax) override {
+  void forward(const StepPlan& plan, float* logits, int32_t* argmax, float* hidden) override {
     // cuBLASLt loads a GEMM kernel's library the first time it runs that kernel, under a lock of
     // its own shared by the whole process, and the load waits for the GPU: if that GPU is busy
     // with an all-reduce waiting for another rank, and that rank's thread waits for the lock
@@ -100,7 +100,9 @@ class TensorParallelRunner final : public ForwardRunner {
       on_all_ranks([&](int r) { ranks_[size_t(r)].model->warm_up_matmuls(plan); });
     on_all_ranks([&](int r) {
       Rank& k = ranks_[size_t(r)];
-      k.model->forward(plan, *k.cache, r == 0 ? logits : nullptr, r == 0 ? argmax : nullptr);
+      // Every rank holds the whole residual stream, so rank 0's hidden states are the model's.
+      k.model->forward(plan, *k.cache, r == 0 ? logits : nullptr, r == 0 ? argmax : nullptr,
+                       r == 0 ? hidden : nullptr);
     });
   }
 

@@ -135,8 +135,8 @@ LogitsWanted Scheduler::logits_for(const Sequence* seq, int num_tokens) const {
   if (seq->need_prompt_logprobs && seq->num_computed < seq->num_prompt_tokens) {
     return LogitsWanted::kAll;
   }
-  if (seq->num_computed + num_tokens == seq->num_tokens()) return LogitsWanted::kLast;
-  return LogitsWanted::kNone;
+  if (seq->num_computed + num_tokens < seq->num_tokens()) return LogitsWanted::kNone;
+  return seq->pooled ? LogitsWanted::kHidden : LogitsWanted::kLast;
 }
 
 void Scheduler::preempt_newest(SchedulerOutput* out, int* budget) {

@@ -21,6 +21,9 @@ struct Sequence {
   int max_tokens = 0;             // generated tokens allowed (the engine also caps by context)
   // True until the prompt logprobs were delivered: prompt chunks then ask for every logits row.
   bool need_prompt_logprobs = false;
+  // An embedding request: its last prompt chunk asks for the final-norm hidden state
+  // (LogitsWanted::kHidden) instead of logits, and nothing is generated.
+  bool pooled = false;
   std::vector<BlockId> block_table;  // KV blocks covering positions 0 .. num_computed-1 (+ chunk)
   SeqStatus status = SeqStatus::kWaiting;
   int num_preemptions = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds the server (only it and its libraries: no tests,
-# no benchmarks), and starts the OpenAI-compatible server on 127.0.0.1:8000 with the default model
+# The main job: installs what is missing, builds the server and flashserve-chat (no tests, no
+# benchmarks), and starts the OpenAI-compatible server on 127.0.0.1:8000 with the default model
 # (stories260K). Extra arguments go to `flashserve` (see `flashserve --help`).
 #   scripts/run.sh                      serve the default model
 #   scripts/run.sh generate [flags]     print a story with flashserve-generate instead
@@ -31,6 +31,7 @@ if [ "${1:-}" = "generate" ]; then
   has_model_flag "$@" || set -- --model "$(fs_default_model)" "$@"
   exec "$build/tools/flashserve-generate" "$@"
 fi
-fs_build "$build" "${cmake_args[@]}" -- flashserve >&2
+# flashserve-chat too (a few seconds more): the terminal client for the server started here.
+fs_build "$build" "${cmake_args[@]}" -- flashserve flashserve-chat >&2
 has_model_flag "$@" || set -- --model "$(fs_default_model)" "$@"
 exec "$build/server/flashserve" "$@"

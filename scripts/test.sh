@@ -19,9 +19,9 @@ command -v node >/dev/null || extra+=(nodejs npm)
 fs_install_packages "${extra[@]}"
 
 stages=${FS_TEST_STAGES:-release asan tsan}
-# Tests the release stage runs: all but unit/cpu/server, plus those of them that need release
-# throughput or memory (the sanitizer stages leave them out).
-release_only=(test_openai_node test_openai_node_structured test_server_load)
+# Tests the release stage runs: all but unit/cpu/server, plus these (a ctest regex) of them that
+# need release throughput or memory: every test_openai_node* (npm clients) and the load test.
+release_only='openai_node|^test_server_load$'
 # Fault tests that need release-build throughput: the release stage runs them, the sanitizer
 # stages run the rest of their programs.
 slow_tests="FaultHttp.ClientThatNeverReadsItsStreamIsCancelled:FaultLoad.KvCacheExhaustion*"
@@ -41,8 +41,9 @@ run_ctest() {
   junits+=("$dir/$name.xml")
   ctest --test-dir "$dir" --output-junit "$dir/$name.xml" "$@"
 }
+selected() { [[ " $stages " == *" $1 "* ]]; }
 stage() {  # stage NAME: true when NAME is selected; starts its clock
-  [[ " $stages " == *" $1 "* ]] || return 1
+  selected "$1" || return 1
   echo "== $1"
   start=$SECONDS
 }
@@ -71,7 +72,53 @@ executables_but() {
 }
 regex_of() { echo "^($(IFS='|'; echo "$*"))\$"; }
 
+# Each stage's tree: where it is, how it is configured, what it builds and runs.
+asan="$FS_ROOT/build/asan"
+# The server tests start build/asan/server/flashserve: the server itself runs instrumented.
+# Left out: the release stage's tests above. The bench programs are configured so that the tests
+# of their command lines (label cpu) build them. The parsing libraries are also instrumented for
+# libFuzzer's coverage (tests/fuzz/CMakeLists.txt), so the fuzz targets link the same objects.
+asan_tests=(-L 'unit|cpu|server' -E "$release_only")
+configure_asan() {
+  CC=clang CXX=clang++ fs_configure "$asan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF $pch \
+    -DFLASHSERVE_SANITIZE=address,undefined \
+    -DFLASHSERVE_FUZZ=ON -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-20}"
+}
+asan_targets() {
+  echo flashserve $(stage_targets "$asan" "${asan_tests[@]}") $(stage_targets "$asan" -L fuzz)
+}
+tsan="$FS_ROOT/build/tsan"
+# The server tests whose assertions need throughput (test_server_load, and two fault tests that
+# wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
+tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
+            test_server_errors test_server_disconnect test_fault_http test_fault_load
+            test_fault_hostile test_parallel_unit test_tensor_parallel_cpu)
+tsan_regex=$(regex_of "${tsan_tests[@]}")
+configure_tsan() {
+  fs_configure "$tsan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF $pch \
+    -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF
+}
+tsan_targets() { stage_targets "$tsan" -R "$tsan_regex"; }
+
+# While a stage's tests run, the next stage's tree builds at the lowest priority: it takes only
+# the CPU the tests leave idle (servers waiting on sockets, npm downloading). It is stopped when
+# the tests end, keeping what it compiled, and the next stage's own build goes on from there.
+idle_pid=""
+idle_build() {  # idle_build DIR TARGET...
+  local dir=$1; shift
+  # ninja itself (nice execs it), so that SIGTERM reaches it: it stops its compilers and removes
+  # their unfinished outputs.
+  nice -n 19 ninja -C "$dir" -j"$jobs" "$@" >"$dir/idle_build.log" 2>&1 &
+  idle_pid=$!
+}
+stop_idle_build() {
+  [ -n "$idle_pid" ] || return 0
+  kill -TERM "$idle_pid" 2>/dev/null || true
+  wait "$idle_pid" 2>/dev/null || true
+  idle_pid=""
+}
 docker_pid=""
+trap 'kill "$docker_pid" 2>/dev/null || true; stop_idle_build' EXIT
 if stage release; then
   build="$FS_ROOT/build/release"
   # No GPU runs CI: one architecture (90a, the Hopper-only code included) proves the CUDA code
@@ -82,54 +129,41 @@ if stage release; then
   # from this tree's build, so it runs from now until the end, beside the other stages.
   run_ctest "$build" docker --output-on-failure -R '^test_docker$' >"$build/docker.log" 2>&1 &
   docker_pid=$!
-  trap 'kill "$docker_pid" 2>/dev/null || true' EXIT
   mapfile -t release_tests < <(test_names "$build" -LE 'unit|cpu|server' -E '^test_docker$')
-  release_tests+=("${release_only[@]}")
+  mapfile -t -O "${#release_tests[@]}" release_tests < <(test_names "$build" -R "$release_only")
   # Test programs that the ASan stage runs are not built here.
   mapfile -t asan_only < <(test_names "$build" -L 'unit|cpu|server' \
-    -E "$(regex_of "${release_only[@]}" "${slow_programs[@]}")")
+    -E "$release_only|$(regex_of "${slow_programs[@]}")")
   cmake --build "$build" -j"$jobs" --target $(executables_but "$build" "${asan_only[@]}")
   built release
+  if selected asan; then configure_asan && idle_build "$asan" $(asan_targets); fi
   GTEST_FILTER="$slow_tests" run_ctest "$build" slow --output-on-failure -j"$jobs" \
     -R "$(regex_of "${slow_programs[@]}")"
   run_ctest "$build" release --output-on-failure -j"$jobs" -R "$(regex_of "${release_tests[@]}")"
+  stop_idle_build
   done_stage release
 fi
 
 if stage asan; then
-  asan="$FS_ROOT/build/asan"
-  # The server tests start build/asan/server/flashserve: the server itself runs instrumented.
-  # Left out: the release stage's tests above. The libraries are also instrumented for
-  # libFuzzer's coverage (fuzzer-no-link), so the fuzz targets link against the same objects.
-  asan_tests=(-L 'unit|cpu|server' -E "$(regex_of "${release_only[@]}")")
-  CC=clang CXX=clang++ fs_configure "$asan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF $pch \
-    -DFLASHSERVE_SANITIZE=address,undefined,fuzzer-no-link -DFLASHSERVE_BUILD_BENCH=OFF \
-    -DFLASHSERVE_FUZZ=ON -DFLASHSERVE_FUZZ_SECONDS="${FS_FUZZ_SECONDS:-20}"
-  cmake --build "$asan" -j"$jobs" --target flashserve $(stage_targets "$asan" "${asan_tests[@]}") \
-    $(stage_targets "$asan" -L fuzz)
+  configure_asan
+  cmake --build "$asan" -j"$jobs" --target $(asan_targets)
   built asan
+  if selected tsan; then configure_tsan && idle_build "$tsan" $(tsan_targets); fi
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     GTEST_FILTER="-$slow_tests" run_ctest "$asan" asan --output-on-failure -j"$jobs" "${asan_tests[@]}"
   # Every registered target (tests/fuzz/CMakeLists.txt): 20 s each on 2 cores by default.
   run_ctest "$asan" fuzz --output-on-failure -j"$jobs" -L fuzz
+  stop_idle_build
   done_stage asan
 fi
 
 if stage tsan; then
-  tsan="$FS_ROOT/build/tsan"
-  # The server tests whose assertions need throughput (test_server_load, and two fault tests
-  # that wait for megabytes of tokens) are left out: TSan makes the server ~10x slower.
-  tsan_tests=(test_engine_fake test_engine_model test_completion test_server_e2e
-              test_server_errors test_server_disconnect test_fault_http test_fault_load
-              test_fault_hostile test_parallel_unit test_tensor_parallel_cpu)
-  regex=$(regex_of "${tsan_tests[@]}")
-  fs_configure "$tsan" "${san_build[@]}" -DFLASHSERVE_CUDA=OFF $pch \
-    -DFLASHSERVE_SANITIZE=thread -DFLASHSERVE_BUILD_BENCH=OFF
-  cmake --build "$tsan" -j"$jobs" --target $(stage_targets "$tsan" -R "$regex")
+  configure_tsan
+  cmake --build "$tsan" -j"$jobs" --target $(tsan_targets)
   built tsan
   # Uninstrumented Debian libraries (cpp-httplib, SentencePiece) are suppressed: see the file.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 exitcode=66 suppressions=$FS_ROOT/tests/fault/tsan.supp" \
-    GTEST_FILTER="-$slow_tests" run_ctest "$tsan" tsan --output-on-failure -j"$jobs" -R "$regex"
+    GTEST_FILTER="-$slow_tests" run_ctest "$tsan" tsan --output-on-failure -j"$jobs" -R "$tsan_regex"
   done_stage tsan
 fi
 

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <mutex>
-#include <random>
 
 #include "server/completion_choice.h"
 #include "tokenizer/tokenizer.h"
@@ -20,13 +18,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-uint64_t random_u64() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  return rng();
-}
 
 std::string new_completion_id(ResponseFormat format) {
   char buf[48];
@@ -215,8 +206,8 @@ bool Completion::stream(ClientConnection& conn) {
   std::vector<Delta> deltas;
   const bool chat = req_.format == ResponseFormat::kChat;
   auto chunk = [&](json choice) {
-    return sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
-                                   json::array({std::move(choice)}), nullptr));
+    return response_json(req_.format, true, id_, created_, ctx_.model->id,
+                         json::array({std::move(choice)}), nullptr);
   };
   auto logprobs_delta = [&](CompletionChoice& c, size_t end) -> json {
     if (req_.logprobs < 0 || end <= c.logprobs_sent) return nullptr;
@@ -234,11 +225,12 @@ bool Completion::stream(ClientConnection& conn) {
     }
     if (out.empty() && !lp.is_null()) out.push_back({{"content", ""}});
     for (json& d : out) {
-      if (!conn.write(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
+      if (!conn.send_event(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
       lp = nullptr;
     }
     const std::string reason = tool_finish_reason(c.finish_reason, c.tool_deltas->called());
-    return !finishing || conn.write(chunk(chat_delta_json(c.index, json::object(), nullptr, reason)));
+    return !finishing ||
+           conn.send_event(chunk(chat_delta_json(c.index, json::object(), nullptr, reason)));
   };
   // Completions: one chunk with the text and, at the end, the finish reason. Chat: the text in a
   // {"content"} delta (reasoning first in {"reasoning_content"} deltas), then the finish reason in
@@ -249,7 +241,8 @@ bool Completion::stream(ClientConnection& conn) {
     json lp = logprobs_delta(c, logprobs_end);
     if (!chat) {
       if (delta.empty() && lp.is_null() && !finishing) return true;
-      return conn.write(chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
+      return conn.send_event(
+          chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
     }
     if (c.reasoning) {
       output_parsers::ReasoningOutput parts = c.reasoning->push(delta);
@@ -260,18 +253,18 @@ bool Completion::stream(ClientConnection& conn) {
       }
       if (!parts.reasoning_content.empty()) {
         json d = {{"reasoning_content", parts.reasoning_content}};
-        if (!conn.write(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
+        if (!conn.send_event(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
         lp = nullptr;
       }
       delta = std::move(parts.content);
     }
     if (c.tool_deltas) return send_tool_deltas(c, delta, std::move(lp), finishing);
     if ((!delta.empty() || !lp.is_null()) &&
-        !conn.write(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
+        !conn.send_event(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
       return false;
     }
-    return !finishing ||
-           conn.write(chunk(chat_delta_json(c.index, json::object(), nullptr, c.finish_reason)));
+    return !finishing || conn.send_event(chunk(
+                             chat_delta_json(c.index, json::object(), nullptr, c.finish_reason)));
   };
   auto gone = [&] {
     cancel_all();
@@ -282,7 +275,9 @@ bool Completion::stream(ClientConnection& conn) {
   // Chat: every choice's first delta carries the role.
   for (auto& c : choices_) {
     json role = {{"role", "assistant"}, {"content", ""}};
-    if (chat && !conn.write(chunk(chat_delta_json(c->index, role, nullptr, "")))) return gone();
+    if (chat && !conn.send_event(chunk(chat_delta_json(c->index, role, nullptr, "")))) {
+      return gone();
+    }
   }
   // Choices answered without the engine (max_tokens 0) go first.
   for (auto& c : choices_) {
@@ -296,8 +291,8 @@ bool Completion::stream(ClientConnection& conn) {
     if (auto e = failure()) {
       cancel_all();
       record_metrics();
-      conn.write(sse_event(error_json(*e)));
-      conn.write(std::string(kSseDone));
+      conn.send_event(error_json(*e));
+      conn.send_done();
       return true;
     }
     for (const Delta& d : deltas) {
@@ -307,12 +302,12 @@ bool Completion::stream(ClientConnection& conn) {
   record_metrics();
   if (req_.include_usage) {
     Usage u{prompt_tokens(), completion_tokens(), cached_tokens()};
-    if (!conn.write(sse_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
-                                            json::array(), usage_json(u))))) {
+    if (!conn.send_event(response_json(req_.format, true, id_, created_, ctx_.model->id,
+                                       json::array(), usage_json(u)))) {
       return false;
     }
   }
-  return conn.write(std::string(kSseDone));
+  return conn.send_done();
 }
 
 // Each prompt counts once, however many choices it has (as OpenAI and vLLM count usage).

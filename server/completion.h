@@ -26,7 +26,12 @@ class ClientConnection {
   virtual ~ClientConnection() = default;
   virtual bool gone() = 0;                           // the client disconnected
   virtual bool write(const std::string& data) = 0;   // streaming; false when the client is gone
+  // One event of a chat/completions stream (a chunk, the usage chunk or an error envelope), and
+  // its end. A connection that reshapes the stream (/v1/responses) overrides both.
+  virtual bool send_event(const nlohmann::json& event) { return write(sse_event(event)); }
+  virtual bool send_done() { return write(std::string(kSseDone)); }
 };
+
 
 struct CompletionResult {
   int status = 200;

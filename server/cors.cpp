@@ -78,7 +78,7 @@ HeaderList CorsPolicy::preflight_headers(const std::string& origin,
     if (name != "authorization" && name != "content-type" && safe_header(name))
       allow += ", " + name;
   }
-  h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  h.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
   h.emplace_back("Access-Control-Allow-Headers", allow);
   h.emplace_back("Access-Control-Max-Age", kMaxAgeSeconds);
   return h;

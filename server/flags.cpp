@@ -68,6 +68,13 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                  "auto (when the chat template uses <think>), deepseek_r1, qwen3 or none")
       ->type_name("NAME")
       ->check(CLI::IsMember({"auto", "deepseek_r1", "qwen3", "none"}));
+  app.add_option("--task", f.task,
+                 "what the model serves: generate (completions, chat, responses), embed\n"
+                 "(/v1/embeddings: last-token pooling, L2-normalised) or auto (default:\n"
+                 "embed when the folder's sentence-transformers modules.json has a\n"
+                 "Pooling module, else generate)")
+      ->type_name("TASK")
+      ->check(CLI::IsMember({"auto", "generate", "embed"}));
   app.add_option("--served-model-name", f.served_model_name,
                  "the id clients pass as \"model\" (default: the model's folder name)")
       ->type_name("NAME");
@@ -80,6 +87,10 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                  "logged)")->type_name("KEY");
   app.add_flag("--metrics-public", f.metrics_public,
                "serve /metrics without the API key (for a Prometheus scraper)");
+  app.add_flag("--enable-force-include-usage", f.force_include_usage,
+               "end every streamed completion and chat completion with the usage chunk,\n"
+               "as if stream_options.include_usage were true (/v1/responses streams\n"
+               "always end with usage)");
   app.add_option("--allowed-origins", f.allowed_origins,
                  "CORS: browser origins allowed to call the API, comma-separated\n"
                  "(\"https://app.example.com,http://localhost:3000\") or '*' (default none)")

@@ -18,6 +18,7 @@ struct ServerFlags {
   std::string model, tokenizer, served_model_name, api_key, backend = "auto", chat_template;
   std::string tool_call_parser = "auto";  // --tool-call-parser (server/tool_call_syntax.h)
   std::string reasoning_parser = "auto";  // --reasoning-parser (reasoning_parser_enabled)
+  std::string task = "auto";  // --task: auto | generate | embed (server/embeddings_api.h)
   std::string quantize = "none";  // --quantize: none | fp8 (docs/FP8.md)
   int max_num_seqs = EngineOptions{}.max_num_seqs;
   int max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
@@ -29,6 +30,7 @@ struct ServerFlags {
   int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
   bool log_requests = true;
   bool metrics_public = false;  // --metrics-public: /metrics without the API key
+  bool force_include_usage = false;  // --enable-force-include-usage
   std::string allowed_origins;  // --allowed-origins (server/cors.h)
   bool prefix_caching = true;
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says

@@ -15,8 +15,12 @@
 
 #include "server/completion.h"
 #include "server/connection_front.h"
+#include "server/embeddings_api.h"
 #include "server/constant_time.h"
 #include "server/httplib_bridge.h"
+#include "server/responses_output.h"
+#include "server/responses_store.h"
+#include "server/responses_stream.h"
 #include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,7 +39,7 @@ thread_local int t_client_fd = -1;
 struct HttpServer::Impl {
   using Handler = void (Impl::*)(const httplib::Request&, httplib::Response&);
   struct Route {
-    const char* method;  // "GET" or "POST"
+    const char* method;  // "GET", "POST" or "DELETE"
     const char* path;
     Handler handler;
   };
@@ -46,6 +50,10 @@ struct HttpServer::Impl {
     static const std::vector<Route> table = {
         {"POST", "/v1/completions", &Impl::handle_text_completion},
         {"POST", "/v1/chat/completions", &Impl::handle_chat_completion},
+        {"POST", "/v1/responses", &Impl::handle_responses},
+        {"POST", "/v1/embeddings", &Impl::handle_embeddings},
+        {"GET", "/v1/responses/([^/]+)", &Impl::handle_response_get},
+        {"DELETE", "/v1/responses/([^/]+)", &Impl::handle_response_delete},
         {"GET", "/v1/models", &Impl::handle_models},
         {"GET", "/v1/models/(.+)", &Impl::handle_model},
         {"POST", "/tokenize", &Impl::handle_tokenize},
@@ -61,6 +69,7 @@ struct HttpServer::Impl {
   ServedModel model;
   HttpServerOptions options;
   ServerMetrics metrics;
+  ResponsesStore responses;  // /v1/responses with store (bounds: responses_store.h)
   RoutedServer svr;
   std::unique_ptr<ConnectionFront> front;
   std::atomic<bool> draining{false};
@@ -94,19 +103,50 @@ struct HttpServer::Impl {
     handle_completion(req, res, ResponseFormat::kChat);
   }
 
+  static ApiError shutting_down() {
+    return server_error(503, "shutting_down", "The server is shutting down");
+  }
+
   // Both endpoints run the same pipeline; `format` decides only the JSON and SSE shapes.
   void handle_completion(const httplib::Request& req, httplib::Response& res,
                          ResponseFormat format) {
-    if (draining.load()) {
-      return send_error(res, server_error(503, "shutting_down", "The server is shutting down"));
-    }
+    if (draining.load()) return send_error(res, shutting_down());
+    if (auto e = task_mismatch(model, req.path)) return send_error(res, *e);
     auto parsed = format == ResponseFormat::kChat
                       ? parse_chat_request(req.body, model, tokenizer)
                       : parse_completion_request(req.body, model, tokenizer);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
-    auto& request = std::get<CompletionRequest>(parsed);
+    run_completion(res, std::move(std::get<CompletionRequest>(parsed)), nullptr);
+  }
+
+  // /v1/responses: a chat request underneath, its results reshaped (responses_output.h).
+  void handle_responses(const httplib::Request& req, httplib::Response& res) {
+    if (draining.load()) return send_error(res, shutting_down());
+    if (auto e = task_mismatch(model, req.path)) return send_error(res, *e);
+    auto parsed = parse_responses_request(req.body, model, tokenizer, responses);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    auto& r = std::get<ResponsesRequest>(parsed);
+    run_completion(res, std::move(r.chat), std::make_shared<ResponsesTurn>(std::move(r.turn)));
+  }
+  void handle_response_get(const httplib::Request& req, httplib::Response& res) {
+    std::optional<StoredResponse> r = responses.get(req.matches[1].str());
+    if (!r) return send_error(res, response_not_found(req.matches[1].str()));
+    res.set_content(dump_json(r->response), "application/json");
+  }
+  void handle_response_delete(const httplib::Request& req, httplib::Response& res) {
+    if (!responses.erase(req.matches[1].str())) {
+      return send_error(res, response_not_found(req.matches[1].str()));
+    }
+    res.set_content(dump_json(deleted_response_json(req.matches[1].str())), "application/json");
+  }
+
+  // Runs a validated request; `turn` (a /v1/responses request) reshapes what goes back, null
+  // keeps the completions and chat shapes.
+  void run_completion(httplib::Response& res, CompletionRequest request,
+                      std::shared_ptr<const ResponsesTurn> turn) {
     // Authentication passed, so the key presented is options.api_key.
     request.cache_salt = tenant_cache_salt(options.api_key, request.cache_salt);
+    if (options.force_include_usage && request.stream) request.include_usage = true;
     const bool stream = request.stream;
     CompletionContext ctx{&engine, &tokenizer, &model, &metrics};
     auto completion = std::make_shared<Completion>(ctx, std::move(request));
@@ -127,6 +167,10 @@ struct HttpServer::Impl {
       }
       res.status = r.status;
       if (r.retry_after_s > 0) res.set_header("Retry-After", std::to_string(r.retry_after_s));
+      if (turn && r.status == 200) {
+        r.body = response_from_chat(*turn, r.body, tokenizer);
+        keep_response(responses, *turn, r.body);
+      }
       res.set_content(dump_json(r.body), "application/json");
       return;
     }
@@ -134,14 +178,37 @@ struct HttpServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, completion, fd, elapsed](size_t, httplib::DataSink& sink) {
+        [this, completion, fd, elapsed, turn](size_t, httplib::DataSink& sink) {
           SocketConnection conn(fd, &sink);
-          bool ok = completion->stream(conn);
+          bool ok = true;
+          if (turn) {
+            ResponsesEventWriter events(conn, *turn, tokenizer);
+            ok = completion->stream(events);
+            if (ok) keep_response(responses, *turn, events.response());
+          } else {
+            ok = completion->stream(conn);
+          }
           log_request(*completion, ok ? 200 : 499, true, elapsed());
           if (!ok) return false;
           sink.done();
           return true;
         });
+  }
+
+  // /v1/embeddings: every input a prefill-only engine request (server/embeddings_api.h).
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+    if (draining.load()) return send_error(res, shutting_down());
+    if (auto e = task_mismatch(model, req.path)) return send_error(res, *e);
+    auto parsed = parse_embeddings_request(req.body, model, tokenizer);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    SocketConnection conn(t_client_fd, nullptr);
+    CompletionContext ctx{&engine, &tokenizer, &model, &metrics};
+    CompletionResult r = run_embeddings(ctx, std::get<EmbeddingsRequest>(parsed),
+                                        tenant_cache_salt(options.api_key, ""), conn);
+    res.status = r.status;
+    if (r.client_gone) return res.set_header("Connection", "close");  // nobody reads it
+    if (r.retry_after_s > 0) res.set_header("Retry-After", std::to_string(r.retry_after_s));
+    res.set_content(dump_json(r.body), "application/json");
   }
 
   void handle_models(const httplib::Request&, httplib::Response& res) {
@@ -183,12 +250,13 @@ struct HttpServer::Impl {
 
   // A path this server answers (the target of a CORS preflight).
   static bool api_path(const std::string& path) {
-    return !allowed_methods(path).empty() || path.rfind("/v1/models/", 0) == 0;
+    return !allowed_methods(path).empty() || path.rfind("/v1/models/", 0) == 0 ||
+           path.rfind("/v1/responses/", 0) == 0;
   }
 
   // OpenAI routes this server does not implement: their 404 says so rather than "Unknown route".
   static bool unsupported_openai_path(const std::string& path) {
-    for (std::string_view p : {"/v1/embeddings", "/v1/responses", "/v1/audio/", "/v1/images/",
+    for (std::string_view p : {"/v1/audio/", "/v1/images/",
                                "/v1/files", "/v1/batches", "/v1/moderations", "/v1/fine_tuning/",
                                "/v1/assistants", "/v1/threads", "/v1/vector_stores", "/v1/uploads",
                                "/v1/realtime"}) {
@@ -341,6 +409,8 @@ struct HttpServer::Impl {
       };
       if (std::string_view(r.method) == "POST") {
         svr.Post(r.path, handler);
+      } else if (std::string_view(r.method) == "DELETE") {
+        svr.Delete(r.path, handler);
       } else {
         svr.Get(r.path, handler);
       }

@@ -21,6 +21,7 @@ struct HttpServerOptions {
   int port = 8000;               // 0: any free port (see HttpServer::port())
   std::string api_key;           // "" = no authentication
   bool metrics_public = false;   // /metrics needs no API key (as /health)
+  bool force_include_usage = false;  // every stream ends with usage (stream_options aside)
   CorsPolicy cors;               // browser origins allowed to call the API (default none)
   size_t max_body_bytes = 4u << 20;
   int threads = 0;               // handler threads; 0 = 64

@@ -23,6 +23,7 @@
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/loaded_model.h"
+#include "weights/pooling_config.h"
 
 namespace fs = std::filesystem;
 using namespace flashserve;
@@ -91,12 +92,18 @@ int main(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const ChatTemplate> chat_template;
+  bool embed = false;  // --task embed, or auto with a sentence-transformers Pooling module
   try {
     std::unique_ptr<LoadedModel> model =
-        load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize)});
+        load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize),
+                                            .task = parse_model_task(flags.task)});
     // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
     const std::string tok_path =
         flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
+    if (flags.task != "generate") {
+      embed = read_pooling_config(flags.model, model->config().hidden_size).has_value();
+      embed = embed || flags.task == "embed";
+    }
     tokenizer = Tokenizer::load(tok_path);
     model->use_tokenizer_eos(tokenizer->eos_id());
     chat_template = load_chat_template(flags, *tokenizer);
@@ -143,6 +150,10 @@ int main(int argc, char** argv) {
                                        chat_template ? chat_template->source() : "",
                                        chat_template && chat_template->uses_tools(), *tokenizer);
   served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());
+  served.embedding_dimensions = embed ? c.hidden_size : 0;
+  if (embed)
+    std::fprintf(stderr, "flashserve: embedding model: /v1/embeddings only (last-token pooling, "
+                         "L2-normalised, %d dimensions)\n", c.hidden_size);
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"
@@ -175,6 +186,7 @@ int main(int argc, char** argv) {
   ho.port = flags.port;
   ho.api_key = flags.api_key;
   ho.metrics_public = flags.metrics_public;
+  ho.force_include_usage = flags.force_include_usage;
   ho.cors = CorsPolicy(flags.allowed_origins);
   ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
   ho.threads = flags.http_threads;

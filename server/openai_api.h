@@ -67,6 +67,9 @@ struct ServedModel {
   // --reasoning-parser: chat output is split into reasoning_content (<think>...</think>) and
   // content (output_parsers/reasoning_parser.h).
   bool reasoning = false;
+  // > 0: an embedding model (--task embed, server/embeddings_api.h) whose vectors have this many
+  // values; it serves /v1/embeddings and none of the generation endpoints.
+  int embedding_dimensions = 0;
 };
 
 // --reasoning-parser NAME: "none" is off; "deepseek_r1" and "qwen3" are on (both write
@@ -198,6 +201,9 @@ nlohmann::json response_json(ResponseFormat format, bool chunk, const std::strin
 
 // /v1/models; "chat_template": whether /v1/chat/completions can render prompts for this model.
 nlohmann::json models_json(const ServedModel& model);
+
+// A random 64-bit number (thread-safe): request seeds and ids.
+uint64_t random_u64();
 
 // JSON text with invalid UTF-8 replaced (U+FFFD) rather than throwing.
 std::string dump_json(const nlohmann::json& j);

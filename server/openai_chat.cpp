@@ -6,6 +6,7 @@
 // chat_template_kwargs and reasoning_effort become extra template variables.
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -39,17 +40,22 @@ const std::set<std::string>& known_fields() {
   return k;
 }
 
-// OpenAI fields this server knows but does not implement: a 400 that says so (not "unknown").
-const std::set<std::string>& unsupported_fields() {
-  static const std::set<std::string> k = {"functions", "function_call", "audio", "modalities"};
+// OpenAI fields that would change the output and that this server cannot honour, with why: a
+// 400 that says so (not "unknown").
+const std::map<std::string, std::string>& unsupported_fields() {
+  static const std::map<std::string, std::string> k = {
+      {"functions", "use tools and tool_choice"}, {"function_call", "use tools and tool_choice"},
+      {"audio", "no audio"}, {"modalities", "text only"}, {"web_search_options", "no web search"},
+      {"verbosity", "the model's length is its own; use max_completion_tokens"}};
   return k;
 }
 
 void reject_unsupported(const json& j) {
   for (const auto& [key, value] : j.items()) {
-    if (unsupported_fields().count(key) && !value.is_null()) {
-      throw bad_request("'" + key + "' is not supported by this server (no audio; for the legacy "
-                        "functions fields use tools and tool_choice)", key, "unsupported_parameter");
+    auto found = unsupported_fields().find(key);
+    if (found != unsupported_fields().end() && !value.is_null()) {
+      throw bad_request("'" + key + "' is not supported by this server (" + found->second + ")",
+                        key, "unsupported_parameter");
     }
   }
 }

@@ -3,6 +3,8 @@
 // functions over nlohmann::json.
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <random>
 
 #include "server/openai_api.h"
 #include "tokenizer/tokenizer.h"
@@ -194,6 +196,13 @@ json models_json(const ServedModel& model) {
             {"max_model_len", model.max_model_len},
             {"chat_template", model.chat_template != nullptr}};
   return json{{"object", "list"}, {"data", json::array({m})}};
+}
+
+uint64_t random_u64() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
 }
 
 std::string dump_json(const json& j) {

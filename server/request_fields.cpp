@@ -21,7 +21,7 @@ constexpr int kMaxJsonDepth = 32;  // requests are shallow; deeper nesting is re
 
 void reject_unknown(const json& j, const std::set<std::string>& known) {
   for (const auto& [key, value] : j.items()) {
-    if (!known.count(key)) {
+    if (!known.count(key) && !ignored_openai_fields().count(key)) {
       throw bad_request("unknown parameter '" + key + "'", key, "unknown_parameter");
     }
   }
@@ -65,6 +65,13 @@ void parse_logit_bias(const json& v, const ServedModel& model, SamplingParams* s
 }
 
 }  // namespace
+
+const std::set<std::string>& ignored_openai_fields() {
+  static const std::set<std::string> k = {
+      "store", "metadata", "service_tier", "prediction", "safety_identifier",
+      "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options"};
+  return k;
+}
 
 json parse_object(std::string_view body) {
   if (json_nesting_depth(body) > kMaxJsonDepth) throw bad_request("request JSON is nested too deeply");

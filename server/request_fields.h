@@ -30,8 +30,13 @@ float get_float(const nlohmann::json& v, const std::string& name, double lo, dou
 bool get_bool(const nlohmann::json& v, const std::string& name);
 int64_t get_max_tokens(const nlohmann::json& v, const std::string& name);
 
-// Refuses any field not in `known` (400 unknown_parameter naming it) and a "model" other than
-// model.id (404 model_not_found).
+// OpenAI fields that do not change the output (retention, routing, billing and caching hints,
+// speculative `prediction`): every endpoint accepts and ignores them (docs/SERVER.md, "Unknown
+// fields"). Any other field outside an endpoint's own list is a 400, as OpenAI answers it.
+const std::set<std::string>& ignored_openai_fields();
+
+// Refuses any field not in `known` or ignored_openai_fields() (400 unknown_parameter naming it)
+// and a "model" other than model.id (404 model_not_found).
 void check_fields_and_model(const nlohmann::json& j, const ServedModel& model,
                             const std::set<std::string>& known);
 

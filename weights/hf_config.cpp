@@ -55,13 +55,20 @@ constexpr Family kFamilies[] = {
     {"Qwen3ForCausalLM", "qwen3", false, true, 128},
 };
 
+// `name` is the family's causal-LM class or its bare backbone (Qwen3ForCausalLM: Qwen3Model), the
+// class embedding checkpoints such as Qwen3-Embedding are saved from: the same layers, no lm_head.
+bool names_family(const std::string& name, const Family& f) {
+  const std::string causal = f.architecture, suffix = "ForCausalLM";
+  return name == causal || name == causal.substr(0, causal.size() - suffix.size()) + "Model";
+}
+
 const Family& find_family(const json& j, const std::string& path) {
   if (j.contains("architectures") && !j["architectures"].is_null()) {
     const json& a = j["architectures"];
     if (a.is_array())
       for (const auto& name : a)
         for (const Family& f : kFamilies)
-          if (name.is_string() && name.get<std::string>() == f.architecture) return f;
+          if (name.is_string() && names_family(name.get<std::string>(), f)) return f;
     FS_THROW(path, ": unsupported architecture ", a.dump(), " (supported: ",
              supported_architectures(), ")");
   }

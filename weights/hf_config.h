@@ -1,5 +1,6 @@
 // Hugging Face config.json <-> ModelConfig for the Llama family: LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (or their model_type).
+// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (or their bare backbones, such as
+// Qwen3Model, or their model_type).
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // A loaded model: its configuration and named tensor views over memory-mapped weight files.
 // Both HF directories (config.json + safetensors, single or sharded) and llama2.c checkpoints
-// (.bin) load into this one shape, with tensors under their Hugging Face names:
+// (.bin) load into this one shape, with tensors under their Hugging Face causal-LM names (a
+// checkpoint of the bare backbone, names without "model.", is read under these names too):
 //   model.embed_tokens.weight                     [vocab_size, hidden_size]
 //   model.layers.{i}.input_layernorm.weight       [hidden_size]
 //   model.layers.{i}.self_attn.q_proj.weight      [num_q_heads * head_dim, hidden_size]
@@ -112,11 +113,20 @@ class LoadedModel {
 // Quantization applied while loading: kFp8 turns the seven projections of every layer into FP8
 // E4M3 with one scale per output row (weights/fp8_weights.h); the other tensors stay as stored.
 enum class Quantize { kNone, kFp8 };
+// What the model is loaded for. It matters only for an HF checkpoint saved without lm_head.weight
+// and with untied embeddings (a bare Qwen3Model, as Qwen3-Embedding-8B is saved): embedding steps
+// (LogitsWanted::kHidden) never read the head, so kEmbed loads it with the head tied to the
+// embeddings, kAuto does so when the folder declares a sentence-transformers Pooling module
+// (weights/pooling_config.h), and kGenerate refuses it with an error naming the tensor.
+enum class ModelTask { kGenerate, kAuto, kEmbed };
 struct LoadOptions {
   Quantize quantize = Quantize::kNone;
+  ModelTask task = ModelTask::kGenerate;
 };
 // "none" or "fp8" (the --quantize flag's values) as a Quantize; throws for anything else.
 Quantize parse_quantize(const std::string& name);
+// "generate", "auto" or "embed" (flashserve's --task values) as a ModelTask; throws otherwise.
+ModelTask parse_model_task(const std::string& name);
 
 // Loads a model from a directory (HF: config.json + *.safetensors; llama2.c: one *.bin) or a
 // llama2.c .bin file. Validates every tensor's presence, dtype and shape against the config.

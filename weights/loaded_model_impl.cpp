@@ -107,8 +107,15 @@ Quantize parse_quantize(const std::string& name) {
   FS_THROW("unknown quantization '", name, "' (none, fp8)");
 }
 
+ModelTask parse_model_task(const std::string& name) {
+  if (name == "generate") return ModelTask::kGenerate;
+  if (name == "auto") return ModelTask::kAuto;
+  if (name == "embed") return ModelTask::kEmbed;
+  FS_THROW("unknown task '", name, "' (auto, generate, embed)");
+}
+
 namespace {
-std::unique_ptr<ModelImpl> load_unquantized(const std::string& path) {
+std::unique_ptr<ModelImpl> load_unquantized(const std::string& path, ModelTask task) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) FS_THROW(path, ": model path does not exist");
@@ -117,7 +124,7 @@ std::unique_ptr<ModelImpl> load_unquantized(const std::string& path) {
     FS_THROW(path, ": not a model: give a folder (config.json + safetensors) or a llama2.c .bin");
   }
   if (!fs::is_directory(st)) FS_THROW(path, ": not a file or folder");
-  if (fs::exists(fs::path(path) / "config.json")) return load_hf(path);
+  if (fs::exists(fs::path(path) / "config.json")) return load_hf(path, task);
   std::vector<fs::path> bins;
   // tok*.bin (tokenizer.bin, tok512.bin) are llama2.c tokenizers, not checkpoints.
   for (const auto& e : fs::directory_iterator(path, ec))
@@ -131,7 +138,7 @@ std::unique_ptr<ModelImpl> load_unquantized(const std::string& path) {
 }  // namespace
 
 std::unique_ptr<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
-  std::unique_ptr<ModelImpl> model = load_unquantized(path);
+  std::unique_ptr<ModelImpl> model = load_unquantized(path, options.task);
   if (options.quantize == Quantize::kFp8) model->quantize_fp8();
   return model;
 }

@@ -52,6 +52,6 @@ class ModelImpl final : public LoadedModel {
 };
 
 std::unique_ptr<ModelImpl> load_llama2c(const std::string& bin_path);
-std::unique_ptr<ModelImpl> load_hf(const std::string& dir);
+std::unique_ptr<ModelImpl> load_hf(const std::string& dir, ModelTask task);
 
 }  // namespace flashserve

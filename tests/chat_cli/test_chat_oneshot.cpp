@@ -1,7 +1,8 @@
 // flashserve-chat without a terminal: a message piped on stdin gives one reply on stdout (the
 // greedy text, exactly: the server's chat reply by default, a plain completion with --template
 // plain), and each failure has its documented exit status and message: 1 unreachable, 2 usage,
-// 3 server error (also: the server has no chat template), 4 API key rejected.
+// 3 server error (also: --template server and the server has no chat template), 4 API key
+// rejected; without --template, a server with no chat template gets the plain format.
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -51,13 +52,32 @@ TEST(ChatOneShot, DefaultIsTheServersChatTemplate) {
   EXPECT_EQ(out, expected);
 }
 
+// --template server asked for explicitly: exit 3 with what to do instead.
 TEST(ChatOneShot, WithoutAServerTemplateItSaysWhatToDo) {
   ServerProcess server;  // stories260K: no chat template
   ASSERT_TRUE(server.started()) << server.log();
   std::string out;
-  EXPECT_EQ(run_capture(chat(server.port(), "--prompt hi 2>&1"), &out), 3);
+  EXPECT_EQ(run_capture(chat(server.port(), "--template server --prompt hi 2>&1"), &out), 3);
   EXPECT_NE(out.find("--chat-template"), std::string::npos) << out;
   EXPECT_NE(out.find("--template plain"), std::string::npos) << out;
+}
+
+// The newcomer's path: the server as scripts/run.sh starts it (the default model, no flags), then
+// plain `flashserve-chat`: it falls back to the plain format, says so on stderr, and replies
+// exactly what --template plain replies.
+TEST(ChatOneShot, DefaultModelChatsOutOfTheBox) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started()) << server.log();
+  std::string plain, fallback, note;
+  ASSERT_EQ(run_capture(chat(server.port(), "--template plain --temp 0 --max 30 --prompt 'Hi'"),
+                        &plain), 0);
+  EXPECT_FALSE(plain.empty());
+  EXPECT_EQ(run_capture(chat(server.port(), "--temp 0 --max 30 --prompt 'Hi' 2>/dev/null"),
+                        &fallback), 0);
+  EXPECT_EQ(fallback, plain);
+  EXPECT_EQ(run_capture(chat(server.port(), "--temp 0 --max 1 --prompt 'Hi' 2>&1 >/dev/null"),
+                        &note), 0);
+  EXPECT_NE(note.find("plain prompt format"), std::string::npos) << note;
 }
 
 TEST(ChatOneShot, PlainTemplateGivesTheGreedyCompletion) {

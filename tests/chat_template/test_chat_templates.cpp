@@ -223,7 +223,7 @@ TEST(ChatTemplate, UnsupportedConstructsFailAtLoadWithTheLine) {
       {"{% endfor %}", "test.jinja: line 1: unsupported tag 'endfor'"},
   };
   for (const auto& [source, want] : cases) {
-    const std::string err = error_of([&] { make(source); });
+    const std::string err = error_of([&, &source = source] { make(source); });
     EXPECT_EQ(err.rfind(want, 0), 0u) << "source: " << source << "\nerror: " << err;
   }
 }

@@ -23,6 +23,7 @@ class FakeRunner : public ModelRunner {
       : bs_(block_size), num_blocks_(num_blocks), kv_(size_t(num_blocks) * block_size, -1) {
     config_.vocab_size = vocab_size;
     config_.max_model_len = max_model_len;
+    config_.hidden_size = 8;  // kHidden rows: 8 floats each
     config_.eos_token_ids = {2};
   }
 
@@ -44,8 +45,8 @@ class FakeRunner : public ModelRunner {
     }
   }
 
-  void step(StepPlan& batch, std::vector<float>* logits,
-            std::vector<int32_t>* sampled_ids) override {
+  void step(StepPlan& batch, std::vector<float>* logits, std::vector<int32_t>* sampled_ids,
+            std::vector<float>* hidden) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       in_step_ = true;
@@ -67,6 +68,11 @@ class FakeRunner : public ModelRunner {
       const int end = c.num_cached + c.num_tokens;
       const int first = c.logits == LogitsWanted::kAll ? c.num_cached : end - 1;
       if (c.logits == LogitsWanted::kNone) continue;
+      if (c.logits == LogitsWanted::kHidden) {  // the state "after" `end` tokens
+        FS_CHECK(hidden != nullptr, "kHidden chunk without hidden");
+        hidden->insert(hidden->end(), size_t(config_.hidden_size), float(end));
+        continue;
+      }
       for (int pos = first; pos < end; ++pos) {
         std::vector<int32_t> prefix;
         for (int p = 0; p <= pos; ++p) prefix.push_back(kv_[slot(table, p)]);

@@ -14,6 +14,7 @@ struct Collected {
   int num_prompt_logprob_events = 0;
   FinishReason finish = FinishReason::kNone;
   std::string error;
+  std::vector<float> embedding;  // kEmbedding
   int num_cached_tokens = 0;  // from kFinished
   bool timed_out = false;
 };
@@ -32,6 +33,9 @@ inline Collected collect(RequestStream& s, std::chrono::milliseconds limit = std
       case StreamEvent::Kind::kPromptLogprobs:
         c.prompt_logprobs = e->prompt_logprobs;
         ++c.num_prompt_logprob_events;
+        break;
+      case StreamEvent::Kind::kEmbedding:
+        c.embedding = e->embedding;
         break;
       case StreamEvent::Kind::kFinished:
         c.finish = e->finish;

@@ -52,7 +52,7 @@ class FakeRunner : public ModelRunner {
   std::string backend_name() const override { return "fake"; }
   int block_size() const override { return 16; }
   int num_kv_blocks() const override { return 64; }
-  void step(StepPlan&, std::vector<float>*, std::vector<int32_t>*) override {}
+  void step(StepPlan&, std::vector<float>*, std::vector<int32_t>*, std::vector<float>*) override {}
 };
 
 // Every submit() gets the same script: tokens then a finish (or nullptr when `full`).

@@ -46,7 +46,7 @@ TEST(Cors, PreflightGrantsSafeHeadersOnly) {
   auto h = as_map(p.preflight_headers(
       "http://localhost:3000", "Authorization, content-type, X-Stainless-OS, x-evil, openai-beta"));
   EXPECT_EQ(h["Access-Control-Allow-Origin"], "http://localhost:3000");
-  EXPECT_EQ(h["Access-Control-Allow-Methods"], "GET, POST, OPTIONS");
+  EXPECT_EQ(h["Access-Control-Allow-Methods"], "GET, POST, DELETE, OPTIONS");
   EXPECT_EQ(h["Access-Control-Allow-Headers"],
             "Authorization, Content-Type, x-stainless-os, openai-beta");
   EXPECT_EQ(h["Access-Control-Max-Age"], "600");

@@ -6,6 +6,7 @@
 
 #include "sampling/sampler.h"
 #include "server/openai_api.h"
+#include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"
 #include "tokenizer/tokenizer.h"
@@ -21,18 +22,10 @@ class OpenAiApi : public ::testing::Test {
   ServedModel model{"stories", 64, 262, 1700000000};
 
   CompletionRequest ok(const std::string& body) {
-    auto r = parse_completion_request(body, model, tok);
-    if (auto* e = std::get_if<ApiError>(&r)) {
-      ADD_FAILURE() << body << " -> " << e->status << " " << e->message;
-      return {};
-    }
-    return std::get<CompletionRequest>(r);
+    return testing::accepted(parse_completion_request(body, model, tok), body);
   }
   ApiError err(const std::string& body) {
-    auto r = parse_completion_request(body, model, tok);
-    if (auto* e = std::get_if<ApiError>(&r)) return *e;
-    ADD_FAILURE() << body << " was accepted";
-    return {};
+    return testing::refused(parse_completion_request(body, model, tok), body);
   }
 };
 

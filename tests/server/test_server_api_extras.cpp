@@ -71,7 +71,7 @@ TEST_F(ServerApiExtras, TokenizeRoundTrip) {
 }
 
 TEST_F(ServerApiExtras, UnsupportedOpenAiRoutesSaySo) {
-  for (std::string path : {"/v1/embeddings", "/v1/responses", "/v1/audio/speech",
+  for (std::string path : {"/v1/audio/speech",
                            "/v1/images/generations", "/v1/files", "/v1/batches",
                            "/v1/moderations", "/v1/fine_tuning/jobs"}) {
     http::Response r = post(path, json::object());
@@ -94,7 +94,7 @@ TEST_F(ServerApiExtras, CorsPreflightAndResponses) {
   http::Response r = raw(preflight, &s);  // no API key: preflights carry none
   EXPECT_EQ(r.status, 204);
   EXPECT_EQ(r.headers["access-control-allow-origin"], kOrigin);
-  EXPECT_EQ(r.headers["access-control-allow-methods"], "GET, POST, OPTIONS");
+  EXPECT_EQ(r.headers["access-control-allow-methods"], "GET, POST, DELETE, OPTIONS");
   EXPECT_EQ(r.headers["access-control-allow-headers"],
             "Authorization, Content-Type, x-stainless-os");
   EXPECT_EQ(r.headers["access-control-max-age"], "600");

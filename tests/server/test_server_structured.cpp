@@ -142,7 +142,7 @@ void check_json_schemas(int port, int seeds) {
       body["stream"] = true;
       StreamResult s = stream_post(port, path, body);
       EXPECT_EQ(s.text, out) << text;
-      EXPECT_EQ(s.finish_reason, c["finish_reason"]);
+      EXPECT_EQ(s.finish_reason, c["finish_reason"].get<std::string>());
     }
   }
   EXPECT_GE(stopped * 3, total) << "too few outputs finished to check them";

@@ -7,6 +7,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/tokenize_api.h"
+#include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve {
@@ -19,17 +20,9 @@ class TokenizeApi : public ::testing::Test {
   testing::FakeTokenizer tok;
   ServedModel model{"stories", 512, 262, 1700000000};
 
-  json ok(const JsonOrError& r) {
-    if (auto* e = std::get_if<ApiError>(&r)) {
-      ADD_FAILURE() << e->status << " " << e->message;
-      return {};
-    }
-    return std::get<json>(r);
-  }
+  json ok(const JsonOrError& r) { return testing::accepted(r, "the request"); }
   ApiError err(const JsonOrError& r) {
-    if (auto* e = std::get_if<ApiError>(&r)) return *e;
-    ADD_FAILURE() << std::get<json>(r).dump() << " was accepted";
-    return {};
+    return testing::refused(r, std::holds_alternative<json>(r) ? std::get<json>(r).dump() : "");
   }
   json tokenize(const json& body) { return ok(tokenize_response(body.dump(), model, tok)); }
   json detokenize(const json& body) { return ok(detokenize_response(body.dump(), model, tok)); }

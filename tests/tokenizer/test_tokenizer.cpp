@@ -135,7 +135,7 @@ TEST(Tokenizer, InvalidUtf8IsAClearError) {
         {"\xE2\x82 x", 0},             // truncated in the middle
     };
     for (const auto& [text, offset] : bad) {
-      const std::string msg = error_of([&] { t->encode(text, true); });
+      const std::string msg = error_of([&, &text = text] { t->encode(text, true); });
       EXPECT_NE(msg.find("invalid UTF-8 in text to encode at byte " + std::to_string(offset)),
                 std::string::npos)
           << msg;

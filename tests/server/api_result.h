@@ -1,0 +1,33 @@
+// accepted() and refused(): read an API-edge result (a value or an ApiError) in a test, turning
+// the wrong alternative into a test failure that names the request, so each endpoint's fixture
+// needs no helper of its own.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include "server/openai_api.h"
+
+namespace flashserve::testing {
+
+// The value of `r`; a failure (and T{}) when `what` was refused.
+template <class T>
+T accepted(const std::variant<T, ApiError>& r, const std::string& what) {
+  if (auto* e = std::get_if<ApiError>(&r)) {
+    ADD_FAILURE() << what << " -> " << e->status << " " << e->message;
+    return {};
+  }
+  return std::get<T>(r);
+}
+
+// The error of `r`; a failure (and an empty error) when `what` was accepted.
+template <class T>
+ApiError refused(const std::variant<T, ApiError>& r, const std::string& what) {
+  if (auto* e = std::get_if<ApiError>(&r)) return *e;
+  ADD_FAILURE() << what << " was accepted";
+  return {};
+}
+
+}  // namespace flashserve::testing
