@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <string_view>
@@ -17,6 +18,21 @@
 #include "server/openai_api.h"
 
 namespace flashserve::request {
+
+// 400 unknown_parameter for a key of the object `o` outside `keys`, named "<where>.<key>"; 400
+// when `o` is not an object. J: nlohmann::json or ordered_json.
+template <class J>
+void only_keys(const J& o, const std::string& where, std::initializer_list<const char*> keys) {
+  if (!o.is_object()) throw bad_request("'" + where + "' must be an object", where);
+  for (const auto& [key, value] : o.items()) {
+    bool known = false;
+    for (const char* k : keys) known = known || key == k;
+    if (!known) {
+      throw bad_request("unknown parameter '" + where + "." + key + "'", where + "." + key,
+                        "unknown_parameter");
+    }
+  }
+}
 
 // The body as a JSON object: too deeply nested, not JSON, or not an object -> 400.
 nlohmann::json parse_object(std::string_view body);

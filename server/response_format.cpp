@@ -15,17 +15,6 @@ namespace {
 
 constexpr const char* kGuided[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar"};
 
-void only_keys(const json& o, const std::string& where, std::initializer_list<const char*> keys) {
-  for (const auto& [key, value] : o.items()) {
-    bool known = false;
-    for (const char* k : keys) known = known || key == k;
-    if (!known) {
-      throw bad_request("unknown parameter '" + where + "." + key + "'", where + "." + key,
-                        "unknown_parameter");
-    }
-  }
-}
-
 // A JSON Schema given as an object, or (guided_json) as its JSON text.
 std::string schema_text(const ordered_json& s, const std::string& param, bool text_allowed) {
   if (s.is_object()) return s.dump();

@@ -11,17 +11,7 @@ namespace flashserve {
 
 using ojson = nlohmann::ordered_json;
 
-void only_keys(const ojson& o, const std::string& where, std::initializer_list<const char*> keys) {
-  if (!o.is_object()) throw bad_request("'" + where + "' must be an object", where);
-  for (const auto& [key, value] : o.items()) {
-    bool known = false;
-    for (const char* k : keys) known = known || key == k;
-    if (!known) {
-      throw bad_request("unknown parameter '" + where + "." + key + "'", where + "." + key,
-                        "unknown_parameter");
-    }
-  }
-}
+using request::only_keys;
 
 namespace {
 

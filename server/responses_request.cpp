@@ -19,6 +19,7 @@ namespace flashserve {
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
+using request::only_keys;
 
 namespace {
 

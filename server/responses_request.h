@@ -51,11 +51,6 @@ ChatTranslation responses_to_chat(const nlohmann::ordered_json& body,
 void append_input_messages(const nlohmann::ordered_json& items, const std::string& where,
                            nlohmann::ordered_json* messages);
 
-// 400 unknown_parameter for a key of `o` outside `keys`, named "<where>.<key>"; 400 when `o` is
-// not an object.
-void only_keys(const nlohmann::ordered_json& o, const std::string& where,
-               std::initializer_list<const char*> keys);
-
 // Reads and translates a POST /v1/responses body; previous_response_id is looked up in `store`.
 // A chat error's names are given in Responses terms (max_output_tokens, text.format, input...).
 std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_view body,

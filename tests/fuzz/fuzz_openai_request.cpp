@@ -10,6 +10,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/openai_api.h"
+#include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,13 +54,8 @@ void check(const std::variant<CompletionRequest, ApiError>& parsed, const Served
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> tok =
-      Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
-  static const ServedModel model = [] {
-    ServedModel m{"stories260K", 512, tok->vocab_size(), 0};
-    m.chat_template = std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
-    return m;
-  }();
+  const Tokenizer* tok = &fuzz::stories_tokenizer();
+  const ServedModel& model = fuzz::chatml_model();
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   check(parse_completion_request(body, model, *tok), model, kMaxLogprobs);
   auto chat = parse_chat_request(body, model, *tok);

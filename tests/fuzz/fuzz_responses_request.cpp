@@ -11,6 +11,7 @@
 #include "server/responses_output.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
+#include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,13 +19,8 @@ using namespace flashserve;
 using json = nlohmann::json;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> tok =
-      Tokenizer::load(std::string(FS_MODELS_DIR) + "/stories260K/tok512.model");
-  static const ServedModel model = [] {
-    ServedModel m{"stories260K", 512, tok->vocab_size(), 0};
-    m.chat_template = std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
-    return m;
-  }();
+  const Tokenizer* tok = &fuzz::stories_tokenizer();
+  const ServedModel& model = fuzz::chatml_model();
   static ResponsesStore store;
   static const bool seeded = [] {
     store.put("resp_seed",

@@ -1,16 +1,26 @@
 // accepted() and refused(): read an API-edge result (a value or an ApiError) in a test, turning
 // the wrong alternative into a test failure that names the request, so each endpoint's fixture
-// needs no helper of its own.
+// needs no helper of its own; and the chat fixtures' model.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <variant>
 
+#include "chat_template/chat_template.h"
 #include "server/openai_api.h"
 
 namespace flashserve::testing {
+
+// The model of the chat fixtures: "stories", 512 tokens of context, the fake tokenizer's
+// vocabulary, the built-in ChatML template.
+inline ServedModel chatml_test_model() {
+  ServedModel m{"stories", 512, 262, 1700000000};
+  m.chat_template = std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
+  return m;
+}
 
 // The value of `r`; a failure (and T{}) when `what` was refused.
 template <class T>

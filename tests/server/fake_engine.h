@@ -104,6 +104,22 @@ class FakeEngine : public Engine {
   bool failed() const override { return false; }
 };
 
+// A chat request that `engine` answers with `output`, one token per byte (3 + byte, the fake
+// tokenizer's ids), then `finish`; the reasoning split is on.
+inline CompletionRequest scripted_chat_request(FakeEngine& engine, const std::string& output,
+                                               FinishReason finish) {
+  engine.tokens.clear();
+  for (unsigned char ch : output) engine.tokens.push_back(3 + ch);
+  engine.finish = finish;
+  CompletionRequest r;
+  r.format = ResponseFormat::kChat;
+  r.prompts = {{1, 259}};
+  r.echo_texts = {""};
+  r.max_tokens = 1000;
+  r.reasoning = true;
+  return r;
+}
+
 class RecordingConnection : public ClientConnection {
  public:
   bool is_gone = false;

@@ -130,15 +130,7 @@ class ReasoningAssembly : public ::testing::Test {
   CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
 
   CompletionRequest request(const std::string& output, bool starts_in_reasoning) {
-    engine.tokens.clear();
-    for (unsigned char ch : output) engine.tokens.push_back(3 + ch);
-    engine.finish = FinishReason::kStop;
-    CompletionRequest r;
-    r.format = ResponseFormat::kChat;
-    r.prompts = {{1, 259}};
-    r.echo_texts = {""};
-    r.max_tokens = 1000;
-    r.reasoning = true;
+    CompletionRequest r = testing::scripted_chat_request(engine, output, FinishReason::kStop);
     r.starts_in_reasoning = starts_in_reasoning;
     return r;
   }

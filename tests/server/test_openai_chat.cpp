@@ -9,6 +9,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/openai_api.h"
+#include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"
 
@@ -19,12 +20,8 @@ using json = nlohmann::json;
 
 class OpenAiChat : public ::testing::Test {
  protected:
-  void SetUp() override {
-    model.chat_template =
-        std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
-  }
   testing::FakeTokenizer tok;
-  ServedModel model{"stories", 512, 262, 1700000000};
+  ServedModel model = testing::chatml_test_model();
 
   CompletionRequest ok(const json& body) {
     auto r = parse_chat_request(body.dump(), model, tok);

@@ -12,6 +12,7 @@
 #include "server/openai_api.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
+#include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve {
@@ -22,12 +23,8 @@ using ojson = nlohmann::ordered_json;
 
 class ResponsesRequestTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    model.chat_template =
-        std::make_shared<ChatTemplate>(ChatTemplate::from_flag("chatml", "<s>", "</s>"));
-  }
   testing::FakeTokenizer tok;
-  ServedModel model{"stories", 512, 262, 1700000000};
+  ServedModel model = testing::chatml_test_model();
   ResponsesStore store;
 
   ResponsesRequest ok(const json& body) {

@@ -33,15 +33,7 @@ class ResponsesStreamTest : public ::testing::Test {
 
   // A chat request whose output is `output`, one byte per token.
   CompletionRequest request(const std::string& output, FinishReason finish) {
-    engine.tokens.clear();
-    for (unsigned char ch : output) engine.tokens.push_back(3 + ch);
-    engine.finish = finish;
-    CompletionRequest r;
-    r.format = ResponseFormat::kChat;
-    r.prompts = {{1, 259}};
-    r.echo_texts = {""};
-    r.max_tokens = 1000;
-    r.reasoning = true;
+    CompletionRequest r = testing::scripted_chat_request(engine, output, finish);
     r.include_usage = true;
     return r;
   }
