@@ -1,8 +1,8 @@
 // A model step's outputs, per scheduled chunk: prompt logprobs gathered until the prompt is
 // done, an embedding request's hidden state once its prompt is, the next token drawn (from the
-// host's logits row or the device sampler's id, under the chunk's grammar mask), the output constraint advanced by it, and the stop rules
-// (engine/stop_rules.h) applied to it; what finishes is finished once the step's
-// chunks are all read.
+// host's logits row or the device sampler's id, under the chunk's grammar mask), the output
+// constraint advanced by it, and the stop rules (engine/stop_rules.h) applied to it; what
+// finishes is finished once the step's chunks are all read.
 #include <limits>
 #include <span>
 

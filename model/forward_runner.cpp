@@ -22,7 +22,7 @@ void ForwardRunner::launch(StepPlan& plan) {
   for (int32_t c : plan.row_chunk) {
     const SamplePath path = plan.chunks[size_t(c)].sample_path;
     if (path != SamplePath::kHost) ++sampled_, drawn_ += path == SamplePath::kDevice;
-  }  // (lay_out refuses a kHidden chunk with a sample path)
+  }  // a kHidden chunk has no sample path (lay_out refuses one)
   start_forward(plan, drawn_ < sampled_);
 }
 

@@ -1,7 +1,8 @@
 // ForwardRunner: the step logic every ModelRunner shares (model/model_runner.h's contract for
 // step()): lay the plan out, run the forward once, hand back whole logit rows, the tokens drawn
-// where the logits are (argmax, or the backend's sampler) or kHidden chunks' hidden states. A runner supplies the forward and the
-// sampler: one backend (model_runner.cpp) or a tensor-parallel group (tensor_parallel_runner.cpp).
+// where the logits are (argmax, or the backend's sampler) or kHidden chunks' hidden states. A
+// runner supplies the forward and the sampler: one backend (model_runner.cpp) or a
+// tensor-parallel group (tensor_parallel_runner.cpp).
 // Also the KV cache's size, one rule for both. Internal to model/.
 #pragma once
 
