@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "server/completion.h"
 #include "server/http_client.h"
 
@@ -130,5 +132,15 @@ class RecordingConnection : public ClientConnection {
     return !is_gone;
   }
 };
+
+// Runs `r` whole (not streamed) on `ctx`'s engine; a test failure unless it answers 200.
+inline CompletionResult run_whole(const CompletionContext& ctx, const CompletionRequest& r) {
+  Completion c(ctx, r);
+  EXPECT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  CompletionResult res = c.run(conn);
+  EXPECT_EQ(res.status, 200) << res.body.dump();
+  return res;
+}
 
 }  // namespace flashserve::testing

@@ -135,12 +135,7 @@ class ReasoningAssembly : public ::testing::Test {
     return r;
   }
   json whole(const CompletionRequest& r) {
-    Completion c(ctx, r);
-    EXPECT_FALSE(c.start().has_value());
-    testing::RecordingConnection conn;
-    CompletionResult res = c.run(conn);
-    EXPECT_EQ(res.status, 200);
-    return res.body["choices"][0];
+    return testing::run_whole(ctx, r).body["choices"][0];
   }
   // The streamed deltas joined per field.
   std::map<std::string, std::string> streamed(CompletionRequest r) {

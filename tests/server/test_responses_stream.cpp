@@ -38,12 +38,7 @@ class ResponsesStreamTest : public ::testing::Test {
     return r;
   }
   json whole(const CompletionRequest& r) {
-    Completion c(ctx, r);
-    EXPECT_FALSE(c.start().has_value());
-    testing::RecordingConnection conn;
-    CompletionResult res = c.run(conn);
-    EXPECT_EQ(res.status, 200) << res.body.dump();
-    return response_from_chat(turn, res.body, tok);
+    return response_from_chat(turn, testing::run_whole(ctx, r).body, tok);
   }
   // The events written, checked for framing and numbering; *final: the last one's response.
   std::vector<Event> streamed(CompletionRequest r, json* final = nullptr) {
