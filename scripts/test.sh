@@ -117,6 +117,18 @@ stop_idle_build() {
   wait "$idle_pid" 2>/dev/null || true
   idle_pid=""
 }
+# idle_next STAGE: when STAGE is selected, configures its tree and starts its build idly.
+idle_next() {
+  selected "$1" || return 0
+  "configure_$1" && idle_build "${!1}" $("$1_targets")
+}
+# build_stage STAGE: configures and builds a sanitizer stage's tree (the variable named STAGE
+# holds its folder; configure_STAGE and STAGE_targets say how and what).
+build_stage() {
+  "configure_$1"
+  cmake --build "${!1}" -j"$jobs" --target $("$1_targets")
+  built "$1"
+}
 docker_pid=""
 trap 'kill "$docker_pid" 2>/dev/null || true; stop_idle_build' EXIT
 if stage release; then
@@ -136,7 +148,7 @@ if stage release; then
     -E "$release_only|$(regex_of "${slow_programs[@]}")")
   cmake --build "$build" -j"$jobs" --target $(executables_but "$build" "${asan_only[@]}")
   built release
-  if selected asan; then configure_asan && idle_build "$asan" $(asan_targets); fi
+  idle_next asan
   GTEST_FILTER="$slow_tests" run_ctest "$build" slow --output-on-failure -j"$jobs" \
     -R "$(regex_of "${slow_programs[@]}")"
   run_ctest "$build" release --output-on-failure -j"$jobs" -R "$(regex_of "${release_tests[@]}")"
@@ -145,10 +157,8 @@ if stage release; then
 fi
 
 if stage asan; then
-  configure_asan
-  cmake --build "$asan" -j"$jobs" --target $(asan_targets)
-  built asan
-  if selected tsan; then configure_tsan && idle_build "$tsan" $(tsan_targets); fi
+  build_stage asan
+  idle_next tsan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     GTEST_FILTER="-$slow_tests" run_ctest "$asan" asan --output-on-failure -j"$jobs" "${asan_tests[@]}"
   # Every registered target (tests/fuzz/CMakeLists.txt): 20 s each on 2 cores by default.
@@ -158,9 +168,7 @@ if stage asan; then
 fi
 
 if stage tsan; then
-  configure_tsan
-  cmake --build "$tsan" -j"$jobs" --target $(tsan_targets)
-  built tsan
+  build_stage tsan
   # Uninstrumented Debian libraries (cpp-httplib, SentencePiece) are suppressed: see the file.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 exitcode=66 suppressions=$FS_ROOT/tests/fault/tsan.supp" \
     GTEST_FILTER="-$slow_tests" run_ctest "$tsan" tsan --output-on-failure -j"$jobs" -R "$tsan_regex"

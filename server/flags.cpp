@@ -78,16 +78,16 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option("--served-model-name", f.served_model_name,
                  "the id clients pass as \"model\" (default: the model's folder name)")
       ->type_name("NAME");
-  app.add_option("--host", f.host, "listen address (default 127.0.0.1)")->type_name("ADDR");
-  app.add_option("--port", f.port, "listen port, 0..65535 (default 8000; 0 = any free port, printed)")
+  app.add_option("--host", f.http.host, "listen address (default 127.0.0.1)")->type_name("ADDR");
+  app.add_option("--port", f.http.port, "listen port, 0..65535 (default 8000; 0 = any free port, printed)")
       ->type_name("N")->check(in_range(0, 65535));
-  app.add_option("--api-key", f.api_key,
+  app.add_option("--api-key", f.http.api_key,
                  "require \"Authorization: Bearer KEY\" (default: env FLASHSERVE_API_KEY;\n"
                  "/health is exempt, /metrics with --metrics-public; the key is never\n"
                  "logged)")->type_name("KEY");
-  app.add_flag("--metrics-public", f.metrics_public,
+  app.add_flag("--metrics-public", f.http.metrics_public,
                "serve /metrics without the API key (for a Prometheus scraper)");
-  app.add_flag("--enable-force-include-usage", f.force_include_usage,
+  app.add_flag("--enable-force-include-usage", f.http.force_include_usage,
                "end every streamed completion and chat completion with the usage chunk,\n"
                "as if stream_options.include_usage were true (/v1/responses streams\n"
                "always end with usage)");
@@ -103,86 +103,88 @@ void add_flags(CLI::App& app, ServerFlags& f) {
           return std::string(e.what());
         }
       });
-  app.add_option("--backend", f.backend, "compute backend (default auto: cuda when available)")
+  app.add_option("--backend", f.runner.backend, "compute backend (default auto: cuda when available)")
       ->type_name("cpu|cuda|auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}).description(""));
-  app.add_option("--threads", f.threads, "CPU backend worker threads (default 0 = all cores)")
+  app.add_option("--threads", f.runner.threads, "CPU backend worker threads (default 0 = all cores)")
       ->type_name("N")->check(in_range(0, kIntMax));
-  app.add_option("--tensor-parallel-size", f.tensor_parallel_size,
+  app.add_option("--tensor-parallel-size", f.runner.tensor_parallel_size,
                  "split the model over N GPUs 0..N-1 (NCCL), or N CPU backends\n"
                  "sharing --threads; N must divide the heads, intermediate size and\n"
                  "vocabulary (docs/TENSOR_PARALLEL.md; default 1)")
       ->type_name("N")->check(in_range(1, 1024));
-  app.add_option("--block-size", f.block_size, "tokens per KV-cache block (default 16)")
+  app.add_option("--block-size", f.runner.block_size, "tokens per KV-cache block (default 16)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--kv-cache-tokens", f.kv_cache_tokens,
+  app.add_option("--kv-cache-tokens", f.runner.kv_cache_tokens,
                  "KV-cache capacity in tokens (default 0 = from --kv-memory-fraction)")
       ->type_name("N")->check(in_range(int64_t{0}, kInt64Max));
-  app.add_option("--kv-memory-fraction", f.kv_memory_fraction,
+  app.add_option("--kv-memory-fraction", f.runner.kv_memory_fraction,
                  "fraction of free device memory for the KV cache, in (0, 1] (default 0.9)")
       ->type_name("F")->check(kFraction);
-  app.add_option("--max-num-seqs", f.max_num_seqs, "sequences running per engine step (default 64)")
+  app.add_option("--max-num-seqs", f.engine.max_num_seqs, "sequences running per engine step (default 64)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+  app.add_option("--max-num-batched-tokens", f.engine.max_num_batched_tokens,
                  "tokens per engine step (default 512)")->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-queue", f.max_queue,
+  app.add_option("--max-queue", f.engine.max_queue,
                  "waiting requests, >= 1 (default 256); beyond it requests get 503 +\n"
                  "Retry-After; a request with more choices (prompts x n) gets 400")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-body-bytes", f.max_body_bytes,
+  app.add_option("--max-body-bytes", f.http.max_body_bytes,
                  "request body limit; larger bodies get 413 (default 4194304)")
-      ->type_name("N")->check(in_range(int64_t{1}, kInt64Max));
-  app.add_option("--http-threads", f.http_threads,
+      ->type_name("N")->check(in_range(size_t{1}, size_t{kInt64Max}));
+  app.add_option("--http-threads", f.http.threads,
                  "HTTP handler threads (default max-num-seqs + max-queue + 8); when\n"
                  "all are busy a new request gets 503 + Retry-After")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--request-head-timeout-ms", f.limits.head_timeout_ms,
+  app.add_option("--request-head-timeout-ms", f.http.limits.head_timeout_ms,
                  "a request head must arrive whole within N ms of its first byte\n"
                  "(default 3000); else 408 and the connection is closed")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--request-body-timeout-ms", f.limits.body_timeout_ms,
+  app.add_option("--request-body-timeout-ms", f.http.limits.body_timeout_ms,
                  "and its body within N ms of the head (default 30000)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--keep-alive-timeout-ms", f.limits.idle_timeout_ms,
+  app.add_option("--keep-alive-timeout-ms", f.http.limits.idle_timeout_ms,
                  "a connection with no request under way closes after N ms (default 5000)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-connections", f.limits.max_connections,
+  app.add_option("--max-connections", f.http.limits.max_connections,
                  "open connections in all (default 4096, at most the open-file limit\n"
                  "less 64); beyond: 503 and close")->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-connections-per-client", f.limits.max_connections_per_client,
+  app.add_option("--max-connections-per-client", f.http.limits.max_connections_per_client,
                  "open connections from one address (default 256; 0 = no cap);\n"
                  "beyond: 503 and close. Behind a reverse proxy every connection\n"
                  "comes from the proxy's address: raise it or use 0")
       ->type_name("N")->check(in_range(0, kIntMax));
-  app.add_option("--cuda-graph-max-batch", f.cuda_graph_max_batch,
+  app.add_option("--cuda-graph-max-batch", f.runner.graph_max_batch,
                  "cuda: decode steps of up to N sequences replay CUDA graphs\n"
                  "(default 256; 0 = off)")->type_name("N")->check(in_range(0, kIntMax));
   app.add_flag("--enforce-eager", f.enforce_eager,
                "cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)");
-  app.add_flag_callback("--no-prefix-caching", [&f] { f.prefix_caching = false; },
+  app.add_flag_callback("--no-prefix-caching", [&f] { f.engine.enable_prefix_caching = false; },
                         "compute every prompt in full (default: reuse the KV cache of\n"
                         "prompt prefixes already seen, docs/PREFIX_CACHE.md)");
-  app.add_flag_callback("--no-request-log", [&f] { f.log_requests = false; },
+  app.add_flag_callback("--no-request-log", [&f] { f.http.log_requests = false; },
                         "do not log one line per finished request");
 }
 
 }  // namespace
 
 int parse_server_flags(int argc, char** argv, ServerFlags& f) {
-  if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.api_key = key;
+  if (const char* key = std::getenv("FLASHSERVE_API_KEY")) f.http.api_key = key;
   CLI::App app{kAbout, "flashserve"};
   app.footer(kFooter);
   app.get_formatter()->column_width(32);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last one wins
   add_flags(app, f);
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
-  if (f.enforce_eager) f.cuda_graph_max_batch = 0;
+  if (f.enforce_eager) f.runner.graph_max_batch = 0;
   if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)
     f.model = default_model_dir();
     if (f.model.empty()) {
       return cli::usage_error(app, "--model is required (no stories260K beside the program)");
     }
   }
-  if (f.http_threads == 0) f.http_threads = std::min(f.max_num_seqs + f.max_queue + 8, 2048);
+  if (f.http.threads == 0)
+    f.http.threads = std::min(f.engine.max_num_seqs + f.engine.max_queue + 8, 2048);
+  f.http.cors = CorsPolicy(f.allowed_origins);
   return -1;
 }
 

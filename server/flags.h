@@ -7,34 +7,23 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "server/connection_front.h"
+#include "server/http_server.h"
 
 namespace flashserve {
 
-// The flags' values; the initial values are the defaults the help text states.
+// The flags' values; the initial values are the defaults the help text states. The runner's, the
+// engine's and the HTTP server's options are bound to their flags directly.
 struct ServerFlags {
-  std::string host = "127.0.0.1";
-  int port = 8000;
-  std::string model, tokenizer, served_model_name, api_key, backend = "auto", chat_template;
+  std::string model, tokenizer, served_model_name, chat_template;
   std::string tool_call_parser = "auto";  // --tool-call-parser (server/tool_call_syntax.h)
   std::string reasoning_parser = "auto";  // --reasoning-parser (reasoning_parser_enabled)
   std::string task = "auto";  // --task: auto | generate | embed (server/embeddings_api.h)
   std::string quantize = "none";  // --quantize: none | fp8 (docs/FP8.md)
-  int max_num_seqs = EngineOptions{}.max_num_seqs;
-  int max_num_batched_tokens = EngineOptions{}.max_num_batched_tokens;
-  int max_queue = EngineOptions{}.max_queue;
-  int64_t kv_cache_tokens = 0;
-  double kv_memory_fraction = ModelRunnerOptions{}.kv_memory_fraction;
-  int64_t max_body_bytes = 4 << 20;
-  int threads = 0, block_size = 16, http_threads = 0, tensor_parallel_size = 1;
-  int cuda_graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
-  bool log_requests = true;
-  bool metrics_public = false;  // --metrics-public: /metrics without the API key
-  bool force_include_usage = false;  // --enable-force-include-usage
+  ModelRunnerOptions runner{.backend = "auto"};
+  EngineOptions engine;
+  HttpServerOptions http;  // its cors comes from allowed_origins
   std::string allowed_origins;  // --allowed-origins (server/cors.h)
-  bool prefix_caching = true;
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
-  ConnectionLimits limits;
 };
 
 // Parses the command line into `f` (FLASHSERVE_API_KEY is the --api-key default; an empty

@@ -70,7 +70,7 @@ std::string default_model_name(const std::string& path) {
 int main(int argc, char** argv) {
   ServerFlags flags;
   if (const int rc = parse_server_flags(argc, argv, flags); rc >= 0) return rc;
-  flashserve::prepare_cuda_for_tensor_parallelism(flags.tensor_parallel_size);  // before any CUDA call
+  flashserve::prepare_cuda_for_tensor_parallelism(flags.runner.tensor_parallel_size);  // before any CUDA call
 
   // Signals are taken by one watcher thread (sigtimedwait); every thread started from here on
   // blocks them. A thread started before main (ThreadSanitizer's, or a library's) does not, and
@@ -107,24 +107,11 @@ int main(int argc, char** argv) {
     tokenizer = Tokenizer::load(tok_path);
     model->use_tokenizer_eos(tokenizer->eos_id());
     chat_template = load_chat_template(flags, *tokenizer);
-    ModelRunnerOptions ro;
-    ro.backend = flags.backend;
-    ro.block_size = flags.block_size;
-    ro.kv_cache_tokens = flags.kv_cache_tokens;
-    ro.kv_memory_fraction = flags.kv_memory_fraction;
-    ro.threads = flags.threads;
-    ro.graph_max_batch = flags.cuda_graph_max_batch;
-    ro.tensor_parallel_size = flags.tensor_parallel_size;
-    auto runner = ModelRunner::create(*model, ro);
+    auto runner = ModelRunner::create(*model, flags.runner);
     // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
     // of the config, so the memory-mapped files can go now instead of staying mapped for good.
     model.reset();
-    EngineOptions eo;
-    eo.max_num_seqs = flags.max_num_seqs;
-    eo.max_num_batched_tokens = flags.max_num_batched_tokens;
-    eo.max_queue = flags.max_queue;
-    eo.enable_prefix_caching = flags.prefix_caching;
-    engine = Engine::create(std::move(runner), eo);
+    engine = Engine::create(std::move(runner), flags.engine);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashserve: start-up failed: %s\n", e.what());
     return 1;
@@ -165,8 +152,8 @@ int main(int argc, char** argv) {
                c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "",
                r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
-               flags.max_num_seqs, flags.max_num_batched_tokens, flags.max_queue,
-               flags.prefix_caching ? "on" : "off");
+               flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens,
+               flags.engine.max_queue, flags.engine.enable_prefix_caching ? "on" : "off");
   std::string eos_list;
   for (int id : c.eos_token_ids) {
     if (!eos_list.empty()) eos_list += ',';
@@ -181,17 +168,7 @@ int main(int argc, char** argv) {
                chat_template ? chat_template->origin().c_str()
                              : "none (/v1/chat/completions answers 400; see --chat-template)");
 
-  HttpServerOptions ho;
-  ho.host = flags.host;
-  ho.port = flags.port;
-  ho.api_key = flags.api_key;
-  ho.metrics_public = flags.metrics_public;
-  ho.force_include_usage = flags.force_include_usage;
-  ho.cors = CorsPolicy(flags.allowed_origins);
-  ho.max_body_bytes = static_cast<size_t>(flags.max_body_bytes);
-  ho.threads = flags.http_threads;
-  ho.log_requests = flags.log_requests;
-  ho.limits = flags.limits;
+  HttpServerOptions& ho = flags.http;
   // Every connection is a descriptor: take the hard open-file limit (the soft one is often
   // 1024) and keep the connection cap 64 below it for the model files, logs and the listener.
   rlimit nofile{};
@@ -212,8 +189,8 @@ int main(int argc, char** argv) {
     engine->shutdown();
     return 1;
   }
-  std::printf("flashserve: listening on http://%s:%d%s\n", flags.host.c_str(), server.port(),
-              flags.api_key.empty() ? "" : " (API key required)");
+  std::printf("flashserve: listening on http://%s:%d%s\n", ho.host.c_str(), server.port(),
+              ho.api_key.empty() ? "" : " (API key required)");
   std::fflush(stdout);
 
   std::atomic<bool> done{false};

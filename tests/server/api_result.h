@@ -1,6 +1,7 @@
-// accepted() and refused(): read an API-edge result (a value or an ApiError) in a test, turning
-// the wrong alternative into a test failure that names the request, so each endpoint's fixture
-// needs no helper of its own; and the chat fixtures' model.
+// What the API-edge tests share: accepted() and refused() read an endpoint's result (a value or an
+// ApiError), turning the wrong alternative into a test failure that names the request, so each
+// endpoint's fixture needs no helper of its own; the fixtures' models; the rows of bad-input
+// tables.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/openai_api.h"
+#include "tests/server/fake_tokenizer.h"
 
 namespace flashserve::testing {
 
@@ -39,5 +41,20 @@ ApiError refused(const std::variant<T, ApiError>& r, const std::string& what) {
   ADD_FAILURE() << what << " was accepted";
   return {};
 }
+
+// A fixture with the fake tokenizer and a "stories" model of `Context` tokens over its
+// vocabulary.
+template <int Context>
+class FakeModelTest : public ::testing::Test {
+ protected:
+  FakeTokenizer tok;
+  ServedModel model{"stories", Context, 262, 1700000000};
+};
+
+// A request body and the parameter its 400 must name: the rows of the bad-input tables.
+struct BadBody {
+  nlohmann::json body;
+  std::string param;
+};
 
 }  // namespace flashserve::testing

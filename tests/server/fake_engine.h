@@ -15,6 +15,7 @@
 
 #include "server/completion.h"
 #include "server/http_client.h"
+#include "tests/server/fake_tokenizer.h"
 
 namespace flashserve::testing {
 
@@ -142,5 +143,15 @@ inline CompletionResult run_whole(const CompletionContext& ctx, const Completion
   EXPECT_EQ(res.status, 200) << res.body.dump();
   return res;
 }
+
+// A fixture with the fake tokenizer and engine, a 512-token "fake" model, and a completion
+// context over them.
+class FakeEngineTest : public ::testing::Test {
+ protected:
+  FakeTokenizer tok;
+  FakeEngine engine;
+  ServedModel model{"fake", 512, 262, 0};
+  CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
+};
 
 }  // namespace flashserve::testing

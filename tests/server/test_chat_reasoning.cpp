@@ -122,12 +122,8 @@ TEST_F(ChatReasoning, ParserChoiceAndPromptThatOpensThink) {
 }
 
 // Response assembly on a fixed output, one byte per token, so the stream splits at every byte.
-class ReasoningAssembly : public ::testing::Test {
+class ReasoningAssembly : public testing::FakeEngineTest {
  protected:
-  testing::FakeTokenizer tok;
-  testing::FakeEngine engine;
-  ServedModel model{"fake", 512, 262, 0};
-  CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
 
   CompletionRequest request(const std::string& output, bool starts_in_reasoning) {
     CompletionRequest r = testing::scripted_chat_request(engine, output, FinishReason::kStop);

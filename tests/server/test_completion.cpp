@@ -20,12 +20,8 @@ using testing::FakeEngine;
 using testing::RecordingConnection;
 using testing::sse_chunks;
 
-class CompletionTest : public ::testing::Test {
+class CompletionTest : public testing::FakeEngineTest {
  protected:
-  testing::FakeTokenizer tok;
-  FakeEngine engine;
-  ServedModel model{"fake", 512, 262, 0};
-  CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
 
   CompletionRequest request(std::vector<std::string> stop = {}) {
     CompletionRequest r;

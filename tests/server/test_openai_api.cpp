@@ -16,10 +16,8 @@ namespace {
 
 using json = nlohmann::json;
 
-class OpenAiApi : public ::testing::Test {
+class OpenAiApi : public testing::FakeModelTest<64> {
  protected:
-  testing::FakeTokenizer tok;
-  ServedModel model{"stories", 64, 262, 1700000000};
 
   CompletionRequest ok(const std::string& body) {
     return testing::accepted(parse_completion_request(body, model, tok), body);

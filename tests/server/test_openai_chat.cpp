@@ -98,11 +98,7 @@ TEST_F(OpenAiChat, ContentPartsRolesAndNames) {
 }
 
 TEST_F(OpenAiChat, BadMessagesNameTheField) {
-  struct Case {
-    json body;
-    std::string param;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<testing::BadBody> cases = {
       {json::object(), "messages"},
       {json{{"messages", json::array()}}, "messages"},
       {json{{"messages", "hi"}}, "messages"},

@@ -233,11 +233,7 @@ TEST_F(ResponsesRequestTest, UnsupportedItemsPartsAndToolsNameThemselves) {
 }
 
 TEST_F(ResponsesRequestTest, BadValuesNameTheResponsesField) {
-  struct Case {
-    json body;
-    std::string param;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<testing::BadBody> cases = {
       {json::object(), "input"},
       {{{"input", 3}}, "input"},
       {{{"input", json::array()}}, "input"},  // nothing to answer

@@ -23,12 +23,8 @@ struct Event {
   json data;
 };
 
-class ResponsesStreamTest : public ::testing::Test {
+class ResponsesStreamTest : public testing::FakeEngineTest {
  protected:
-  testing::FakeTokenizer tok;
-  testing::FakeEngine engine;
-  ServedModel model{"fake", 512, 262, 0};
-  CompletionContext ctx{&engine, &tok, &model, nullptr, std::chrono::milliseconds(1)};
   ResponsesTurn turn{"resp_test", 5, "fake", json{{"store", true}}, json::array(), true};
 
   // A chat request whose output is `output`, one byte per token.

@@ -15,10 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-class TokenizeApi : public ::testing::Test {
+class TokenizeApi : public testing::FakeModelTest<512> {
  protected:
-  testing::FakeTokenizer tok;
-  ServedModel model{"stories", 512, 262, 1700000000};
 
   json ok(const JsonOrError& r) { return testing::accepted(r, "the request"); }
   ApiError err(const JsonOrError& r) {
