@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::set<std::string>& known_fields() {
+const std::set<std::string>& completion_fields() {
   static const std::set<std::string> k = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
       "stream", "stream_options", "seed", "presence_penalty", "frequency_penalty",
@@ -83,10 +83,10 @@ void parse_prompt(const json& p, const ServedModel& model, const Tokenizer& toke
   }
 }
 
-CompletionRequest parse(std::string_view body, const ServedModel& model,
+CompletionRequest parse_completion(std::string_view body, const ServedModel& model,
                         const Tokenizer& tokenizer) {
   const json j = request::parse_object(body);
-  CompletionRequest r = request::read_shared_fields(j, model, known_fields());
+  CompletionRequest r = request::read_shared_fields(j, model, completion_fields());
   auto has = [&](const char* k) { return request::has(j, k); };
   // Checked against the context once the prompts are tokens, before narrowing to int.
   const int64_t max_tokens =
@@ -127,7 +127,7 @@ std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_s
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,
                                                                    const Tokenizer& tokenizer) {
-  return request::parse_or_error([&] { return parse(body, model, tokenizer); });
+  return request::parse_or_error([&] { return parse_completion(body, model, tokenizer); });
 }
 
 }  // namespace flashserve

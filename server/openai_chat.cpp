@@ -29,7 +29,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::set<std::string>& known_fields() {
+const std::set<std::string>& chat_fields() {
   static const std::set<std::string> k = {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
       "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
@@ -222,11 +222,11 @@ std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
   return ids;
 }
 
-CompletionRequest parse(std::string_view body, const ServedModel& model,
+CompletionRequest parse_chat(std::string_view body, const ServedModel& model,
                         const Tokenizer& tokenizer) {
   const json j = request::parse_object(body);
   reject_unsupported(j);
-  CompletionRequest r = request::read_shared_fields(j, model, known_fields());
+  CompletionRequest r = request::read_shared_fields(j, model, chat_fields());
   r.format = ResponseFormat::kChat;
   auto has = [&](const char* k) { return request::has(j, k); };
   // max_completion_tokens is the current name, max_tokens the deprecated one; with neither the
@@ -293,7 +293,7 @@ bool reasoning_parser_enabled(std::string_view flag, const ChatTemplate* chat_te
 std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
                                                              const ServedModel& model,
                                                              const Tokenizer& tokenizer) {
-  return request::parse_or_error([&] { return parse(body, model, tokenizer); });
+  return request::parse_or_error([&] { return parse_chat(body, model, tokenizer); });
 }
 
 }  // namespace flashserve

@@ -15,7 +15,7 @@ namespace flashserve::structured {
 
 namespace {
 
-std::string child(const std::string& path, const std::string& key) { return path + "/" + key; }
+std::string subpath(const std::string& path, const std::string& key) { return path + "/" + key; }
 
 // The format regexes: tighter than RFC 3339 where that keeps every output valid (no February 29, no year 0000,
 // no leap seconds).
@@ -56,11 +56,11 @@ int SchemaCompiler::count(const Json& s, const char* key, const std::string& pat
   if (!s.contains(key)) return fallback;
   const Json& v = s[key];
   if (!v.is_number_integer() || v.get<int64_t>() < 0)
-    fail(key, child(path, key), "must be a non-negative integer");
+    fail(key, subpath(path, key), "must be a non-negative integer");
   int64_t n = v.get<int64_t>();
   const int cap = options_.limits.max_repeat;
   if (std::string(key).rfind("max", 0) == 0) return static_cast<int>(std::min<int64_t>(n, cap));  // capped: tighter
-  if (n > cap) fail(key, child(path, key), str_cat("larger than the limit of ", cap));
+  if (n > cap) fail(key, subpath(path, key), str_cat("larger than the limit of ", cap));
   return static_cast<int>(n);
 }
 
@@ -82,9 +82,9 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   static const Json kTrue = true;
   std::set<std::string> required;
   if (s.contains("required")) {
-    if (!s["required"].is_array()) fail("required", child(path, "required"), "must be an array of names");
+    if (!s["required"].is_array()) fail("required", subpath(path, "required"), "must be an array of names");
     for (const Json& r : s["required"]) {
-      if (!r.is_string()) fail("required", child(path, "required"), "must be an array of names");
+      if (!r.is_string()) fail("required", subpath(path, "required"), "must be an array of names");
       required.insert(r.get<std::string>());
     }
   }
@@ -94,7 +94,7 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   std::vector<Prop> props;
   std::set<std::string> declared;
   if (s.contains("properties")) {
-    if (!s["properties"].is_object()) fail("properties", child(path, "properties"), "must be an object");
+    if (!s["properties"].is_object()) fail("properties", subpath(path, "properties"), "must be an object");
     for (const auto& [name, sub] : s["properties"].items()) declared.insert(name);
   }
   // patternProperties: the extra keys are those of its pattern with its schema (additionalProperties
@@ -102,12 +102,12 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   const auto [key_regex, key_schema] = key_pattern(s, declared, path);
   if (key_schema != nullptr) extra = key_schema;
   if (s.contains("properties")) {
-    if (!s["properties"].is_object()) fail("properties", child(path, "properties"), "must be an object");
+    if (!s["properties"].is_object()) fail("properties", subpath(path, "properties"), "must be an object");
     for (const auto& [name, sub] : s["properties"].items()) {
       declared.insert(name);
       bool req = required.count(name) > 0;
       if (sub == false) {
-        if (req) fail("required", child(path, "required"), str_cat("'", name, "' is required but its schema is false"));
+        if (req) fail("required", subpath(path, "required"), str_cat("'", name, "' is required but its schema is false"));
         continue;
       }
       props.push_back({name, &sub, req});
@@ -116,8 +116,8 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   for (const std::string& name : required) {
     if (declared.count(name)) continue;
     if (s.contains("additionalProperties") && s["additionalProperties"] == false)
-      fail("required", child(path, "required"), str_cat("'", name, "' is required but additionalProperties is false"));
-    if (key_schema != nullptr) fail("required", child(path, "required"), str_cat("'", name, "' is required beside patternProperties"));
+      fail("required", subpath(path, "required"), str_cat("'", name, "' is required but additionalProperties is false"));
+    if (key_schema != nullptr) fail("required", subpath(path, "required"), str_cat("'", name, "' is required beside patternProperties"));
     props.push_back({name, extra ? extra : &kTrue, true});
   }
   // Tail rules, built back to front. first[i]: properties i.. with none written yet;
@@ -126,11 +126,11 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   for (size_t i = 0; i < props.size(); ++i) {
     Seq key = b_.literal(Json(props[i].name).dump());
     member[i] = GrammarBuilder::rule(b_.rule_of({cat({key, json_.colon(), {schema(*props[i].schema,
-                                    child(child(path, "properties"), props[i].name), depth + 1)}})}));
+                                    subpath(subpath(path, "properties"), props[i].name), depth + 1)}})}));
   }
   Seq extras_first, extras_later;
   if (extra != nullptr) {
-    const std::string extra_path = key_schema ? child(child(path, "patternProperties"), key_regex) : child(path, "additionalProperties");
+    const std::string extra_path = key_schema ? subpath(subpath(path, "patternProperties"), key_regex) : subpath(path, "additionalProperties");
     Sym value = schema(*extra, extra_path, depth + 1);
     Sym key = key_schema ? regex_string(key_regex, "patternProperties", extra_path) : extra_key(declared);
     Sym pair = GrammarBuilder::rule(b_.rule_of({cat({{key}, json_.colon(), {value}})}));
@@ -158,7 +158,7 @@ Sym SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
 Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   if (s.contains("items") && s["items"].is_array()) {
     // Draft 4-7 tuples: items as a list is prefixItems, and additionalItems the items after it.
-    if (s.contains("prefixItems")) fail("items", child(path, "items"), "a list of items beside prefixItems");
+    if (s.contains("prefixItems")) fail("items", subpath(path, "items"), "a list of items beside prefixItems");
     Json t = s;
     t["prefixItems"] = s["items"];
     t.erase("items");
@@ -169,9 +169,9 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   std::vector<Sym> prefix;
   if (s.contains("prefixItems")) {
     const Json& p = s["prefixItems"];
-    if (!p.is_array()) fail("prefixItems", child(path, "prefixItems"), "must be an array of schemas");
+    if (!p.is_array()) fail("prefixItems", subpath(path, "prefixItems"), "must be an array of schemas");
     for (size_t i = 0; i < p.size(); ++i)
-      prefix.push_back(schema(p[i], child(child(path, "prefixItems"), std::to_string(i)), depth + 1));
+      prefix.push_back(schema(p[i], subpath(subpath(path, "prefixItems"), std::to_string(i)), depth + 1));
   }
   const int n_prefix = static_cast<int>(prefix.size());
   int min = count(s, "minItems", path, 0);
@@ -179,14 +179,14 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   if (s.contains("maxItems") && max >= options_.limits.max_repeat) max = options_.limits.max_repeat;
   const bool closed = s.contains("items") && s["items"] == false;
   if (closed) max = max < 0 ? n_prefix : std::min(max, n_prefix);
-  if (max >= 0 && min > max) fail("minItems", child(path, "minItems"), "is larger than the number of items allowed");
+  if (max >= 0 && min > max) fail("minItems", subpath(path, "minItems"), "is larger than the number of items allowed");
   if (s.contains("uniqueItems") && s["uniqueItems"] == true && max != 0 && max != 1) {
     // Distinct literals are written in the enum's order; any other array of unique items is
     // generated with at most one item (tighter: a grammar cannot compare free values).
     const Json* items = s.contains("items") ? &s["items"] : nullptr;
     if (n_prefix == 0 && items && items->is_object() && (items->contains("enum") || items->contains("const")))
-      return unique_literals(*items, min, max, child(path, "items"));
-    if (min > 1) fail("uniqueItems", child(path, "uniqueItems"), "more than one unique item of a non-literal schema");
+      return unique_literals(*items, min, max, subpath(path, "items"));
+    if (min > 1) fail("uniqueItems", subpath(path, "uniqueItems"), "more than one unique item of a non-literal schema");
     max = 1;
   }
   // Items past the prefix, each after a comma (the first one only when there is a prefix).
@@ -194,7 +194,7 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   const int extra_min = std::max(min - n_prefix, 0);
   const int extra_max = max < 0 ? -1 : std::max(max - n_prefix, 0);
   if (extra_max != 0) {
-    Sym item = s.contains("items") ? schema(s["items"], child(path, "items"), depth + 1) : json_.value();
+    Sym item = s.contains("items") ? schema(s["items"], subpath(path, "items"), depth + 1) : json_.value();
     Seq sep_item = cat({json_.comma(), {item}});
     if (n_prefix > 0) {
       tail = {b_.repeat(sep_item, extra_min, extra_max)};
@@ -219,9 +219,9 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
 Sym SchemaCompiler::unique_literals(const Json& items, int min, int max, const std::string& path) {
   for (const auto& [key, value] : items.items())
     if (key != "enum" && key != "const" && key != "type" && !is_annotation_keyword(key))
-      fail(key, child(path, key), "keywords beside enum/const other than type are not supported");
+      fail(key, subpath(path, key), "keywords beside enum/const other than type are not supported");
   const Json values = items.contains("const") ? Json::array({items["const"]}) : items["enum"];
-  if (!values.is_array()) fail("enum", child(path, "enum"), "must be an array");
+  if (!values.is_array()) fail("enum", subpath(path, "enum"), "must be an array");
   std::vector<std::string> types = items.contains("type") ? types_of(items, path) : std::vector<std::string>{};
   std::vector<Json> kept;  // distinct (1 and 1.0 are equal) and of the type
   for (const Json& v : values) {
@@ -264,19 +264,19 @@ Sym SchemaCompiler::string(const Json& s, const std::string& path) {
   if (s.contains("pattern") || s.contains("format")) {
     const char* key = s.contains("pattern") ? "pattern" : "format";
     if (lengths || (s.contains("pattern") && s.contains("format")))
-      fail(key, child(path, key), "cannot be combined with minLength/maxLength or with each other");
-    if (!s[key].is_string()) fail(key, child(path, key), "must be a string");
+      fail(key, subpath(path, key), "cannot be combined with minLength/maxLength or with each other");
+    if (!s[key].is_string()) fail(key, subpath(path, key), "must be a string");
     std::string pattern = s[key].get<std::string>();
     if (std::string(key) == "format") {
       const char* re = format_regex(pattern);
-      if (re == nullptr) fail("format", child(path, "format"), str_cat("the format '", pattern, "' is not supported"));
+      if (re == nullptr) fail("format", subpath(path, "format"), str_cat("the format '", pattern, "' is not supported"));
       pattern = re;
     }
-    return regex_string(pattern, key, child(path, key));
+    return regex_string(pattern, key, subpath(path, key));
   }
   int min = count(s, "minLength", path, 0);
   int max = count(s, "maxLength", path, -1);
-  if (max >= 0 && min > max) fail("minLength", child(path, "minLength"), "is larger than maxLength");
+  if (max >= 0 && min > max) fail("minLength", subpath(path, "minLength"), "is larger than maxLength");
   return json_.string_length(min, max);
 }
 
@@ -299,7 +299,7 @@ Sym SchemaCompiler::numeric(const Json& s, bool integer, const std::string& path
   std::optional<int64_t> lo, hi;
   auto bound = [&](const char* key) -> std::optional<double> {
     if (!s.contains(key)) return std::nullopt;
-    if (!s[key].is_number()) fail(key, child(path, key), "must be a number");
+    if (!s[key].is_number()) fail(key, subpath(path, key), "must be a number");
     return s[key].get<double>();
   };
   auto tighten_lo = [&](double v) { v = std::max(v, -kLimit); lo = lo ? std::max(*lo, (int64_t)v) : (int64_t)v; };
@@ -362,7 +362,7 @@ std::pair<std::string, const Json*> SchemaCompiler::key_pattern(const Json& s, c
                                                                 const std::string& path) const {
   if (!s.contains("patternProperties")) return {"", nullptr};
   const Json& pp = s["patternProperties"];
-  const std::string pp_path = child(path, "patternProperties");
+  const std::string pp_path = subpath(path, "patternProperties");
   if (!pp.is_object()) fail("patternProperties", pp_path, "must be an object");
   if (pp.empty()) return {"", nullptr};
   if (pp.size() > 1) fail("patternProperties", pp_path, "more than one pattern is not supported");
