@@ -213,30 +213,56 @@ class Metaspace final : public PreTokenizer {
   bool split_;
 };
 
+// Cuts each piece at every character `is_delimiter` holds for, one match per character (as HF's
+// splitting on a char predicate), then applies `behavior`.
+template <class IsDelimiter>
+void split_chars(std::vector<Piece>& pieces, Behavior behavior, IsDelimiter&& is_delimiter) {
+  std::vector<Piece> out;
+  std::vector<std::pair<size_t, size_t>> matches;
+  for (const Piece& p : pieces) {
+    matches.clear();
+    for_each_char(p.text, [&](uint32_t cp, size_t at, size_t n) {
+      if (is_delimiter(cp)) matches.emplace_back(at, at + n);
+    });
+    split_piece(p, matches, behavior, false, out);
+  }
+  pieces = std::move(out);
+}
+
 // Digits: numeric characters (Unicode N*) apart from the rest, one by one or in runs.
 class Digits final : public PreTokenizer {
  public:
   explicit Digits(const json& j)
       : individual_(field<bool>(j, "individual_digits", false, "pre_tokenizer Digits")) {}
   void apply(std::vector<Piece>& pieces) const override {
-    std::vector<Piece> out;
-    std::vector<std::pair<size_t, size_t>> matches;
-    for (const Piece& p : pieces) {
-      matches.clear();
-      for_each_char(p.text, [&](uint32_t cp, size_t at, size_t n) {
-        const auto cat = utf8proc_category(utf8proc_int32_t(cp));
-        if (cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
-            cat == UTF8PROC_CATEGORY_NO)
-          matches.emplace_back(at, at + n);
-      });
-      split_piece(p, matches, individual_ ? Behavior::Isolated : Behavior::Contiguous, false,
-                  out);
-    }
-    pieces = std::move(out);
+    split_chars(pieces, individual_ ? Behavior::Isolated : Behavior::Contiguous, [](uint32_t cp) {
+      const auto cat = utf8proc_category(utf8proc_int32_t(cp));
+      return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
+             cat == UTF8PROC_CATEGORY_NO;
+    });
   }
 
  private:
   bool individual_;
+};
+
+// Punctuation (Falcon): ASCII punctuation (Rust's is_ascii_punctuation, which takes in symbols
+// such as '$' and '+') and Unicode punctuation (P*) as delimiters, by `behavior`.
+class Punctuation final : public PreTokenizer {
+ public:
+  explicit Punctuation(const json& j) : behavior_(parse_behavior(j, "pre_tokenizer Punctuation")) {}
+  void apply(std::vector<Piece>& pieces) const override {
+    split_chars(pieces, behavior_, [](uint32_t cp) {
+      if (cp < 0x80) return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) ||
+                            (cp >= 0x5B && cp <= 0x60) || (cp >= 0x7B && cp <= 0x7E);
+      const auto cat = utf8proc_category(utf8proc_int32_t(cp));
+      return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+    });
+  }
+  bool can_drop_text() const override { return behavior_ == Behavior::Removed; }
+
+ private:
+  Behavior behavior_;
 };
 
 class Sequence final : public StageSequence<PreTokenizer> {
@@ -256,6 +282,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j) {
   if (type == "Split") return std::make_unique<Split>(j);
   if (type == "Metaspace") return std::make_unique<Metaspace>(j);
   if (type == "Digits") return std::make_unique<Digits>(j);
+  if (type == "Punctuation") return std::make_unique<Punctuation>(j);
   if (type == "Sequence") return std::make_unique<Sequence>(j);
   unsupported("pre_tokenizer", type);
 }

@@ -1,5 +1,6 @@
-// tokenizer.json pre-tokenizers: ByteLevel, Split, Metaspace, Digits and Sequence. Each one
-// splits (and may rewrite) a list of pieces; the BPE model then encodes every piece on its own.
+// tokenizer.json pre-tokenizers: ByteLevel, Split, Metaspace, Digits, Punctuation and Sequence.
+// Each one splits (and may rewrite) a list of pieces; the BPE model then encodes every piece on
+// its own.
 #pragma once
 
 #include <memory>
@@ -20,7 +21,7 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` with their split; empty pieces are dropped, as in HF.
   virtual void apply(std::vector<Piece>& pieces) const = 0;
-  // True when it can drop text (a Split with behavior Removed).
+  // True when it can drop text (a Split or Punctuation with behavior Removed).
   virtual bool can_drop_text() const { return false; }
 };
 

@@ -1,23 +1,24 @@
 // Tokenizer over a Hugging Face tokenizer.json: the pipeline of `tokenizers` for one sequence.
-//   1. split the text on added tokens that match raw text (normalized: false; special tokens only
-//      in encode_parsing_special_tokens, see tokenizer.h);
+//   1. split the text on added tokens that match raw text (normalized: false; which occurrences
+//      of special tokens count: none in encode, all in encode_parsing_special_tokens, those
+//      outside the messages in encode_chat_prompt, see tokenizer.h);
 //   2. normalize each remaining part, then split it on the added tokens that match normalized text;
 //   3. pre-tokenize each part into pieces; 4. encode each piece with the BPE model;
 //   5. with add_bos, the ids the post-processor's single template puts around the sequence.
 // Decode maps ids to tokens (special added tokens skipped) and runs the decoder chain.
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "tokenizer/hf_added_tokens.h"
 #include "tokenizer/hf_bpe.h"
 #include "tokenizer/hf_decoder.h"
 #include "tokenizer/hf_normalizer.h"
 #include "tokenizer/hf_pre_tokenizer.h"
-#include "tokenizer/hf_text.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/tokenizer_backends.h"
 #include "tokenizer/utf8.h"
 
@@ -26,125 +27,9 @@ namespace flashserve {
 namespace {
 
 using hf::json;
-
-struct AddedToken {
-  std::string content;
-  int32_t id = -1;
-  bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = true;
-};
-
-bool is_word_char(uint32_t cp);
-
-// Leftmost-longest matching of a set of added tokens (what HF's Aho-Corasick automaton does).
-class AddedMatcher {
- public:
-  void add(std::string pattern, const AddedToken* token) {
-    if (pattern.empty()) return;
-    entries_.push_back({std::move(pattern), token});
-  }
-  void finish() {
-    std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
-      return a.pattern.size() > b.pattern.size();
-    });
-    for (size_t i = 0; i < entries_.size(); ++i)
-      by_first_[static_cast<unsigned char>(entries_[i].pattern[0])].push_back(int32_t(i));
-  }
-  bool empty() const { return entries_.empty(); }
-
-  // Splits `text` into runs of text (on_text(run, at_start)) and added token ids (into `out`),
-  // in order, applying single_word, lstrip and rstrip as HF does.
-  // With match_special false, matches of special tokens are passed over and stay text (HF's
-  // encode_special_tokens mode: the match is found, then skipped).
-  template <class OnText>
-  void split(std::string_view text, bool at_start, bool match_special, OnText&& on_text,
-             std::vector<int32_t>& out) const {
-    size_t start = 0;  // end of the last token taken (after its rstrip)
-    size_t pos = 0;    // where the search goes on (after the last match, before rstrip)
-    while (pos < text.size()) {
-      const Entry* hit = nullptr;
-      size_t b = pos;
-      for (; b < text.size() && hit == nullptr; ++b)
-        for (int32_t idx : by_first_[static_cast<unsigned char>(text[b])]) {
-          const Entry& e = entries_[size_t(idx)];
-          if (text.compare(b, e.pattern.size(), e.pattern) == 0) {
-            hit = &e;
-            break;
-          }
-        }
-      if (hit == nullptr) break;
-      --b;
-      size_t e = b + hit->pattern.size();
-      pos = e;
-      const AddedToken& tok = *hit->token;
-      if (tok.special && !match_special) continue;
-      if (tok.single_word && (word_char_before(text, b) || word_char_at(text, e))) continue;
-      if (b < start) continue;  // inside the previous token's rstrip
-      if (tok.lstrip) b = std::max(start, last_non_space_end(text, start, b));
-      if (tok.rstrip) e = first_non_space(text, e);
-      if (b > start) on_text(text.substr(start, b - start), at_start && start == 0);
-      out.push_back(tok.id);
-      start = e;
-    }
-    if (start < text.size()) on_text(text.substr(start), at_start && start == 0);
-  }
-
- private:
-  struct Entry {
-    std::string pattern;
-    const AddedToken* token;
-  };
-  static bool word_char_before(std::string_view s, size_t b) {
-    bool word = false;  // the last character of s[0, b)
-    size_t i = b;
-    while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
-    if (i > 0) {
-      --i;
-      const size_t n = utf8_sequence_length(s, i);
-      if (n > 0) word = is_word_char(hf::decode_utf8(s, i, n));
-    }
-    return word;
-  }
-  static bool word_char_at(std::string_view s, size_t e) {
-    if (e >= s.size()) return false;
-    const size_t n = utf8_sequence_length(s, e);
-    return n > 0 && is_word_char(hf::decode_utf8(s, e, n));
-  }
-  // End of the last non-whitespace character in s[from, b), or `from` when all is whitespace.
-  static size_t last_non_space_end(std::string_view s, size_t from, size_t b) {
-    size_t end = from;
-    hf::for_each_char(s.substr(from, b - from), [&](uint32_t cp, size_t at, size_t n) {
-      if (!hf::is_white_space(cp)) end = from + at + n;
-    });
-    return end;
-  }
-  static size_t first_non_space(std::string_view s, size_t e) {
-    size_t i = e;
-    while (i < s.size()) {
-      size_t n = utf8_sequence_length(s, i);
-      if (n == 0 || !hf::is_white_space(hf::decode_utf8(s, i, n))) break;
-      i += n;
-    }
-    return i;
-  }
-  std::vector<Entry> entries_;
-  std::array<std::vector<int32_t>, 256> by_first_;
-};
-
-}  // namespace
-}  // namespace flashserve
-
-#include <utf8proc.h>
-
-namespace flashserve {
-namespace {
-
-// Rust's char::is_alphanumeric or '_', the word characters of HF's single_word rule.
-bool is_word_char(uint32_t cp) {
-  if (cp == '_') return true;
-  const auto c = utf8proc_category(utf8proc_int32_t(cp));
-  return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
-         (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
-}
+using hf::AddedMatcher;
+using hf::AddedToken;
+using hf::SpecialFilter;
 
 json read_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -197,12 +82,17 @@ class HfTokenizer final : public Tokenizer {
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
-    return encode_impl(text, add_bos, /*match_special=*/false);
+    return encode_impl(text, add_bos, {SpecialFilter::Mode::kNone});
   }
 
   std::vector<int32_t> encode_parsing_special_tokens(std::string_view text,
                                                      bool add_bos) const override {
-    return encode_impl(text, add_bos, /*match_special=*/true);
+    return encode_impl(text, add_bos, {SpecialFilter::Mode::kAll});
+  }
+
+  std::vector<int32_t> encode_chat_prompt(std::string_view text,
+                                          const ByteRanges& literal) const override {
+    return encode_impl(text, false, {SpecialFilter::Mode::kOutsideMessages, &literal});
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
@@ -283,6 +173,8 @@ class HfTokenizer final : public Tokenizer {
         std::string pattern = t.content;  // matched against normalized text, so normalized too
         if (normalizer_) normalizer_->normalize(pattern);
         normalized_added_.add(pattern, &t);
+        // HF's id-to-token (and so decode) gives a normalized token in its normalized form.
+        added_by_id_[t.id].content = pattern;
       }
     }
     raw_added_.finish();
@@ -356,7 +248,8 @@ class HfTokenizer final : public Tokenizer {
     if (id < 0) FS_THROW("token id ", id, " is negative");
   }
 
-  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool match_special) const {
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos,
+                                   const SpecialFilter& specials) const {
     const size_t bad = utf8_valid_prefix(text);
     if (bad != text.size())
       FS_THROW("invalid UTF-8 in text to encode at byte ", bad, " of ", text.size());
@@ -364,20 +257,34 @@ class HfTokenizer final : public Tokenizer {
     out.reserve(text.size() / 3 + 4);
     if (add_bos) out = prefix_;
     raw_added_.split(
-        text, true, match_special,
-        [&](std::string_view part, bool at_start) { encode_raw(part, at_start, match_special, out); },
+        text, true, specials,
+        [&](std::string_view part, bool at_start) {
+          encode_raw(part, at_start, normalized_filter(specials, text, part), out);
+        },
         out);
     if (add_bos) out.insert(out.end(), suffix_.begin(), suffix_.end());
     return out;
   }
 
+  // The filter for special tokens matched after normalization in `part` (a stretch of `text`
+  // between raw-matched tokens): normalized offsets do not map back to the text's, so in a chat
+  // prompt they count only where the whole stretch is the template's.
+  static SpecialFilter normalized_filter(const SpecialFilter& specials, std::string_view text,
+                                         std::string_view part) {
+    if (specials.mode != SpecialFilter::Mode::kOutsideMessages) return specials;
+    const size_t begin = size_t(part.data() - text.data());
+    return {touches_ranges(*specials.messages, begin, begin + part.size())
+                ? SpecialFilter::Mode::kNone
+                : SpecialFilter::Mode::kAll};
+  }
+
   // Text between raw-matched added tokens: normalize, then split on the normalized ones.
-  void encode_raw(std::string_view part, bool at_start, bool match_special,
+  void encode_raw(std::string_view part, bool at_start, const SpecialFilter& specials,
                   std::vector<int32_t>& out) const {
     std::string norm(part);
     if (normalizer_) normalizer_->normalize(norm);
     normalized_added_.split(
-        norm, at_start, match_special,
+        norm, at_start, specials,
         [&](std::string_view text, bool first) { encode_plain(text, first, out); }, out);
   }
 

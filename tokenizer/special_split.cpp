@@ -1,4 +1,5 @@
-// encode_with_special_tokens (see special_split.h): one left-to-right scan over the text. At each
+// encode_with_special_tokens (see special_split.h). Tokenizer::encode_chat_prompt's default, for
+// tokenizers without a pipeline of their own for it: one left-to-right scan over the text. At each
 // byte the special texts starting with it are tried longest first (special_tokens() is sorted
 // that way). A match wholly outside the message ranges becomes its id. A match that touches a
 // message range must stay characters, but tokenizers recognise some special texts inside plain
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 
 namespace flashserve {
 
@@ -31,11 +33,32 @@ std::vector<int32_t> encode_continuation(const Tokenizer& tokenizer, std::string
   return tokenizer.encode(text, false);
 }
 
+// The first range that ends after `begin`.
+ByteRanges::const_iterator first_ending_after(const ByteRanges& ranges, size_t begin) {
+  return std::upper_bound(ranges.begin(), ranges.end(), begin,
+                          [](size_t b, const auto& r) { return b < r.second; });
+}
+
 }  // namespace
 
-std::vector<int32_t> encode_with_special_tokens(
-    const Tokenizer& tokenizer, std::string_view text,
-    const std::vector<std::pair<size_t, size_t>>& literal) {
+bool touches_ranges(const ByteRanges& ranges, size_t begin, size_t end) {
+  const auto it = first_ending_after(ranges, begin);
+  return it != ranges.end() && it->first < end;
+}
+
+bool within_one_range(const ByteRanges& ranges, size_t begin, size_t end) {
+  const auto it = first_ending_after(ranges, begin);
+  return it != ranges.end() && it->first <= begin && end <= it->second;
+}
+
+std::vector<int32_t> encode_with_special_tokens(const Tokenizer& tokenizer, std::string_view text,
+                                                const ByteRanges& literal) {
+  return tokenizer.encode_chat_prompt(text, literal);
+}
+
+std::vector<int32_t> Tokenizer::encode_chat_prompt(std::string_view text,
+                                                   const ByteRanges& literal) const {
+  const Tokenizer& tokenizer = *this;
   // Special tokens by first byte, keeping the longest-first order within each bucket.
   std::array<std::vector<SpecialToken>, 256> by_first;
   for (SpecialToken& t : tokenizer.special_tokens()) {
@@ -53,7 +76,6 @@ std::vector<int32_t> encode_with_special_tokens(
     }
     chunk = end;
   };
-  size_t next_literal = 0;  // the first literal range that ends after i
   for (size_t i = 0; i < text.size(); ++i) {
     const SpecialToken* match = nullptr;
     for (const SpecialToken& t : by_first[static_cast<unsigned char>(text[i])]) {
@@ -64,9 +86,7 @@ std::vector<int32_t> encode_with_special_tokens(
     }
     if (!match) continue;
     const size_t end = i + match->text.size();
-    while (next_literal < literal.size() && literal[next_literal].second <= i) ++next_literal;
-    const bool touches_message =
-        next_literal < literal.size() && literal[next_literal].first < end;
+    const bool touches_message = touches_ranges(literal, i, end);
     if (touches_message) {  // characters: cut after the first code point
       const auto lead = static_cast<unsigned char>(text[i]);
       const size_t cp = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace flashserve {
@@ -19,6 +20,9 @@ struct SpecialToken {
   std::string text;
   int32_t id = -1;
 };
+
+// [begin, end) byte ranges of a text, sorted and disjoint.
+using ByteRanges = std::vector<std::pair<size_t, size_t>>;
 
 class Tokenizer {
  public:
@@ -43,6 +47,13 @@ class Tokenizer {
                                                              bool add_bos) const {
     return encode(text, add_bos);
   }
+  // A prompt a chat template rendered, whose `literal` ranges came from message contents:
+  // encode_with_special_tokens (tokenizer/special_split.h) calls this and says what comes out.
+  // The default cuts the text at special-token texts outside the messages (special_split.cpp);
+  // tokenizer.json runs its own pipeline over the whole text, so added tokens' lstrip / rstrip /
+  // single_word and the pre-tokenizer's notion of the text's start are those of HF.
+  virtual std::vector<int32_t> encode_chat_prompt(std::string_view text,
+                                                  const ByteRanges& literal) const;
   // Decodes ids as the library does for a whole sequence (SentencePiece: leading-space rule,
   // byte fallback; tokenizer.json: its decoder, as decode(ids, skip_special_tokens=True));
   // BOS/EOS/control ids (tokenizer.json: added tokens marked special) decode to nothing.

@@ -5,14 +5,17 @@ Two steps:
   make_hf_tokenizers.py corpus OUT.json
       writes the test corpus (a JSON list of strings: English, code, CJK, emoji, whitespace runs,
       tabs/newlines, odd punctuation, mojibake, added-token spellings). Needs nothing beyond python.
-  make_hf_tokenizers.py build CORPUS.json OUTDIR
-      trains one small tokenizer per family on a text assembled from the corpus (needs
-      `tokenizers`; `transformers` too for the transformers ids), and writes, per family,
-      OUTDIR/<family>/tokenizer.json (+ tokenizer_config.json) and OUTDIR/<family>/reference.json:
-      for every corpus line the ids with and without special tokens (tokenizers' encode), the ids
-      with special-token spellings kept as text (encode_special_tokens, flashserve's encode), the ids
-      transformers' tokenizer(text) gives, and decode round trips; plus random id sequences and
-      their decode(skip_special_tokens=True). Families:
+  make_hf_tokenizers.py build CORPUS.json OUTDIR [FAMILY,FAMILY,...]
+      trains one small tokenizer per family (all of them, or those named) on a text assembled
+      from the corpus (needs `tokenizers`; `transformers` too for the transformers ids), and
+      writes, per family, OUTDIR/<family>/tokenizer.json (+ tokenizer_config.json) and
+      OUTDIR/<family>/reference.json: for every corpus line and the family's own extra lines the
+      ids with and without special tokens (tokenizers' encode), the ids with special-token
+      spellings kept as text (encode_special_tokens, flashserve's encode), the ids transformers'
+      tokenizer(text) gives, and decode round trips; chat prompts in the family's template style
+      with the byte ranges of their messages and the ids of encode(text, add_special_tokens=False)
+      (what apply_chat_template gives, and flashserve's encode_with_special_tokens must); plus
+      random id sequences and their decode(skip_special_tokens=True). Families:
         gpt2     GPT-2 / SmolLM2: ByteLevel pre-tokenizer with its own regex, ByteLevel decoder
         llama3   Llama 3: Split(Llama 3 regex) + ByteLevel(use_regex=false), ignore_merges,
                  TemplateProcessing with <|begin_of_text|>, specials appended after the vocab
@@ -24,6 +27,17 @@ Two steps:
         digits   NFKC, Digits + Metaspace(always, split), <unk> without byte fallback, <s> $A </s>
         mixed    Split with String/Regex patterns, every behaviour and invert, Digits,
                  ByteLevel(add_prefix_space) with its regex, Replace normalizer
+        gemma    Gemma: SentencePiece-style BPE with byte fallback, Replace(" " -> "▁") normalizer
+                 only, no pre-tokenizer, <start_of_turn>/<end_of_turn>
+        phi3     Phi-3: Llama 2 style with chat tokens carrying rstrip (<|user|>, <|end|>, ...)
+        falcon   Falcon: Punctuation(contiguous) + ByteLevel + Digits + Split("[0-9]{3}"), its
+                 >>TITLE<< style specials; plus an NFKC normalizer and added tokens with lstrip,
+                 rstrip, single_word and normalized true/false, so every flag is exercised
+        punct_<behavior>  Punctuation with behavior isolated / removed / merged_with_previous /
+                 merged_with_next, then ByteLevel
+        granite  Granite 3: GPT-2 ByteLevel, <|start_of_role|>/<|end_of_role|>/<|end_of_text|>
+        olmo2    OLMo 2: Split(cl100k-style regex) + ByteLevel, <|endoftext|> <|pad|>
+        smollm3  SmolLM3: Llama 3 style (ignore_merges) with ChatML specials
 Errors in one family are recorded in OUTDIR/errors.txt and the others still run.
 """
 import json
@@ -36,6 +50,61 @@ SPECIAL_GPT2 = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
                   "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+FALCON_SPECIAL = [">>TITLE<<", ">>ABSTRACT<<", ">>INTRODUCTION<<", ">>SUMMARY<<", ">>COMMENT<<",
+                  ">>ANSWER<<", ">>QUESTION<<", ">>DOMAIN<<", ">>PREFIX<<", ">>SUFFIX<<",
+                  ">>MIDDLE<<", "<|endoftext|>"]
+GRANITE_SPECIAL = ["<|end_of_text|>", "<fim_prefix>", "<|start_of_role|>", "<|end_of_role|>",
+                   "<|tool_call|>"]
+PHI3_CHAT = ["<|assistant|>", "<|end|>", "<|system|>", "<|user|>", "<|placeholder1|>"]
+
+# Lines each family encodes besides the shared corpus: its own special and added tokens in
+# contexts where lstrip / rstrip / single_word / normalized decide the ids.
+EXTRA_LINES = {
+    "gemma": ["<start_of_turn>user\nHello there<end_of_turn>\n<start_of_turn>model\n",
+              "<start_of_turn> spaced <end_of_turn>  x", "a  b   c\n\n\td"],
+    "phi3": ["<|user|>\nHello!<|end|>\n<|assistant|>\n", "<|system|>  \n\t x<|end|>\n\n",
+             "a <|user|> b<|end|>c", "<|end|><|end|>\n<|end|>", " <|assistant|>  "],
+    "falcon": ["a  <lsp>b", "x<rsp>  \n y", "p \t<both>\u3000q", "<rsp> <lsp>", "<lsp><lsp>",
+               "hello hello, helloworld _hello 1hello \u00e9hello \u2014hello\u2014",
+               "\ufb01ne fine FINE \ufb00 ff", ">>TITLE<<Hello>>ABSTRACT<< x >>ANSWER<<",
+               "wait... what?! (yes) [no] {maybe} \u00bfs\u00ed? \u00a1no! 1,234,567.89 $5 +/-",
+               "User: Hello!\nFalcon: Hi there."],
+    "granite": ["<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+                "<|start_of_role|>assistant<|end_of_role|>"],
+    "olmo2": ["<|endoftext|><|user|>\nHello\n<|assistant|>\n", "<|pad|><|pad|>x"],
+    "smollm3": ["<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"],
+}
+for _b in ("isolated", "removed", "merged_with_previous", "merged_with_next"):
+    EXTRA_LINES["punct_" + _b] = EXTRA_LINES["falcon"][8:]
+
+# Chat prompts as the family's template renders them: (text, is_message) segments. Messages spell
+# no special token, so HF's encode of the whole text is the reference for the special split.
+_MSGS = ["Hello!", "  two spaces, then a tab\t", "\nstarts with a newline", "ends with spaces  ",
+         "caf\u00e9 \u65e5\u672c \U0001F600 hello world", ""]
+
+
+def _turns(before, after, msgs=_MSGS):
+    return [[(before, False), (m, True), (after, False)] for m in msgs]
+
+
+CHAT_CASES = {
+    "gemma": _turns("<s><start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"),
+    "phi3": _turns("<|user|>\n", "<|end|>\n<|assistant|>\n") + [
+        [("<s><|system|>\n", False), ("You are helpful.", True), ("<|end|>\n<|user|>\n", False),
+         ("Hi", True), ("<|end|>\n<|assistant|>\n", False), ("Hello there.", True),
+         ("<|end|>\n<|user|>\n", False), ("Bye", True), ("<|end|>\n<|assistant|>\n", False)]],
+    "falcon": _turns("User: ", "\nFalcon:") + _turns("<rsp>\n", "  <lsp> x <both>  "),
+    "granite": _turns("<|start_of_role|>user<|end_of_role|>",
+                      "<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"),
+    "olmo2": _turns("<|endoftext|><|user|>\n", "\n<|assistant|>\n"),
+    "smollm3": _turns("<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"),
+    "qwen2": _turns("<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"),
+    "llama3": _turns("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n",
+                     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
+    "llama2": _turns("<s>[INST] ", " [/INST]"),
+    "mistral": _turns("<s>[INST]", "[/INST]"),
+}
+
 LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
@@ -297,8 +366,94 @@ def family_builders(t):
         cfg = {"tokenizer_class": "PreTrainedTokenizerFast"}
         return tok, cfg
 
-    return {"gpt2": gpt2, "llama3": llama3, "qwen2": qwen2, "llama2": llama2,
-            "mistral": mistral, "digits": digits, "mixed": mixed}
+    fast = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+
+    def gemma():
+        tok = sentencepiece_style(
+            1000, None, normalizers.Replace(" ", "\u2581"),
+            decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                               decoders.Fuse()]), old_merges=False)
+        tok.add_special_tokens(["<start_of_turn>", "<end_of_turn>"])
+        return tok, dict(fast, bos_token="<s>", eos_token="<end_of_turn>", unk_token="<unk>")
+
+    def phi3():
+        tok = sentencepiece_style(
+            1000, None,
+            normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                  normalizers.Replace(" ", "\u2581")]),
+            decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                               decoders.Fuse(), decoders.Strip(" ", 1, 0)]), old_merges=False)
+        tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)] +
+                               [AddedToken(c, special=True, rstrip=True, normalized=False)
+                                for c in PHI3_CHAT])
+        return tok, dict(fast, bos_token="<s>", eos_token="<|endoftext|>", unk_token="<unk>")
+
+    def falcon():
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated", invert=False)])
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.train_from_iterator(t, bl_trainer(1000, FALCON_SPECIAL))
+        tok.add_special_tokens([
+            AddedToken("<lsp>", special=True, lstrip=True, normalized=False),
+            AddedToken("<rsp>", special=True, rstrip=True, normalized=False),
+            AddedToken("<both>", special=True, lstrip=True, rstrip=True, normalized=False)])
+        tok.add_tokens([
+            AddedToken("hello", special=False, single_word=True, normalized=False),
+            AddedToken("\ufb01ne", special=False, normalized=True),   # matches "fine" after NFKC
+            AddedToken("\ufb00", special=False, normalized=False)])   # only the raw ligature
+        return tok, dict(fast, eos_token="<|endoftext|>")
+
+    def punct(behavior):
+        def make():
+            tok = Tokenizer(models.BPE())
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Punctuation(behavior=behavior),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            tok.decoder = decoders.ByteLevel()
+            tok.train_from_iterator(t, bl_trainer(700, ["<|endoftext|>"]))
+            return tok, dict(fast, eos_token="<|endoftext|>")
+        return make
+
+    def granite():
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                     use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.train_from_iterator(t, bl_trainer(1100, GRANITE_SPECIAL))
+        return tok, dict(fast, bos_token="<|end_of_text|>", eos_token="<|end_of_text|>")
+
+    def olmo2():
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_PAT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.train_from_iterator(t, bl_trainer(1200))
+        tok.add_special_tokens(["<|endoftext|>", "<|pad|>"])
+        return tok, dict(fast, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                         pad_token="<|pad|>")
+
+    def smollm3():
+        tok, _ = llama3()
+        tok.add_special_tokens(["<|im_start|>", "<|im_end|>"])
+        return tok, dict(fast, bos_token="<|begin_of_text|>", eos_token="<|im_end|>",
+                         pad_token="<|im_end|>")
+
+    families = {"gpt2": gpt2, "llama3": llama3, "qwen2": qwen2, "llama2": llama2,
+                "mistral": mistral, "digits": digits, "mixed": mixed, "gemma": gemma,
+                "phi3": phi3, "falcon": falcon, "granite": granite, "olmo2": olmo2,
+                "smollm3": smollm3}
+    for b in ("isolated", "removed", "merged_with_previous", "merged_with_next"):
+        families["punct_" + b] = punct(b)
+    return families
 
 
 def split_special(tok, text):
@@ -313,7 +468,23 @@ def split_special(tok, text):
         tok.encode_special_tokens = False
 
 
-def references(tok, folder, corpus):
+def chat_cases(tok, family):
+    """Each chat prompt with its messages' byte ranges and HF's ids for the whole text."""
+    out = []
+    for segments in CHAT_CASES.get(family, []):
+        text, literal, at = "", [], 0
+        for seg, is_message in segments:
+            n = len(seg.encode("utf-8"))
+            if is_message:
+                literal.append([at, at + n])
+            text += seg
+            at += n
+        out.append({"text": text, "literal": literal,
+                    "ids": tok.encode(text, add_special_tokens=False).ids})
+    return out
+
+
+def references(tok, folder, corpus, family):
     import tokenizers
     ref = {"tokenizers_version": tokenizers.__version__,
            "vocab_size": tok.get_vocab_size(with_added_tokens=True), "lines": []}
@@ -329,7 +500,7 @@ def references(tok, folder, corpus):
     except Exception:  # noqa: BLE001 - recorded, not fatal
         hf = None
         ref["transformers_error"] = traceback.format_exc()
-    for text in corpus:
+    for text in corpus + EXTRA_LINES.get(family, []):
         plain = tok.encode(text, add_special_tokens=False).ids
         special = tok.encode(text, add_special_tokens=True).ids
         row = {"text": text, "ids": plain, "ids_special": special,
@@ -339,6 +510,7 @@ def references(tok, folder, corpus):
         if hf is not None:
             row["transformers_ids"] = hf(text)["input_ids"]
         ref["lines"].append(row)
+    ref["chat"] = chat_cases(tok, family)
     rng = random.Random(99)
     n = tok.get_vocab_size(with_added_tokens=True)
     ref["random_decode"] = []
@@ -349,12 +521,18 @@ def references(tok, folder, corpus):
     return ref
 
 
-def build(corpus_path, outdir):
+def build(corpus_path, outdir, only=None):
     corpus = json.load(open(corpus_path, encoding="utf-8"))
     t = training_text(corpus)
     os.makedirs(outdir, exist_ok=True)
     errors = []
-    for name, make in family_builders(t).items():
+    builders = family_builders(t)
+    unknown = sorted(set(only or []) - set(builders))
+    if unknown:
+        sys.exit("unknown families: " + ", ".join(unknown) + "; known: " + ", ".join(builders))
+    for name, make in builders.items():
+        if only and name not in only:
+            continue
         try:
             tok, cfg = make()
             folder = os.path.join(outdir, name)
@@ -362,7 +540,7 @@ def build(corpus_path, outdir):
             tok.save(os.path.join(folder, "tokenizer.json"), pretty=False)
             with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False, indent=1)
-            ref = references(tok, folder, corpus)
+            ref = references(tok, folder, corpus, name)
             with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
                 json.dump(ref, f, ensure_ascii=False)
             print(name, "ok: vocab", ref["vocab_size"], "transformers:",
@@ -379,7 +557,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "corpus":
         with open(sys.argv[2], "w", encoding="utf-8") as f:
             json.dump(make_corpus(), f, ensure_ascii=False, indent=0)
-    elif len(sys.argv) == 4 and sys.argv[1] == "build":
-        build(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3], sys.argv[4].split(",") if len(sys.argv) == 5 else None)
     else:
         sys.exit(__doc__)

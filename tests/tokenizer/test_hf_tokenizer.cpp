@@ -1,11 +1,13 @@
-// tokenizer.json support against Hugging Face `tokenizers` itself: for seven tokenizers built
-// by tools/make_hf_tokenizers.py in the style of GPT-2/SmolLM2, Llama 3, Qwen 2, Llama 2,
-// Mistral and two synthetic mixes (tests/tokenizer/data/hf/<family>/), every corpus line must
-// encode to exactly the reference ids (with and without special tokens, and as transformers'
-// tokenizer(text) where it was recorded) and decode as HF decode(skip_special_tokens=True);
-// random id sequences must decode the same too. Also: the file lookup, BOS/EOS, errors.
+// tokenizer.json support against Hugging Face `tokenizers` itself: for every tokenizer that
+// tools/make_hf_tokenizers.py built in a family's style (tests/tokenizer/data/hf/<family>/: GPT-2,
+// Llama 3, Qwen 2, Llama 2, Mistral, Gemma, Phi-3, Falcon, Granite, OLMo 2, SmolLM3 and synthetic
+// mixes), every corpus line must encode to exactly the reference ids (with and without special
+// tokens, and as transformers' tokenizer(text) where it was recorded) and decode as HF
+// decode(skip_special_tokens=True); chat prompts must split as HF encodes them; random id
+// sequences must decode the same too. Also: the file lookup, BOS/EOS, errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -15,6 +17,7 @@
 
 #include "core/error.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -85,9 +88,24 @@ TEST_P(HfFamily, EncodeKeepsSpecialSpellingsAsText) {
     }
   }
   EXPECT_GT(plain, 90);
-  // gpt2, llama3, qwen2, llama2, mistral and digits have corpus lines that spell specials.
+  // Every family but mixed (whose one special is <pad>) has lines that spell its specials.
   if (GetParam() != "mixed") {
     EXPECT_GT(spelled, 0);
+  }
+}
+
+// A chat prompt in the family's template style, with its messages' byte ranges: the special
+// split gives what HF's encode(text, add_special_tokens=False) gives for the whole text (the
+// messages spell no special token), also with the messages marked as text.
+TEST_P(HfFamily, ChatPromptSplitsAsHfEncodes) {
+  if (!ref_.contains("chat")) GTEST_SKIP() << "no chat prompts recorded for " << GetParam();
+  for (const json& c : ref_["chat"]) {
+    const std::string text = c["text"];
+    SCOPED_TRACE(::testing::PrintToString(text));
+    ByteRanges literal;
+    for (const json& r : c["literal"]) literal.emplace_back(r[0].get<size_t>(), r[1].get<size_t>());
+    EXPECT_EQ(encode_with_special_tokens(*tok_, text, literal), ids_of(c["ids"]));
+    EXPECT_EQ(encode_with_special_tokens(*tok_, text, {}), ids_of(c["ids"]));
   }
 }
 
@@ -207,9 +225,23 @@ TEST_P(HfFamily, PaddingIdsAreEmptyNegativeIdsThrow) {
   EXPECT_THROW(tok_->piece(-1), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfFamily,
-                         ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "mistral",
-                                           "digits", "mixed"));
+// Every family folder with a reference (the generator's families, whichever are committed).
+std::vector<std::string> families() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(kData))
+    if (fs::is_regular_file(e.path() / "reference.json")) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFamily, ::testing::ValuesIn(families()),
+                         [](const auto& info) { return info.param; });
+
+TEST(HfTokenizerFiles, ReferenceFamiliesAreFound) {
+  const auto f = families();
+  for (const char* name : {"gpt2", "llama3", "qwen2", "llama2", "mistral", "digits", "mixed"})
+    EXPECT_NE(std::find(f.begin(), f.end(), name), f.end()) << name;
+}
 
 // A scratch folder under the build tree, emptied per test.
 std::string scratch_dir(const std::string& name) {
