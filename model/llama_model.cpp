@@ -1,9 +1,15 @@
 // Llama-family forward over Backend ops. Per layer (pre-norm residual blocks):
 //   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2];
 //   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
-//   rope(q, k); write k,v to their slots;
+//   rope(q, k) (the layer's table: zeros for NoPE layers); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
+// Olmo2's post-norm layers: model/post_norm_layer.cpp. Constant factors are folded into the
+// weights at load: Granite's embedding_multiplier (the embedding table; a tied head keeps its own
+// copy), residual_multiplier (o_proj and down_proj rows) and 1 / logits_scaling (the head), and
+// partial rotary's row order and attention factor (q/k rows). The softmax scale is
+// attention_multiplier or 1/sqrt(head_dim), times YaRN's and LongRoPE's attention factor squared
+// when every dim is rotated: those scale cos and sin, so q·k by the factor squared.
 // Tensor parallelism changes only the sizes (a rank's heads and columns), the ·Woᵀ, ·Wdᵀ and
 // ·Wlmᵀ products (model/llama_model_parallel.cpp) and which slices of the weights load.
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
@@ -19,40 +25,10 @@
 
 #include "core/error.h"
 #include "model/decode_graphs.h"
+#include "model/weight_rows.h"
 #include "weights/load_progress.h"
 
 namespace flashserve {
-
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  FS_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim ", c.head_dim, " must be even");
-  const int half = c.head_dim / 2;
-  std::vector<float> out(half);
-  const RopeScaling& s = c.rope_scaling;
-  const bool llama3 = s.type == "llama3";
-  FS_CHECK(llama3 || s.type == "none" || s.type.empty() || s.type == "default",
-           "rope_scaling type '", s.type, "' is not supported (llama3 or none)");
-  const double kPi = 3.14159265358979323846;
-  for (int i = 0; i < half; ++i) {
-    double f = std::pow(double(c.rope_theta), -2.0 * i / double(c.head_dim));
-    if (llama3) {
-      // Llama 3.1 scaling: high frequencies stay, low ones are divided by `factor`, and the
-      // band between is interpolated smoothly in the wavelength's ratio to the old context.
-      const double old_ctx = s.original_max_position_embeddings;
-      const double low_wavelen = old_ctx / s.low_freq_factor;
-      const double high_wavelen = old_ctx / s.high_freq_factor;
-      const double wavelen = 2.0 * kPi / f;
-      if (wavelen > low_wavelen) {
-        f = f / s.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth =
-            (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1.0 - smooth) * f / s.factor + smooth * f;
-      }
-    }
-    out[i] = float(f);
-  }
-  return out;
-}
 
 LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorShard* shard)
     : backend_(backend), config_(model.config()) {
@@ -69,35 +45,45 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   auto w = [&](const std::string& name) { return load_shard(model.tensor(name), name); };
   const std::string rank = shard ? " (rank " + std::to_string(shard->plan.rank) + ")" : "";
   LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
-  embed_ = w("model.embed_tokens.weight");
+  FS_CHECK(!(shard && c.qk_norm_full), c.architecture, ": tensor parallelism is not supported "
+           "(its q/k norms span every head)");
+  const std::string embed_name = "model.embed_tokens.weight";
+  embed_ = load_scaled(model.tensor(embed_name), embed_name, c.embedding_multiplier);
   final_norm_ = w("model.norm.weight");
+  const float head_factor = 1.f / c.logits_scaling;
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) {
-    lm_head_ = w("lm_head.weight");
-  } else if (shard_) {  // tied: this rank's rows of the embedding table
-    lm_head_ = load_shard(model.tensor("model.embed_tokens.weight"), "lm_head.weight");
+    lm_head_ = load_scaled(model.tensor("lm_head.weight"), "lm_head.weight", head_factor);
+  } else if (shard_ || c.embedding_multiplier != 1.f || head_factor != 1.f) {
+    // tied: this rank's rows of the embedding table, or the table as the head needs it
+    lm_head_ = load_scaled(model.tensor(embed_name), "lm_head.weight", head_factor);
   }
+  std::vector<int> qkv_order;
+  std::vector<float> qkv_factor;
+  partial_rotary_rows(c, hq_, hkv_, &qkv_order, &qkv_factor);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
-    L.input_norm = w(p + "input_layernorm.weight");
+    if (!c.post_norms) L.input_norm = w(p + "input_layernorm.weight");
     L.wqkv = load_stacked(model, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                                  p + "self_attn.v_proj.weight"});
+                                  p + "self_attn.v_proj.weight"}, qkv_order, qkv_factor);
     if (c.qkv_bias)
       L.bqkv = load_stacked(model, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                    p + "self_attn.v_proj.bias"});
-    if (c.qk_norm) {
+                                    p + "self_attn.v_proj.bias"}, qkv_order, qkv_factor);
+    if (c.qk_norm || c.qk_norm_full) {
       L.q_norm = w(p + "self_attn.q_norm.weight");
       L.k_norm = w(p + "self_attn.k_norm.weight");
     }
-    L.wo = w(p + "self_attn.o_proj.weight");
+    const std::string wo = p + "self_attn.o_proj.weight", down = p + "mlp.down_proj.weight";
+    L.wo = load_scaled(model.tensor(wo), wo, c.residual_multiplier);
     L.post_norm = w(p + "post_attention_layernorm.weight");
+    if (c.post_norms) L.post_ff_norm = w(p + "post_feedforward_layernorm.weight");
     L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
-    L.w_down = w(p + "mlp.down_proj.weight");
+    L.w_down = load_scaled(model.tensor(down), down, c.residual_multiplier);
     layers_.push_back(std::move(L));
     const Layer& l = layers_.back();
     int64_t bytes = 0;
     for (const Buffer* x : {&l.input_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo,
-                            &l.post_norm, &l.w_gate_up, &l.w_down})
+                            &l.post_norm, &l.post_ff_norm, &l.w_gate_up, &l.w_down})
       if (x->storage) bytes += int64_t(x->tensor.bytes());
     progress.step(bytes);
   }
@@ -105,9 +91,33 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   std::vector<float> inv = rope_inv_freq(c);
   inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
   backend_.copy_from_host(inv_freq_.tensor, inv.data());
+  if (std::count(c.rope_layers.begin(), c.rope_layers.end(), 0) > 0) {
+    const std::vector<float> zeros(inv.size(), 0.f);  // cos 1, sin 0: the identity
+    no_rope_ = backend_.allocate(DType::kF32, {int64_t(zeros.size())});
+    backend_.copy_from_host(no_rope_.tensor, zeros.data());
+  }
+  const double base_scale = c.attention_multiplier > 0.f ? double(c.attention_multiplier)
+                                                         : 1.0 / std::sqrt(double(c.head_dim));
+  const double factor = rope_attention_factor(c);
+  attention_scale_ = float(rotary_dim(c) == c.head_dim ? base_scale * factor * factor : base_scale);
 }
 
-Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names) {
+Buffer LlamaModel::load_scaled(const TensorView& full, const std::string& name, float factor) {
+  if (factor == 1.f) return load_shard(full, name);
+  std::vector<char> storage;
+  const TensorView part = shard_view(full, name, storage);
+  HostRows rows;
+  return backend_.load_weight(
+      rewrite_rows(part, {}, std::vector<float>(size_t(part.shape[0]), factor), &rows));
+}
+
+const Tensor& LlamaModel::layer_inv_freq(int layer) const {
+  const bool rope = config_.rope_layers.empty() || config_.rope_layers[size_t(layer)] != 0;
+  return rope ? inv_freq_.tensor : no_rope_.tensor;
+}
+
+Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names,
+                                const std::vector<int>& order, const std::vector<float>& factor) {
   std::vector<TensorView> parts;
   std::vector<std::vector<char>> storage(names.size());
   for (size_t i = 0; i < names.size(); ++i)
@@ -137,7 +147,9 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   if (parts[0].shape.size() == 2) stacked.shape.push_back(parts[0].shape[1]);
   stacked.data = bytes.data();
   if (stacked.dtype == DType::kF8E4M3) stacked.row_scale = row_scales.data();
-  return backend_.load_weight(stacked);
+  if (order.empty() && factor.empty()) return backend_.load_weight(stacked);
+  HostRows rewritten;
+  return backend_.load_weight(rewrite_rows(stacked, order, factor, &rewritten));
 }
 
 Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape) {
@@ -255,12 +267,16 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   Tensor attn = scratch(ws_.attn, act, {n, hq, d});
   Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter});
   Tensor gate = scratch(ws_.gate, act, {n, inter});
-  const float scale = float(1.0 / std::sqrt(double(d)));
+  const float scale = attention_scale_;
 
   backend_.embedding(x, b.tokens, embed_.tensor);
   Tensor delta;  // the last block's output, still to be added to x (none before layer 0)
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
+    if (c.post_norms) {  // each block's output is added as it is made: delta stays empty
+      run_post_norm_layer(L, l, b, cache, x, h);
+      continue;
+    }
     // x_next = x + delta; qkv = rms_norm(x_next)·Wqkvᵀ (layer 0: rms_norm(x)·Wqkvᵀ).
     backend_.add_rms_norm_matmul(qkv, h, x_next, x, delta, L.input_norm.tensor, eps, L.wqkv.tensor);
     if (delta.data) std::swap(x, x_next);
@@ -268,7 +284,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
     if (c.qk_norm)
       backend_.qk_norm(qkv.view({n, hq + 2 * hkv, d}), L.q_norm.tensor, L.k_norm.tensor, int(hq),
                        int(hkv), eps);
-    backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, inv_freq_.tensor,
+    backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, layer_inv_freq(l),
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
     row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
@@ -284,10 +300,10 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   Tensor sel = scratch(ws_.sel, act, {rows, hidden});
   Tensor out = scratch(ws_.logits, DType::kF32, {rows, int64_t(c.vocab_size)});
   const Tensor& head = lm_head_.storage ? lm_head_.tensor : embed_.tensor;
-  if (identity_rows) {  // every row wanted, in order: the last add and the final norm in one op
+  if (identity_rows && delta.data) {  // every row wanted, in order: the last add and the norm
     backend_.add_rms_norm(sel, x, delta, final_norm_.tensor, eps);
   } else {
-    backend_.add(x, x, delta);
+    if (delta.data) backend_.add(x, x, delta);
     backend_.gather_rows(sel, x, b.logit_rows);
     backend_.rms_norm(sel, sel, final_norm_.tensor, eps);
   }

@@ -1,8 +1,9 @@
 // The Llama-family forward pass (embedding, RMSNorm, q/k/v biases (Qwen2), per-head q/k RMSNorm
-// (Qwen3), RoPE incl. llama3 scaling, grouped-query paged attention, SwiGLU MLP, tied or untied
-// head), written once against Backend ops so every backend shares it. Weights are uploaded once
-// at construction; activations live in a workspace that grows to the largest step seen. Not
-// thread-safe.
+// (Qwen3), RoPE with its scalings, partial rotary and NoPE layers (model/rope_tables.h),
+// grouped-query paged attention, SwiGLU MLP, tied or untied head; Olmo2's post-norm layers in
+// model/post_norm_layer.cpp), written once against Backend ops so every backend shares it.
+// Weights are uploaded once at construction, with the families' constant factors folded in;
+// activations live in a workspace that grows to the largest step seen. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +15,12 @@
 #include "backends/backend.h"
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
+#include "model/rope_tables.h"
 #include "model/step.h"
 #include "parallel/shard_plan.h"
 #include "weights/loaded_model.h"
 
 namespace flashserve {
-
-// RoPE inverse frequencies theta^(-2i/head_dim), adjusted by llama3 rope_scaling if set.
-std::vector<float> rope_inv_freq(const ModelConfig& config);  // [head_dim / 2]
 
 class LlamaModel {
  public:
@@ -86,14 +85,25 @@ class LlamaModel {
     Buffer input_norm;
     Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
     Buffer bqkv;  // [(hq + 2 hkv) head_dim]: their biases stacked (qkv_bias only)
-    Buffer q_norm, k_norm;  // [head_dim] each (qk_norm only)
+    Buffer q_norm, k_norm;  // [head_dim] each (qk_norm); [{q,kv} heads * head_dim] (qk_norm_full)
     Buffer wo, post_norm;
+    Buffer post_ff_norm;  // [hidden] after the MLP (post_norms only)
     Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
     Buffer w_down;
   };
   // Loads the weights stacked along dim 0 as one (they must share dtype and row length; 1-d
   // vectors such as biases are concatenated).
-  Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names);
+  // With `order`/`factor`, the stacked rows are rewritten first (model/weight_rows.h).
+  Buffer load_stacked(const LoadedModel& model, const std::vector<std::string>& names,
+                      const std::vector<int>& order = {}, const std::vector<float>& factor = {});
+  // This rank's slice of weight `name` with every row multiplied by `factor`.
+  Buffer load_scaled(const TensorView& full, const std::string& name, float factor);
+  // One Olmo2 layer (model/post_norm_layer.cpp): x += norm(attention(x)); x += norm(mlp(x)).
+  void run_post_norm_layer(const Layer& L, int layer, const StepArgs& step, KvCache& cache,
+                           Tensor x,   // [num_tokens, hidden_size] residual, updated
+                           Tensor h);  // [num_tokens, hidden_size] scratch
+  // Layer l's inverse frequencies: the RoPE table, or zeros for a NoPE layer.
+  const Tensor& layer_inv_freq(int layer) const;
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
   // Tensor parallelism (model/llama_model_parallel.cpp): this rank's slice of weight `name`
@@ -123,6 +133,8 @@ class LlamaModel {
   int hq_ = 0, hkv_ = 0, k_slices_ = 1;
   int64_t inter_ = 0, vocab_ = 0;
   Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
+  Buffer no_rope_;  // [head_dim / 2] zeros, for NoPE layers
+  float attention_scale_ = 0.f;  // the softmax scale
   std::vector<Layer> layers_;
   struct Workspace {
     Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows

@@ -70,7 +70,8 @@ std::string default_model_name(const std::string& path) {
 int main(int argc, char** argv) {
   ServerFlags flags;
   if (const int rc = parse_server_flags(argc, argv, flags); rc >= 0) return rc;
-  flashserve::prepare_cuda_for_tensor_parallelism(flags.runner.tensor_parallel_size);  // before any CUDA call
+  // Before any CUDA call.
+  flashserve::prepare_cuda_for_tensor_parallelism(flags.runner.tensor_parallel_size);
 
   // Signals are taken by one watcher thread (sigtimedwait); every thread started from here on
   // blocks them. A thread started before main (ThreadSanitizer's, or a library's) does not, and
@@ -141,6 +142,13 @@ int main(int argc, char** argv) {
   if (embed)
     std::fprintf(stderr, "flashserve: embedding model: /v1/embeddings only (last-token pooling, "
                          "L2-normalised, %d dimensions)\n", c.hidden_size);
+  // FP8 (from the checkpoint or --quantize fp8) runs as FP8; int4 and block-wise FP8 run
+  // dequantized (docs/QUANTIZATION.md).
+  const bool dequantized = c.quant.is_int4() || c.quant.format == QuantFormat::kBlockFp8;
+  std::string quantization = c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "";
+  if (dequantized)
+    quantization = ", " + describe_quantization(c.quant) +
+                   ", dequantized at load (docs/QUANTIZATION.md)";
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"
@@ -149,7 +157,7 @@ int main(int argc, char** argv) {
                served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
                c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
                c.max_model_len,
-               c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "",
+               quantization.c_str(),
                r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens,

@@ -35,9 +35,9 @@ class UnicodeNormalizer final : public Normalizer {
   bool compat_;
 };
 
-class Prepend final : public Normalizer {
+class PrependNormalizer final : public Normalizer {
  public:
-  explicit Prepend(std::string prefix) : prefix_(std::move(prefix)) {}
+  explicit PrependNormalizer(std::string prefix) : prefix_(std::move(prefix)) {}
   void normalize(std::string& text) const override {
     if (!text.empty()) text.insert(0, prefix_);
   }
@@ -46,9 +46,9 @@ class Prepend final : public Normalizer {
   std::string prefix_;
 };
 
-class Replace final : public Normalizer {
+class ReplaceNormalizer final : public Normalizer {
  public:
-  explicit Replace(const json& j)
+  explicit ReplaceNormalizer(const json& j)
       : pattern_(required(j, "pattern", "normalizer Replace"), "normalizer Replace"),
         content_(field<std::string>(j, "content", "", "normalizer Replace")) {}
   void normalize(std::string& text) const override { pattern_.replace_all(text, content_); }
@@ -61,9 +61,10 @@ class Replace final : public Normalizer {
   std::string content_;
 };
 
-class Sequence final : public StageSequence<Normalizer> {
+class NormalizerSequence final : public StageSequence<Normalizer> {
  public:
-  explicit Sequence(const json& j) : StageSequence(j, "normalizers", "normalizer Sequence", parse_normalizer) {}
+  explicit NormalizerSequence(const json& j)
+      : StageSequence(j, "normalizers", "normalizer Sequence", parse_normalizer) {}
   void normalize(std::string& text) const override { run_all(&Normalizer::normalize, text); }
   bool can_shrink() const override { return any_step(&Normalizer::can_shrink); }
 };
@@ -75,9 +76,10 @@ std::unique_ptr<Normalizer> parse_normalizer(const json& j) {
   const std::string type = type_of(j, "normalizer");
   if (type == "NFC" || type == "NFKC") return std::make_unique<UnicodeNormalizer>(type == "NFKC");
   if (type == "Prepend")
-    return std::make_unique<Prepend>(field<std::string>(j, "prepend", "", "normalizer Prepend"));
-  if (type == "Replace") return std::make_unique<Replace>(j);
-  if (type == "Sequence") return std::make_unique<Sequence>(j);
+    return std::make_unique<PrependNormalizer>(
+        field<std::string>(j, "prepend", "", "normalizer Prepend"));
+  if (type == "Replace") return std::make_unique<ReplaceNormalizer>(j);
+  if (type == "Sequence") return std::make_unique<NormalizerSequence>(j);
   unsupported("normalizer", type);
 }
 

@@ -117,9 +117,9 @@ class Split final : public PreTokenizer {
 };
 
 // ByteLevel: optional leading space, optional GPT-2 split, then every byte as its printable char.
-class ByteLevel final : public PreTokenizer {
+class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
-  explicit ByteLevel(const json& j)
+  explicit ByteLevelPreTokenizer(const json& j)
       : add_prefix_space_(field<bool>(j, "add_prefix_space", true, "pre_tokenizer ByteLevel")) {
     if (field<bool>(j, "use_regex", true, "pre_tokenizer ByteLevel"))
       regex_ = std::make_unique<Regex>(kGpt2Pattern, "pre_tokenizer ByteLevel");
@@ -173,9 +173,9 @@ std::string metaspace_replacement(const json& j, const std::string& component) {
   return r;
 }
 
-class Metaspace final : public PreTokenizer {
+class MetaspacePreTokenizer final : public PreTokenizer {
  public:
-  explicit Metaspace(const json& j)
+  explicit MetaspacePreTokenizer(const json& j)
       : replacement_(metaspace_replacement(j, "pre_tokenizer Metaspace")),
         scheme_(parse_prepend_scheme(j, "pre_tokenizer Metaspace")),
         split_(field<bool>(j, "split", true, "pre_tokenizer Metaspace")) {}
@@ -265,9 +265,9 @@ class Punctuation final : public PreTokenizer {
   Behavior behavior_;
 };
 
-class Sequence final : public StageSequence<PreTokenizer> {
+class PreTokenizerSequence final : public StageSequence<PreTokenizer> {
  public:
-  explicit Sequence(const json& j)
+  explicit PreTokenizerSequence(const json& j)
       : StageSequence(j, "pretokenizers", "pre_tokenizer Sequence", parse_pre_tokenizer) {}
   void apply(std::vector<Piece>& pieces) const override { run_all(&PreTokenizer::apply, pieces); }
   bool can_drop_text() const override { return any_step(&PreTokenizer::can_drop_text); }
@@ -278,12 +278,12 @@ class Sequence final : public StageSequence<PreTokenizer> {
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = type_of(j, "pre_tokenizer");
-  if (type == "ByteLevel") return std::make_unique<ByteLevel>(j);
+  if (type == "ByteLevel") return std::make_unique<ByteLevelPreTokenizer>(j);
   if (type == "Split") return std::make_unique<Split>(j);
-  if (type == "Metaspace") return std::make_unique<Metaspace>(j);
+  if (type == "Metaspace") return std::make_unique<MetaspacePreTokenizer>(j);
   if (type == "Digits") return std::make_unique<Digits>(j);
   if (type == "Punctuation") return std::make_unique<Punctuation>(j);
-  if (type == "Sequence") return std::make_unique<Sequence>(j);
+  if (type == "Sequence") return std::make_unique<PreTokenizerSequence>(j);
   unsupported("pre_tokenizer", type);
 }
 

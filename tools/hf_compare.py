@@ -2,7 +2,8 @@
 """flashserve against Hugging Face transformers on random-weight Llama-family models (GPU machine).
 
 For each shape: build a seeded random-weight model in bf16 (tools/hf_models.py: LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM, by the shape's architecture),
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
+Olmo2ForCausalLM or SmolLM3ForCausalLM, by the shape's architecture),
 save_pretrained it (safetensors) with the Llama 2 tokenizer.model beside it, run flashserve's
 `flashserve-logits` on the saved folder, and compare with transformers run in bf16 and in fp32
 (the same bf16 weights upcast: the closest thing to exact):
@@ -17,7 +18,8 @@ and its transformers class in "architecture".
 
   hf_compare.py --fs-logits build/bench/flashserve-logits --tokenizer TOKENIZER.model \
       --workdir /tmp/fs_models --out results.jsonl [--shapes tinyllama-1.1b,llama2-7b,llama3.2-1b]
-      (other architectures: --shapes llama3.2-1b,qwen2.5-0.5b,qwen3-0.6b,mistral-7b)
+      (other architectures: --shapes llama3.2-1b,qwen2.5-0.5b,qwen3-0.6b,mistral-7b,
+       phi-4-mini,granite-3-2b,olmo-2-1b,smollm3-3b,qwen2.5-7b-yarn)
       [--config-dir DIR (DIR/<shape>/config.json from flashserve-random-model --config-only)]
 """
 import argparse

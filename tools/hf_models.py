@@ -1,5 +1,6 @@
 """Random-weight Hugging Face models of the Llama family (LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM) of named real shapes, shared by tools/hf_compare.py and
+Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM,
+SmolLM3ForCausalLM) of named real shapes, shared by tools/hf_compare.py and
 bench/hf_generate_baseline.py (GPU machine: torch + transformers; no model files needed).
 
 The shapes mirror flashserve-random-model's presets (weights/random_model_main.cpp); pass the
@@ -7,8 +8,14 @@ config.json that `flashserve-random-model --config-only 1 --preset NAME` writes 
 flashserve's numbers. Weights are drawn here on the GPU from a seeded generator: every matrix
 normal(0, std) (std 0.02: logits spread ~1 so greedy choices are not coin flips), every norm
 weight 1 + uniform(-0.1, 0.1) (not all ones, so a missing or misplaced norm would show: this
-includes Qwen3's per-head q_norm/k_norm), every bias (Qwen2's q/k/v) normal(0, BIAS_STD) (larger
-than the matrices' std: a bias that flashserve dropped or misplaced moves the logits clearly).
+includes Qwen3's per-head q_norm/k_norm and Olmo2's post-norms), every bias (Qwen2's q/k/v)
+normal(0, BIAS_STD) (larger than the matrices' std: a bias that flashserve dropped or misplaced
+moves the logits clearly).
+
+LongRoPE (Phi3): transformers picks the long or short factors at each forward by its length
+against original_max_position_embeddings; flashserve picks once, by the served context
+(model/rope_tables.h, docs/MODELS.md). pin_long_rope makes transformers use the long factors at
+every length, as flashserve does when its context is longer than the original one.
 """
 import json
 
@@ -16,7 +23,9 @@ BIAS_STD = 0.5
 
 # transformers' config and model classes per architecture (imported by name on the GPU machine).
 CLASSES = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
-           "Qwen2ForCausalLM": "Qwen2Config", "Qwen3ForCausalLM": "Qwen3Config"}
+           "Qwen2ForCausalLM": "Qwen2Config", "Qwen3ForCausalLM": "Qwen3Config",
+           "Phi3ForCausalLM": "Phi3Config", "GraniteForCausalLM": "GraniteConfig",
+           "Olmo2ForCausalLM": "Olmo2Config", "SmolLM3ForCausalLM": "SmolLM3Config"}
 
 # name -> config fields (rms_norm_eps 1e-5 and rope_theta 10000 unless given; architecture
 # LlamaForCausalLM unless given). Vocabularies are 32000 (the Llama 2 tokenizer's) everywhere and
@@ -55,6 +64,43 @@ SHAPES = {
                        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                        num_key_value_heads=8, head_dim=128, vocab_size=32000,
                        max_position_embeddings=8192, rope_theta=1000000.0, sliding_window=None),
+    # Phi-4-mini: fused projections, 96 of 128 dims rotated, LongRoPE (stand-in factor lists)
+    # over an original 4096 positions, tied head.
+    "phi-4-mini": dict(architecture="Phi3ForCausalLM", hidden_size=3072, intermediate_size=8192,
+                       num_hidden_layers=32, num_attention_heads=24, num_key_value_heads=8,
+                       head_dim=128, vocab_size=32000, max_position_embeddings=8192,
+                       original_max_position_embeddings=4096, partial_rotary_factor=0.75,
+                       rope_scaling=dict(type="longrope",
+                                         short_factor=[1 + 0.01 * i for i in range(48)],
+                                         long_factor=[1 + 0.25 * i for i in range(48)]),
+                       tie_word_embeddings=True, sliding_window=None),
+    # Granite-3.0-2B: embedding, residual, attention and logits multipliers, tied head.
+    "granite-3-2b": dict(architecture="GraniteForCausalLM", hidden_size=2048,
+                         intermediate_size=8192, num_hidden_layers=40, num_attention_heads=32,
+                         num_key_value_heads=8, head_dim=64, vocab_size=32000,
+                         max_position_embeddings=4096, embedding_multiplier=12.0,
+                         residual_multiplier=0.22, attention_multiplier=0.015625,
+                         logits_scaling=8.0, tie_word_embeddings=True),
+    # OLMo-2-0425-1B: post-norms, q/k norms over the whole projections.
+    "olmo-2-1b": dict(architecture="Olmo2ForCausalLM", hidden_size=2048, intermediate_size=8192,
+                      num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
+                      head_dim=128, vocab_size=32000, max_position_embeddings=4096,
+                      rope_theta=500000.0, rms_norm_eps=1e-6),
+    # SmolLM3-3B: every fourth layer without RoPE, tied head.
+    "smollm3-3b": dict(architecture="SmolLM3ForCausalLM", hidden_size=2048,
+                       intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                       num_key_value_heads=4, head_dim=128, vocab_size=32000,
+                       max_position_embeddings=8192, rope_theta=5000000.0, rms_norm_eps=1e-6,
+                       no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)],
+                       use_sliding_window=False, tie_word_embeddings=True),
+    # Qwen2.5-7B with YaRN factor 4 over an original 2048 positions (max = 4 x 2048, where
+    # transformers' versions that derive the factor from the two lengths agree).
+    "qwen2.5-7b-yarn": dict(architecture="Qwen2ForCausalLM", hidden_size=3584,
+                            intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                            num_key_value_heads=4, vocab_size=32000, max_position_embeddings=8192,
+                            rope_theta=1000000.0, rms_norm_eps=1e-6, use_sliding_window=False,
+                            rope_scaling=dict(rope_type="yarn", factor=4.0,
+                                              original_max_position_embeddings=2048)),
 }
 
 
@@ -92,7 +138,9 @@ def build_random_llama(name, seed=0, std=0.02, config_json=None, device="cuda"):
         raise ValueError(f"{name}: architecture {arch} is not one of {sorted(CLASSES)}")
     config_class = getattr(transformers, CLASSES[arch])
     model_class = getattr(transformers, arch)
-    config = config_class(**config_fields(name, config_json), initializer_range=std)
+    fields = config_fields(name, config_json)
+    fields.setdefault("pad_token_id", None)  # Phi3's and SmolLM3's defaults lie past 32000 rows
+    config = config_class(**fields, initializer_range=std)
     # Build straight in bf16 (default dtype) so a 7B model never exists in fp32; the rotary
     # inv_freq buffer is computed in fp32 explicitly by transformers and stays fp32.
     old = torch.get_default_dtype()
@@ -116,8 +164,38 @@ def build_random_llama(name, seed=0, std=0.02, config_json=None, device="cuda"):
             model.tie_weights()
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr(), \
                 "tie_word_embeddings is set but lm_head is not the embedding table"
+    pin_long_rope(model)
     model.eval()
     return model
+
+
+def pin_long_rope(model):
+    """LongRoPE models whose context is longer than the original: transformers' long factors at
+    every forward length (see the module docstring). The long inverse frequencies are computed
+    here as transformers' LongRoPE initialisation defines them (1 / (long_factor[i] *
+    base^(2i / rotary_dim))), and set as both the rotary module's original and long tables, so
+    that its per-forward choice between them (transformers 4.48 to 5.x) always gives them."""
+    import torch
+    config = model.config
+    scaling = (getattr(config, "rope_scaling", None) or getattr(config, "rope_parameters", None)
+               or {})
+    if (scaling.get("rope_type") or scaling.get("type")) not in ("longrope", "su"):
+        return
+    original = (scaling.get("original_max_position_embeddings")
+                or getattr(config, "original_max_position_embeddings", None))
+    if not original or config.max_position_embeddings <= original:
+        return
+    base = getattr(config, "rope_theta", None) or scaling.get("rope_theta")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dim = int(head_dim * (getattr(config, "partial_rotary_factor", None) or 1.0))
+    rotary = model.model.rotary_emb
+    device = rotary.inv_freq.device
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64).float().to(device) / dim
+    factors = torch.tensor(scaling["long_factor"], dtype=torch.float32, device=device)
+    long_inv_freq = 1.0 / (factors * base ** exponents)
+    rotary.long_inv_freq = long_inv_freq
+    rotary.original_inv_freq = long_inv_freq
+    rotary.register_buffer("inv_freq", long_inv_freq, persistent=False)
 
 
 def gpu_name():

@@ -4,10 +4,15 @@
 Reads a llama2.c checkpoint (.bin, rotating interleaved RoPE pairs (2i, 2i+1) as llama2.c does,
 no row permutation) or an HF folder (config.json + model.safetensors or shards with
 model.safetensors.index.json; the safetensors header is parsed here, rotate-half RoPE) of
-LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v projections with biases) or
-Qwen3ForCausalLM (RMSNorm over each q and k head before RoPE), the differences as transformers'
-modeling_qwen2.py / modeling_qwen3.py write them; the lm_head is the embedding table exactly
-when config.json says tie_word_embeddings.
+LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v projections with biases),
+Qwen3ForCausalLM (RMSNorm over each q and k head before RoPE), Phi3ForCausalLM (fused qkv_proj
+and gate_up_proj, partial rotary), GraniteForCausalLM (embedding, residual, attention and logits
+multipliers), Olmo2ForCausalLM (norms on the blocks' outputs, q/k norms over the whole
+projection) or SmolLM3ForCausalLM (layers without RoPE), the differences as transformers'
+modelling code writes them; the lm_head is the embedding table exactly when config.json says
+tie_word_embeddings. RoPE scalings: llama3, linear, dynamic NTK, YaRN and LongRoPE, with YaRN's
+and LongRoPE's attention factor on cos and sin of the rotated dims; LongRoPE takes its long
+factors when the forward's length exceeds the original context, as transformers does.
 No KV cache: every step recomputes the whole sequence, the simplest thing that is right.
 
   llama_reference.py --model PATH --prompt-ids 1,403,407 --generate 64   # greedy ids, one line
@@ -89,29 +94,59 @@ def load_hf(folder):
         read_safetensors(os.path.join(folder, "model.safetensors"), t)
     heads = c["num_attention_heads"]
     arch = (c.get("architectures") or ["LlamaForCausalLM"])[0]
-    families = {"LlamaForCausalLM": (False, False), "MistralForCausalLM": (False, False),
-                "Qwen2ForCausalLM": (True, False), "Qwen3ForCausalLM": (False, True)}
+    # name -> (q/k/v biases, per-head q/k norm, whole-projection q/k norm, post-norms, fused)
+    families = {"LlamaForCausalLM": (0, 0, 0, 0, 0), "MistralForCausalLM": (0, 0, 0, 0, 0),
+                "Qwen2ForCausalLM": (1, 0, 0, 0, 0), "Qwen3ForCausalLM": (0, 1, 0, 0, 0),
+                "Phi3ForCausalLM": (0, 0, 0, 0, 1), "GraniteForCausalLM": (0, 0, 0, 0, 0),
+                "Olmo2ForCausalLM": (0, 0, 1, 1, 0), "SmolLM3ForCausalLM": (0, 0, 0, 0, 0)}
     if arch not in families:
         raise SystemExit(f"{folder}: architecture {arch} is not one this reference knows")
-    qkv_bias, qk_norm = families[arch]
-    cfg = {"dim": c["hidden_size"], "layers": c["num_hidden_layers"], "heads": heads,
+    qkv_bias, qk_norm, qk_norm_full, post_norms, fused = families[arch]
+    layers = c["num_hidden_layers"]
+    granite = arch == "GraniteForCausalLM"
+    if arch == "SmolLM3ForCausalLM":
+        every = c.get("no_rope_layer_interval", 4)
+        uses_rope = c.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
+    else:
+        uses_rope = [1] * layers
+    cfg = {"dim": c["hidden_size"], "layers": layers, "heads": heads,
            "kv_heads": c.get("num_key_value_heads", heads),
            "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
            "eps": c.get("rms_norm_eps", 1e-6), "theta": c.get("rope_theta", 10000.0),
            "scaling": c.get("rope_scaling"), "interleaved": False,
-           "qkv_bias": qkv_bias, "qk_norm": qk_norm}
+           "max_pos": c.get("max_position_embeddings", 2048),
+           "original_max_pos": c.get("original_max_position_embeddings"),
+           "partial": c.get("partial_rotary_factor", 1.0), "uses_rope": uses_rope,
+           "qkv_bias": qkv_bias, "qk_norm": qk_norm, "qk_norm_full": qk_norm_full,
+           "post_norms": post_norms,
+           "attention_multiplier": c.get("attention_multiplier", 1.0) if granite else None,
+           "embedding_multiplier": c.get("embedding_multiplier", 1.0) if granite else 1.0,
+           "residual_multiplier": c.get("residual_multiplier", 1.0) if granite else 1.0,
+           "logits_scaling": c.get("logits_scaling", 1.0) if granite else 1.0}
+    q_rows = heads * cfg["head_dim"]
+    kv_rows = cfg["kv_heads"] * cfg["head_dim"]
+    inter = c["intermediate_size"]
     layer_w = []
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
-        names = {"ln1": "input_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
-                 "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
-                 "ln2": "post_attention_layernorm", "w1": "mlp.gate_proj",
-                 "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
+        names = {"wo": "self_attn.o_proj", "ln2": "post_attention_layernorm",
+                 "w2": "mlp.down_proj"}
+        if not post_norms:
+            names["ln1"] = "input_layernorm"
+        else:
+            names["ln3"] = "post_feedforward_layernorm"
+        if not fused:
+            names.update(wq="self_attn.q_proj", wk="self_attn.k_proj", wv="self_attn.v_proj",
+                         w1="mlp.gate_proj", w3="mlp.up_proj")
         lw = {k: t[p + n + ".weight"] for k, n in names.items()}
+        if fused:  # Phi3: q, k, v stacked by rows in qkv_proj; gate then up in gate_up_proj
+            qkv, gu = t[p + "self_attn.qkv_proj.weight"], t[p + "mlp.gate_up_proj.weight"]
+            lw.update(wq=qkv[:q_rows], wk=qkv[q_rows:q_rows + kv_rows],
+                      wv=qkv[q_rows + kv_rows:], w1=gu[:inter], w3=gu[inter:])
         if qkv_bias:
             lw.update(bq=t[p + "self_attn.q_proj.bias"], bk=t[p + "self_attn.k_proj.bias"],
                       bv=t[p + "self_attn.v_proj.bias"])
-        if qk_norm:
+        if qk_norm or qk_norm_full:
             lw.update(qn=t[p + "self_attn.q_norm.weight"], kn=t[p + "self_attn.k_norm.weight"])
         layer_w.append(lw)
     embed = t["model.embed_tokens.weight"]
@@ -120,11 +155,18 @@ def load_hf(folder):
 
 
 # ---- forward ------------------------------------------------------------------------------
-def inv_freqs(cfg):
-    hd = cfg["head_dim"]
-    f = cfg["theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
-    s = cfg["scaling"]
-    if s and (s.get("rope_type") or s.get("type")) == "llama3":
+def rotated_dims(cfg):
+    return int(cfg["head_dim"] * cfg.get("partial", 1.0))
+
+
+def inv_freqs(cfg, T):
+    """Inverse frequencies of the rotated pairs and the factor on cos/sin, for a T-token forward."""
+    dim = rotated_dims(cfg)
+    theta = cfg["theta"]
+    f = theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    s = cfg["scaling"] or {}
+    kind = s.get("rope_type") or s.get("type") or "default"
+    if kind == "llama3":
         old = s["original_max_position_embeddings"]
         lo, hi, factor = s["low_freq_factor"], s["high_freq_factor"], s["factor"]
         out = []
@@ -137,21 +179,62 @@ def inv_freqs(cfg):
             else:
                 sm = (old / wl - lo) / (hi - lo)
                 out.append((1 - sm) * fr / factor + sm * fr)
-        f = np.array(out)
-    return f
+        return np.array(out), 1.0
+    if kind == "linear":
+        return f / s["factor"], 1.0
+    if kind == "dynamic":  # the base grows only past the configured context
+        if T > cfg["max_pos"]:
+            grown = theta * ((s["factor"] * T / cfg["max_pos"]) - (s["factor"] - 1)) ** (dim / (dim - 2))
+            f = grown ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+        return f, 1.0
+    if kind == "yarn":
+        factor = s["factor"]
+        orig = s.get("original_max_position_embeddings") or cfg["max_pos"]
+
+        def m(scale, k=1.0):
+            return 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
+        att = s.get("attention_factor")
+        if att is None:
+            ms, ms_all = s.get("mscale"), s.get("mscale_all_dim")
+            att = m(factor, ms) / m(factor, ms_all) if ms and ms_all else m(factor)
+
+        def dim_at(turns):  # the dim whose pair turns `turns` times over the original context
+            return dim * math.log(orig / (turns * 2 * math.pi)) / (2 * math.log(theta))
+        lo, hi = dim_at(s.get("beta_fast") or 32), dim_at(s.get("beta_slow") or 1)
+        if s.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((np.arange(dim // 2) - lo) / (hi - lo), 0, 1)  # 1: interpolate fully
+        return f / factor * ramp + f * (1 - ramp), att
+    if kind in ("longrope", "su"):
+        orig = (s.get("original_max_position_embeddings") or cfg["original_max_pos"]
+                or cfg["max_pos"])
+        factor = s.get("factor") or cfg["max_pos"] / orig
+        att = s.get("attention_factor")
+        if att is None:
+            att = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        ext = np.array(s["long_factor"] if T > orig else s["short_factor"], dtype=np.float64)
+        return f / ext, att
+    if kind != "default":
+        raise SystemExit(f"rope scaling {kind} is not one this reference knows")
+    return f, 1.0
 
 
 def rope(x, cfg):  # x [T, heads, head_dim]
     T, _, hd = x.shape
-    ang = np.arange(T)[:, None] * inv_freqs(cfg)[None, :]  # [T, hd/2]
-    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
-    y = np.empty_like(x)
+    freqs, att = inv_freqs(cfg, T)
+    ang = np.arange(T)[:, None] * freqs[None, :]  # [T, rotated / 2]
+    c, s = att * np.cos(ang)[:, None, :], att * np.sin(ang)[:, None, :]
+    y = x.copy()
     if cfg["interleaved"]:
         a, b = x[..., 0::2], x[..., 1::2]
         y[..., 0::2], y[..., 1::2] = a * c - b * s, a * s + b * c
-    else:
-        a, b = x[..., :hd // 2], x[..., hd // 2:]
-        y[..., :hd // 2], y[..., hd // 2:] = a * c - b * s, b * c + a * s
+    else:  # rotate-half within the first `rot` dims; the rest pass through
+        rot = rotated_dims(cfg)
+        a, b = x[..., :rot // 2], x[..., rot // 2:rot]
+        y[..., :rot // 2], y[..., rot // 2:rot] = a * c - b * s, b * c + a * s
     return y
 
 
@@ -162,28 +245,40 @@ def rmsnorm(x, w, eps):
 def forward(model, ids):
     cfg, embed, layers, norm, head = model
     T, H, KV, hd = len(ids), cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
-    x = embed[np.array(ids)]
+    x = embed[np.array(ids)] * cfg.get("embedding_multiplier", 1.0)
+    rm = cfg.get("residual_multiplier", 1.0)
+    scale = cfg.get("attention_multiplier") or 1 / math.sqrt(hd)
     mask = np.triu(np.full((T, T), -np.inf), 1)
-    for L in layers:
-        h = rmsnorm(x, L["ln1"], cfg["eps"])
+    for i, L in enumerate(layers):
+        h = x if cfg.get("post_norms") else rmsnorm(x, L["ln1"], cfg["eps"])
         q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
         if cfg["qkv_bias"]:
             q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
+        if cfg.get("qk_norm_full"):  # over all heads of a token at once
+            q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
         q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
         if cfg["qk_norm"]:  # over the last axis: each head of each token on its own
             q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
-        q, k = rope(q, cfg), rope(k, cfg)
+        if cfg.get("uses_rope", [1] * len(layers))[i]:
+            q, k = rope(q, cfg), rope(k, cfg)
         k = np.repeat(k, H // KV, axis=1)
         v = np.repeat(v, H // KV, axis=1)
-        s = np.einsum("thd,uhd->htu", q, k) / math.sqrt(hd) + mask
+        s = np.einsum("thd,uhd->htu", q, k) * scale + mask
         p = np.exp(s - s.max(-1, keepdims=True))
         p /= p.sum(-1, keepdims=True)
-        o = np.einsum("htu,uhd->thd", p, v).reshape(T, H * hd)
-        x = x + o @ L["wo"].T
+        o = np.einsum("htu,uhd->thd", p, v).reshape(T, H * hd) @ L["wo"].T
+        if cfg.get("post_norms"):
+            x = x + rmsnorm(o, L["ln2"], cfg["eps"])
+            g = x @ L["w1"].T
+            x = x + rmsnorm(((g / (1 + np.exp(-g))) * (x @ L["w3"].T)) @ L["w2"].T, L["ln3"],
+                            cfg["eps"])
+            continue
+        x = x + o * rm
         h = rmsnorm(x, L["ln2"], cfg["eps"])
         g = h @ L["w1"].T
-        x = x + ((g / (1 + np.exp(-g))) * (h @ L["w3"].T)) @ L["w2"].T
-    return rmsnorm(x, norm, cfg["eps"]) @ head.T  # [T, vocab]
+        x = x + ((g / (1 + np.exp(-g))) * (h @ L["w3"].T)) @ L["w2"].T * rm
+    logits = rmsnorm(x, norm, cfg["eps"]) @ head.T  # [T, vocab]
+    return logits / cfg.get("logits_scaling", 1.0)
 
 
 def main():

@@ -1,12 +1,13 @@
 // config.json parsing: the architecture (one of the Llama family's, table kFamilies), required
-// sizes, optional fields with the HF config classes' defaults, llama3 rope_scaling (or
-// transformers 5's rope_parameters), eos_token_id given as an int or a list, and clear errors
-// for the settings the forward pass does not implement (check_unsupported).
+// sizes, optional fields with the HF config classes' defaults, RoPE scaling (weights/rope_config.h),
+// the fields only some families have (read_family_fields), eos_token_id given as an int or a
+// list, and clear errors for the settings the forward pass does not implement (check_unsupported).
 #include "weights/hf_config.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <fstream>
@@ -14,6 +15,8 @@
 
 #include "core/error.h"
 #include "weights/llama_tensors.h"
+#include "weights/rope_config.h"
+#include "weights/quant_config.h"
 
 namespace flashserve {
 
@@ -47,13 +50,29 @@ struct Family {
   bool qkv_bias;             // q/k/v projections always carry a bias
   bool qk_norm;              // per-head RMSNorm of q and k before RoPE
   int default_head_dim;      // when config.json has no head_dim: 0 = hidden / heads
+  bool qk_norm_full = false;  // RMSNorm over the whole q and k projections (Olmo2)
+  bool post_norms = false;    // norms after the blocks' outputs instead of before (Olmo2)
+  bool fused_projections = false;  // qkv_proj and gate_up_proj in the checkpoint (Phi3)
 };
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", false, false, 0},
     {"MistralForCausalLM", "mistral", false, false, 0},
     {"Qwen2ForCausalLM", "qwen2", true, false, 0},
     {"Qwen3ForCausalLM", "qwen3", false, true, 128},
+    {"Phi3ForCausalLM", "phi3", false, false, 0, false, false, true},
+    {"GraniteForCausalLM", "granite", false, false, 0},
+    {"Olmo2ForCausalLM", "olmo2", false, false, 0, true, true, false},
+    {"SmolLM3ForCausalLM", "smollm3", false, false, 0},
 };
+
+void set_family(ModelConfig& c, const Family& f) {
+  c.architecture = f.architecture;
+  c.qkv_bias = f.qkv_bias;
+  c.qk_norm = f.qk_norm;
+  c.qk_norm_full = f.qk_norm_full;
+  c.post_norms = f.post_norms;
+  c.fused_projections = f.fused_projections;
+}
 
 // `name` is the family's causal-LM class or its bare backbone (Qwen3ForCausalLM: Qwen3Model), the
 // class embedding checkpoints such as Qwen3-Embedding are saved from: the same layers, no lm_head.
@@ -104,7 +123,8 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
   // Sliding-window attention is not implemented; a window that covers the whole served context
   // (max_position_embeddings) is exactly full attention. Mistral applies its window whenever it
   // is set; Qwen2/Qwen3 only with use_sliding_window (or "sliding_attention" layer_types).
-  bool windowed = arch == "MistralForCausalLM" || get_bool(j, "use_sliding_window", path);
+  bool windowed = arch == "MistralForCausalLM" || arch == "Phi3ForCausalLM" ||
+                  get_bool(j, "use_sliding_window", path);
   if (j.contains("layer_types") && j["layer_types"].is_array())
     for (const auto& t : j["layer_types"])
       windowed |= t.is_string() && t.get<std::string>() == "sliding_attention";
@@ -118,62 +138,10 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
   }
 }
 
-// quantization_config: only FP8 E4M3 weights with per-tensor or per-channel `weight_scale`
-// tensors (docs/FP8.md); anything else is a start-up error naming the setting. Returns "" (no
-// quantization_config) or "fp8". The activation scheme does not matter: activations stay bf16
-// (weight-only), so a static scheme's input_scale tensors are not read.
-std::string read_quantization(const json& j, const std::string& path) {
-  if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return "";
-  const json& q = j["quantization_config"];
-  if (!q.is_object()) FS_THROW(path, ": \"quantization_config\" must be an object or null");
-  const std::string method =
-      q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "";
-  if (method != "fp8")
-    FS_THROW(path, ": quantization_config quant_method ",
-             q.contains("quant_method") ? q["quant_method"].dump() : "(missing)",
-             " is not supported (only \"fp8\": FP8 E4M3 weights; or use a bf16, f16 or f32 checkpoint)");
-  if (q.contains("weight_block_size") && !q["weight_block_size"].is_null())
-    FS_THROW(path, ": quantization_config weight_block_size ", q["weight_block_size"].dump(),
-             " (block-wise FP8 scales, weight_scale_inv) is not supported yet; per-tensor and "
-             "per-channel weight_scale are");
-  for (const char* key : {"fmt", "weight_dtype"})
-    if (q.contains(key) && q[key].is_string() && q[key] != "e4m3" && q[key] != "float8_e4m3fn")
-      FS_THROW(path, ": quantization_config ", key, " ", q[key].dump(), " is not supported (only e4m3)");
-  if (q.contains("activation_scheme") && !q["activation_scheme"].is_null() &&
-      q["activation_scheme"] != "dynamic" && q["activation_scheme"] != "static")
-    FS_THROW(path, ": quantization_config activation_scheme ", q["activation_scheme"].dump(),
-             " is not supported (dynamic or static)");
-  return method;
-}
-
-// `key` names the object holding the scaling: "rope_scaling" (transformers < 5) or
-// "rope_parameters" (transformers >= 5, which keeps rope_theta in it too).
-RopeScaling read_rope_scaling(const json& j, const std::string& path, const char* key) {
-  RopeScaling r;
-  if (!j.contains(key) || j[key].is_null()) return r;
-  const json& s = j[key];
-  if (!s.is_object()) FS_THROW(path, ": \"", key, "\" must be an object or null");
-  std::string type;
-  for (const char* key : {"rope_type", "type"})
-    if (s.contains(key) && s[key].is_string()) {
-      type = s[key].get<std::string>();
-      break;
-    }
-  if (type == "default" || type.empty()) return r;
-  if (type != "llama3")
-    FS_THROW(path, ": unsupported ", key, " type \"", type, "\" (supported: default, llama3)");
-  const std::string where = path + " " + key;
-  r.type = "llama3";
-  r.factor = get_float(s, "factor", where, r.factor);
-  r.low_freq_factor = get_float(s, "low_freq_factor", where, r.low_freq_factor);
-  r.high_freq_factor = get_float(s, "high_freq_factor", where, r.high_freq_factor);
-  r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings", where,
-                                               &r.original_max_position_embeddings);
-  if (!(r.factor > 0.f) || !(r.high_freq_factor > r.low_freq_factor) ||
-      r.original_max_position_embeddings <= 0)
-    FS_THROW(path, ": bad llama3 rope_scaling (need factor > 0, high_freq_factor > "
-                   "low_freq_factor, original_max_position_embeddings > 0)");
-  return r;
+// quantization_config (weights/quant_config.h): the format the projections are stored in.
+std::string read_quantization(const json& j, const std::string& path, QuantConfig* quant) {
+  *quant = read_quant_config(j, path);
+  return quant->method;
 }
 
 // eos_token_id as an int or a list of ints; nullopt when absent or null.
@@ -233,14 +201,64 @@ void read_generation_config(const std::string& path, ModelConfig* c) {
   }
 }
 
+namespace {
+
+// The settings only some families read: Phi3's partial rotary factor, Granite's multipliers,
+// SmolLM3's NoPE layers; and the context YaRN serves.
+void read_family_fields(const json& j, const Family& f, ModelConfig& c, const std::string& path) {
+  const std::string arch = f.architecture;
+  c.partial_rotary_factor = get_float(j, "partial_rotary_factor", path, 1.f);
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object())  // transformers >= 5
+    c.partial_rotary_factor = get_float(j["rope_parameters"], "partial_rotary_factor",
+                                        path + " rope_parameters", c.partial_rotary_factor);
+  if (c.partial_rotary_factor != 1.f && arch != "Phi3ForCausalLM")
+    FS_THROW(path, ": partial_rotary_factor ", c.partial_rotary_factor, " is not supported for ",
+             arch, " (only Phi3ForCausalLM rotates part of each head)");
+  if (arch == "GraniteForCausalLM") {
+    c.embedding_multiplier = get_float(j, "embedding_multiplier", path, 1.f);
+    c.residual_multiplier = get_float(j, "residual_multiplier", path, 1.f);
+    c.attention_multiplier = get_float(j, "attention_multiplier", path, 1.f);  // GraniteConfig's
+    c.logits_scaling = get_float(j, "logits_scaling", path, 1.f);
+    for (float v : {c.embedding_multiplier, c.residual_multiplier, c.attention_multiplier,
+                    c.logits_scaling})
+      if (!(v > 0.f) || !std::isfinite(v))
+        FS_THROW(path, ": Granite's embedding_multiplier, residual_multiplier, "
+                       "attention_multiplier and logits_scaling must be positive");
+  }
+  if (arch == "SmolLM3ForCausalLM") {
+    // no_rope_layers[i] is 1 where layer i uses RoPE; by default every interval-th layer has none.
+    const int every = 4;
+    const int interval = get_int(j, "no_rope_layer_interval", path, &every);
+    if (j.contains("no_rope_layers") && !j["no_rope_layers"].is_null()) {
+      if (!j["no_rope_layers"].is_array()) FS_THROW(path, ": \"no_rope_layers\" must be a list");
+      for (const json& v : j["no_rope_layers"]) {
+        if (!v.is_number_integer() || (v != 0 && v != 1))
+          FS_THROW(path, ": \"no_rope_layers\" entries must be 0 or 1");
+        c.rope_layers.push_back(v.get<int>());
+      }
+    } else {
+      if (interval <= 0) FS_THROW(path, ": \"no_rope_layer_interval\" must be positive");
+      for (int i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % interval != 0);
+    }
+  }
+  const RopeScaling& r = c.rope_scaling;
+  // YaRN stretches the pretrained context by `factor`: the served context is that long (a
+  // config may keep max_position_embeddings at the pretrained value, as Qwen 2.5's does).
+  if (r.type == "yarn") {
+    const double stretched = r.original_max_position_embeddings * double(r.factor);
+    c.max_model_len = int(std::max(double(c.max_model_len), std::min(double(INT32_MAX),
+                                                                     std::round(stretched))));
+  }
+}
+
+}  // namespace
+
 ModelConfig read_hf_config(const std::string& path) {
   const json j = read_json_file(path, "config.json");
   const Family& family = find_family(j, path);
 
   ModelConfig c;
-  c.architecture = family.architecture;
-  c.qkv_bias = family.qkv_bias;
-  c.qk_norm = family.qk_norm;
+  set_family(c, family);
   c.hidden_size = get_int(j, "hidden_size", path, nullptr);
   c.intermediate_size = get_int(j, "intermediate_size", path, nullptr);
   c.num_layers = get_int(j, "num_hidden_layers", path, nullptr);
@@ -274,9 +292,10 @@ ModelConfig read_hf_config(const std::string& path) {
     c.eos_token_ids = *eos;
     c.eos_from_config = true;
   }
+  read_family_fields(j, family, c, path);
   validate_config(c, path);
   check_unsupported(j, family, c, path);
-  c.quant_method = read_quantization(j, path);
+  c.quant_method = read_quantization(j, path, &c.quant);
   if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
     FS_THROW(path, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
              c.num_q_heads, " and no head_dim is given");
@@ -291,12 +310,7 @@ std::string supported_architectures() {
 
 void set_architecture(ModelConfig& c, const std::string& architecture) {
   for (const Family& f : kFamilies)
-    if (architecture == f.architecture) {
-      c.architecture = f.architecture;
-      c.qkv_bias = f.qkv_bias;
-      c.qk_norm = f.qk_norm;
-      return;
-    }
+    if (architecture == f.architecture) return set_family(c, f);
   FS_THROW("unsupported architecture '", architecture, "' (supported: ",
            supported_architectures(), ")");
 }
@@ -305,9 +319,12 @@ std::string hf_config_json(const ModelConfig& c) {
   const Family* family = nullptr;
   for (const Family& f : kFamilies)
     if (c.architecture == f.architecture) family = &f;
-  FS_CHECK(family && family->qkv_bias == c.qkv_bias && family->qk_norm == c.qk_norm,
-           "no supported architecture '", c.architecture, "' with qkv_bias ", c.qkv_bias,
-           " and qk_norm ", c.qk_norm);
+  ModelConfig flags;
+  if (family) set_family(flags, *family);
+  FS_CHECK(family && flags.qkv_bias == c.qkv_bias && flags.qk_norm == c.qk_norm &&
+               flags.qk_norm_full == c.qk_norm_full && flags.post_norms == c.post_norms &&
+               flags.fused_projections == c.fused_projections,
+           "no supported architecture '", c.architecture, "' with these family flags");
   json j = {{"architectures", {c.architecture}},
             {"model_type", family->model_type},
             {"hidden_act", "silu"},
@@ -325,15 +342,23 @@ std::string hf_config_json(const ModelConfig& c) {
             {"bos_token_id", c.bos_token_id}};
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else j["eos_token_id"] = c.eos_token_ids;
-  if (c.rope_scaling.type == "llama3")
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling.original_max_position_embeddings}};
-  else
-    j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = rope_scaling_json(c);
+  if (c.rope_scaling.type == "longrope")
+    j["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+  if (c.partial_rotary_factor != 1.f) j["partial_rotary_factor"] = c.partial_rotary_factor;
+  if (c.architecture == "GraniteForCausalLM") {
+    j["embedding_multiplier"] = c.embedding_multiplier;
+    j["residual_multiplier"] = c.residual_multiplier;
+    j["attention_multiplier"] =
+        c.attention_multiplier > 0.f ? c.attention_multiplier : 1.f / std::sqrt(float(c.head_dim));
+    j["logits_scaling"] = c.logits_scaling;
+  }
+  if (c.architecture == "SmolLM3ForCausalLM") {
+    std::vector<int> layers = c.rope_layers;
+    if (layers.empty()) layers.assign(size_t(c.num_layers), 1);
+    j["no_rope_layers"] = layers;
+    j["use_sliding_window"] = false;
+  }
   if (c.architecture != "LlamaForCausalLM") j["sliding_window"] = nullptr;  // full attention
   if (c.quant_method == "fp8")  // the projections in F8_E4M3 with a weight_scale each; lm_head not
     j["quantization_config"] = {{"quant_method", "fp8"},

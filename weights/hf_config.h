@@ -1,6 +1,7 @@
 // Hugging Face config.json <-> ModelConfig for the Llama family: LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (or their bare backbones, such as
-// Qwen3Model, or their model_type).
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
+// Olmo2ForCausalLM and SmolLM3ForCausalLM (or their bare backbones, such as Qwen3Model, or their
+// model_type). docs/MODELS.md says how each differs and how it is verified.
 #pragma once
 
 #include <string>
@@ -11,7 +12,7 @@ namespace flashserve {
 
 // Reads and validates config.json; throws flashserve::Error "<path>: <problem>" for bad JSON,
 // missing or mistyped fields, an unsupported architecture (the message lists the supported ones)
-// or a setting the forward pass does not implement (rope_scaling other than llama3, a sliding
+// or a setting the forward pass does not implement (an unknown rope_scaling type, a sliding
 // window smaller than the context, attention/MLP biases where the architecture has none, ...).
 ModelConfig read_hf_config(const std::string& path);
 
@@ -23,7 +24,7 @@ void read_generation_config(const std::string& path, ModelConfig* config);
 // "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
 std::string supported_architectures();
 
-// Sets c.architecture and its family flags (qkv_bias, qk_norm) as config.json would; throws for
+// Sets c.architecture and its family flags (qkv_bias, qk_norm, ...) as config.json would; throws for
 // an unsupported name. For configs built in code (tests, flashserve-random-model presets).
 void set_architecture(ModelConfig& c, const std::string& architecture);
 

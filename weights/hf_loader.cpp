@@ -17,6 +17,7 @@
 #include "weights/llama_tensors.h"
 #include "weights/loaded_model_impl.h"
 #include "weights/pooling_config.h"
+#include "weights/quantized_projections.h"
 #include "weights/safetensors.h"
 
 namespace flashserve {
@@ -119,9 +120,19 @@ std::unique_ptr<ModelImpl> load_hf(const std::string& dir, ModelTask task) {
   // Where each required tensor is, and each projection's FP8 scale where there is one (a
   // projection the checkpoint kept in bf16 has none: attach_fp8_scales asks only for those of
   // FP8 tensors).
+  // Int4 and block-wise FP8 projections come dequantized (weights/quantized_projections.h).
+  load_quantized_projections(*model, [&](const std::string& name, std::string* file) {
+    auto it = weight_map.find(stored_name(name, bare));
+    if (it == weight_map.end()) return static_cast<const SafetensorsEntry*>(nullptr);
+    *file = (root / it->second).string();
+    const auto& entries = shard_entries(it->second);
+    auto e = entries.find(it->first);
+    return e == entries.end() ? nullptr : &e->second;
+  }, source);
   std::map<std::string, Stored> tensor_at, scale_at;  // by our name
   const bool fp8 = c.quant_method == "fp8";
   for (const auto& [name, shape] : llama_tensor_shapes(c)) {
+    if (model->tensors_.count(name)) continue;  // dequantized above
     const std::string stored = stored_name(name, bare);
     auto it = weight_map.find(stored);
     if (it == weight_map.end()) FS_THROW(source, ": missing tensor '", stored, "'", where);
@@ -153,6 +164,7 @@ std::unique_ptr<ModelImpl> load_hf(const std::string& dir, ModelTask task) {
   }
   model->check_required_tensors(source);
   model->attach_fp8_scales(scales, source);
+  split_fused_projections(model->config_, &model->tensors_);
   if (fs::exists(root / "tokenizer.model")) model->tokenizer_path_ = (root / "tokenizer.model").string();
   return model;
 }

@@ -1,5 +1,6 @@
-// Required tensor names and shapes of the Llama family (see weights/model.h for the list; the
-// family flags add q/k/v biases or q/k norms) and config checks.
+// Required tensor names and shapes of the Llama family (see weights/loaded_model.h for the list;
+// the family flags add q/k/v biases, q/k norms, post-norms or fused projections), the fused
+// projections' split, and config checks.
 #include "weights/llama_tensors.h"
 
 #include "core/error.h"
@@ -13,10 +14,14 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
   out.push_back({"model.embed_tokens.weight", {v, h}});
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = str_cat("model.layers.", i, ".");
-    out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
-    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
-    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (!c.post_norms) out.push_back({p + "input_layernorm.weight", {h}});
+    if (c.fused_projections) {
+      out.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}});
+    } else {
+      out.push_back({p + "self_attn.q_proj.weight", {q, h}});
+      out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+      out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    }
     if (c.qkv_bias) {
       out.push_back({p + "self_attn.q_proj.bias", {q}});
       out.push_back({p + "self_attn.k_proj.bias", {kv}});
@@ -26,15 +31,48 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
       out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
+    if (c.qk_norm_full) {
+      out.push_back({p + "self_attn.q_norm.weight", {q}});
+      out.push_back({p + "self_attn.k_norm.weight", {kv}});
+    }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
-    out.push_back({p + "mlp.up_proj.weight", {inter, h}});
+    if (c.post_norms) out.push_back({p + "post_feedforward_layernorm.weight", {h}});
+    if (c.fused_projections) {
+      out.push_back({p + "mlp.gate_up_proj.weight", {2 * inter, h}});
+    } else {
+      out.push_back({p + "mlp.gate_proj.weight", {inter, h}});
+      out.push_back({p + "mlp.up_proj.weight", {inter, h}});
+    }
     out.push_back({p + "mlp.down_proj.weight", {h, inter}});
   }
   out.push_back({"model.norm.weight", {h}});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}});
   return out;
+}
+
+void split_fused_projections(const ModelConfig& c, std::map<std::string, TensorView>* tensors) {
+  if (!c.fused_projections) return;
+  const int64_t q = int64_t(c.num_q_heads) * c.head_dim, kv = int64_t(c.num_kv_heads) * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  // A row range of a [rows, cols] weight is a contiguous view (FP8: with its rows' scales).
+  auto part = [&](const std::string& fused, const std::string& name, int64_t begin, int64_t rows) {
+    const TensorView& f = tensors->at(fused);
+    TensorView t = f;
+    t.shape = {rows, f.shape[1]};
+    t.data = static_cast<const char*>(f.data) + size_t(begin * f.shape[1]) * dtype_size(f.dtype);
+    if (f.row_scale) t.row_scale = f.row_scale + begin;
+    (*tensors)[name] = t;
+  };
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = str_cat("model.layers.", i, ".");
+    const std::string qkv = p + "self_attn.qkv_proj.weight", gu = p + "mlp.gate_up_proj.weight";
+    part(qkv, p + "self_attn.q_proj.weight", 0, q);
+    part(qkv, p + "self_attn.k_proj.weight", q, kv);
+    part(qkv, p + "self_attn.v_proj.weight", q + kv, kv);
+    part(gu, p + "mlp.gate_proj.weight", 0, inter);
+    part(gu, p + "mlp.up_proj.weight", inter, inter);
+  }
 }
 
 void validate_config(const ModelConfig& c, const std::string& source) {
@@ -67,6 +105,20 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   if (!(c.rms_norm_eps > 0.f)) FS_THROW(source, ": rms_norm_eps must be positive");
   if (!(c.rope_theta > 0.f)) FS_THROW(source, ": rope_theta must be positive");
   if (c.eos_token_ids.empty()) FS_THROW(source, ": no eos_token_id");
+  const int rotary = int(c.head_dim * double(c.partial_rotary_factor));
+  if (!(c.partial_rotary_factor > 0.f && c.partial_rotary_factor <= 1.f) || rotary < 2 ||
+      rotary % 2 != 0)
+    FS_THROW(source, ": partial_rotary_factor ", c.partial_rotary_factor, " of head_dim ",
+             c.head_dim, " does not give an even number of rotated dims");
+  const RopeScaling& r = c.rope_scaling;
+  if (r.type == "longrope" && (int(r.short_factor.size()) != rotary / 2 ||
+                               int(r.long_factor.size()) != rotary / 2))
+    FS_THROW(source, ": longrope short_factor and long_factor need ", rotary / 2,
+             " entries each (rotated dims / 2), not ", r.short_factor.size(), " and ",
+             r.long_factor.size());
+  if (!c.rope_layers.empty() && int(c.rope_layers.size()) != c.num_layers)
+    FS_THROW(source, ": no_rope_layers has ", c.rope_layers.size(), " entries for ", c.num_layers,
+             " layers");
 }
 
 }  // namespace flashserve

@@ -17,6 +17,11 @@
 // and, by family (ModelConfig's flags, set from the architecture in weights/hf_config.cpp):
 //   model.layers.{i}.self_attn.{q,k,v}_proj.bias  [rows of that projection]  (qkv_bias: Qwen2)
 //   model.layers.{i}.self_attn.{q,k}_norm.weight  [head_dim]                  (qk_norm: Qwen3)
+//   model.layers.{i}.self_attn.{q,k}_norm.weight  [{q,kv} heads * head_dim]  (qk_norm_full: Olmo2)
+//   model.layers.{i}.post_feedforward_layernorm.weight [hidden_size]  (post_norms: Olmo2, which
+//     has no input_layernorm and norms the attention output with post_attention_layernorm)
+//   model.layers.{i}.self_attn.qkv_proj.weight, mlp.gate_up_proj.weight  (fused_projections:
+//     Phi3; the loader adds q/k/v_proj and gate/up_proj as row ranges of them)
 // RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
 // llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
 // q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
@@ -31,15 +36,24 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "weights/quant_config.h"
 
 namespace flashserve {
 
-struct RopeScaling {  // rope_scaling of type "llama3" (Llama 3.1/3.2); type "none" = plain RoPE
+// config.json's rope_scaling (model/rope_tables.h turns it into inverse frequencies). type: "none"
+// (plain RoPE), "llama3" (Llama 3.1/3.2), "linear", "dynamic" (NTK: plain RoPE within
+// max_position_embeddings), "yarn" (Qwen 2.5/3 long context) or "longrope" (Phi-3.5, Phi-4).
+struct RopeScaling {
   std::string type = "none";
   float factor = 1.f;
-  float low_freq_factor = 1.f;
-  float high_freq_factor = 4.f;
+  float low_freq_factor = 1.f;   // llama3
+  float high_freq_factor = 4.f;  // llama3
   int original_max_position_embeddings = 8192;
+  float beta_fast = 32.f, beta_slow = 1.f;    // yarn: the ramp between kept and scaled dims
+  float mscale = 0.f, mscale_all_dim = 0.f;   // yarn: 0 = not set
+  bool truncate = true;                       // yarn: the ramp's ends rounded to whole dims
+  float attention_factor = 0.f;  // yarn, longrope: multiplies cos and sin; 0 = derived
+  std::vector<float> short_factor, long_factor;  // longrope: [rotary_dim / 2] each
 };
 
 // generation_config.json's sampling settings: a request that omits one of these gets the model's
@@ -57,6 +71,9 @@ struct ModelConfig {
   std::string architecture = "LlamaForCausalLM";  // config.json "architectures" (HF class name)
   bool qkv_bias = false;  // q/k/v projections add a bias (Qwen2)
   bool qk_norm = false;   // per-head RMSNorm of q and k (weight [head_dim]) before RoPE (Qwen3)
+  bool qk_norm_full = false;  // RMSNorm over all of q and of k (weights [heads * head_dim]) (Olmo2)
+  bool post_norms = false;  // blocks' outputs normed before the residual add, inputs not (Olmo2)
+  bool fused_projections = false;  // checkpoint holds qkv_proj and gate_up_proj (Phi3)
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_layers = 0;
@@ -68,6 +85,13 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   RopeScaling rope_scaling;
+  float partial_rotary_factor = 1.f;  // RoPE turns the first head_dim * this dims of a head (Phi3)
+  std::vector<int> rope_layers;  // per layer 1 = RoPE, 0 = none (SmolLM3's NoPE); empty = all RoPE
+  // Granite's scalings: embeddings times embedding_multiplier, each block's output times
+  // residual_multiplier, softmax scale attention_multiplier (0: 1/sqrt(head_dim)), logits
+  // divided by logits_scaling.
+  float embedding_multiplier = 1.f, residual_multiplier = 1.f, attention_multiplier = 0.f;
+  float logits_scaling = 1.f;
   bool tie_word_embeddings = false;
   int bos_token_id = 1;
   // Every id that ends a sequence: config.json's eos_token_id (an int or a list) and then
@@ -76,8 +100,10 @@ struct ModelConfig {
   bool eos_from_config = false;  // a config file (or the checkpoint format) fixed eos_token_ids
   GenerationDefaults generation;
   // "" for plain f32/f16/bf16 weights; "fp8" when the layers' projections are FP8 E4M3
-  // (config.json's quantization_config, or quantized at load: LoadOptions).
+  // (config.json's quantization_config, or quantized at load: LoadOptions); "gptq", "awq" or
+  // "compressed-tensors" for int4 checkpoints (docs/QUANTIZATION.md).
   std::string quant_method;
+  QuantConfig quant;  // the whole quantization_config (weights/quant_config.h)
 };
 
 struct TensorView {
@@ -93,6 +119,13 @@ struct TensorView {
     return n;
   }
 };
+
+// "[4096, 11008]": a tensor shape for messages.
+inline std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 class LoadedModel {
  public:

@@ -2,27 +2,15 @@
 // the shared "every required tensor is there with the right shape" check.
 #include "weights/loaded_model_impl.h"
 
-#include <algorithm>
-#include <atomic>
-#include <exception>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 
 #include "core/error.h"
 #include "weights/fp8_weights.h"
 #include "weights/llama_tensors.h"
+#include "weights/every_core.h"
 
 namespace flashserve {
 namespace fs = std::filesystem;
-
-namespace {
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-}  // namespace
 
 const TensorView& ModelImpl::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -63,33 +51,18 @@ void ModelImpl::attach_fp8_scales(const std::map<std::string, ScaleEntry>& scale
 }
 
 void ModelImpl::quantize_fp8() {
-  if (config_.quant_method == "fp8")
-    FS_THROW(path_, ": --quantize fp8: the checkpoint is FP8 already (config.json "
-             "quantization_config); load it without --quantize");
+  if (!config_.quant_method.empty())
+    FS_THROW(path_, ": --quantize fp8: the checkpoint is ", config_.quant_method == "fp8" ? "FP8" :
+             config_.quant_method, " already (config.json quantization_config); load it "
+             "without --quantize");
   std::vector<std::pair<const std::string*, TensorView*>> todo;
   for (auto& [name, t] : tensors_)
     if (is_fp8_projection(name)) todo.push_back({&name, &t});
   // The tensors are independent: quantized on every core (a 7B model: 6.5e9 weights).
   std::vector<Fp8Rows> done(todo.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mu;
-  auto work = [&] {
-    for (size_t i; (i = next++) < todo.size();) {
-      try {
-        done[i] = quantize_fp8_rows(*todo[i].second, *todo[i].first);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), todo.size());
-  for (size_t i = 1; i < n; ++i) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  for_each_on_every_core(todo.size(), [&](size_t i) {
+    done[i] = quantize_fp8_rows(*todo[i].second, *todo[i].first);
+  });
   for (size_t i = 0; i < todo.size(); ++i) {
     owned_fp8_.push_back(std::move(done[i].q));
     owned_scales_.push_back(std::move(done[i].scale));

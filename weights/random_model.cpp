@@ -5,17 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "core/error.h"
+#include "weights/every_core.h"
 #include "weights/fp8_weights.h"
 #include "weights/hf_config.h"
 #include "weights/llama_tensors.h"
@@ -162,24 +159,9 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
       total_size += n;
     }
   }
-  std::atomic<int> next{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (int s; (s = next++) < num_shards;) {
-      try {
-        write_file((root / shard_name(s, num_shards)).string(), parts[size_t(s)]);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  const int threads = std::min(num_shards, int(std::max(1u, std::thread::hardware_concurrency())));
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  for_each_on_every_core(size_t(num_shards), [&](size_t s) {
+    write_file((root / shard_name(int(s), num_shards)).string(), parts[s]);
+  });
   nlohmann::json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
   std::ofstream idx(root / "model.safetensors.index.json");
   idx << index.dump(2) << "\n";

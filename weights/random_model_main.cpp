@@ -6,7 +6,8 @@
 // --dtype fp8 writes an FP8 checkpoint as Hugging Face stores one (docs/FP8.md): the layers'
 // projections F8_E4M3 with a weight_scale each (per output channel, or per tensor), the rest bf16.
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
-// architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b (see preset()).
+// architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b, phi-4-mini, granite-3-2b, olmo-2-1b,
+// smollm3-3b, qwen2.5-7b-yarn (see preset()).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +22,7 @@ namespace {
 
 constexpr const char* kPresets =
     "tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
-    "mistral-7b";
+    "mistral-7b, phi-4-mini, granite-3-2b, olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn";
 
 flashserve::ModelConfig preset(const std::string& name) {
   flashserve::ModelConfig c;
@@ -64,6 +65,46 @@ flashserve::ModelConfig preset(const std::string& name) {
     set(4096, 14336, 32, 32, 8, 128, 32000, 8192);
     set_architecture(c, "MistralForCausalLM");
     c.rope_theta = 1e6f;
+  } else if (name == "phi-4-mini") {
+    // Phi-4-mini's shape: fused projections, 96 of 128 dims rotated, LongRoPE over an original
+    // 4096-token context, tied head. Stand-in factor lists (not the published ones); 8192
+    // positions, so the long factors are the ones served (model/rope_tables.h).
+    set(3072, 8192, 32, 24, 8, 128, 32000, 8192);
+    set_architecture(c, "Phi3ForCausalLM");
+    c.partial_rotary_factor = 0.75f, c.tie_word_embeddings = true;
+    c.rope_scaling.type = "longrope";
+    c.rope_scaling.original_max_position_embeddings = 4096;
+    c.rope_scaling.factor = 2.f;
+    for (int i = 0; i < 48; ++i) {
+      c.rope_scaling.short_factor.push_back(1.f + 0.01f * float(i));
+      c.rope_scaling.long_factor.push_back(1.f + 0.25f * float(i));
+    }
+  } else if (name == "granite-3-2b") {
+    // Granite-3.0-2B's shape and multipliers, tied head.
+    set(2048, 8192, 40, 32, 8, 64, 32000, 4096);
+    set_architecture(c, "GraniteForCausalLM");
+    c.embedding_multiplier = 12.f, c.residual_multiplier = 0.22f;
+    c.attention_multiplier = 0.015625f, c.logits_scaling = 8.f, c.tie_word_embeddings = true;
+  } else if (name == "olmo-2-1b") {
+    // OLMo-2-0425-1B's shape: post-norms, q/k norms over the whole projections.
+    set(2048, 8192, 16, 16, 16, 128, 32000, 4096);
+    set_architecture(c, "Olmo2ForCausalLM");
+    c.rope_theta = 500000.f, c.rms_norm_eps = 1e-6f;
+  } else if (name == "smollm3-3b") {
+    // SmolLM3-3B's shape: every fourth layer without RoPE, tied head.
+    set(2048, 11008, 36, 16, 4, 128, 32000, 8192);
+    set_architecture(c, "SmolLM3ForCausalLM");
+    c.rope_theta = 5e6f, c.rms_norm_eps = 1e-6f, c.tie_word_embeddings = true;
+    for (int i = 0; i < c.num_layers; ++i) c.rope_layers.push_back((i + 1) % 4 != 0);
+  } else if (name == "qwen2.5-7b-yarn") {
+    // Qwen2.5-7B's shape with YaRN factor 4 over a 2048-token original context (the published
+    // setting is 4 x 32768: a shorter original puts YaRN's ramp within prompts of a few thousand).
+    set(3584, 18944, 28, 28, 4, 128, 32000, 8192);
+    set_architecture(c, "Qwen2ForCausalLM");
+    c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f;
+    c.rope_scaling.type = "yarn";
+    c.rope_scaling.factor = 4.f;
+    c.rope_scaling.original_max_position_embeddings = 2048;
   } else {
     FS_THROW("unknown preset '", name, "' (", kPresets, ")");
   }

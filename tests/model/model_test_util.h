@@ -21,6 +21,9 @@
 #include "weights/hf_config.h"
 #include "weights/loaded_model.h"
 #include "weights/random_model.h"
+#include "weights/fp8_weights.h"
+#include "weights/llama_tensors.h"
+#include "weights/safetensors_writer.h"
 
 namespace flashserve::test {
 
@@ -173,6 +176,52 @@ inline std::vector<int32_t> greedy_tokens(const LoadedModel& model, std::vector<
     seq.tokens.push_back(next);
   }
   return out;
+}
+
+// Every position's logits of one sequence prefilled whole on 2 threads (TP: that many ranks).
+inline std::vector<float> all_logits(const LoadedModel& model, const std::vector<int32_t>& ids,
+                                     int tensor_parallel = 1) {
+  ModelRunnerOptions o;
+  o.threads = 2;
+  o.tensor_parallel_size = tensor_parallel;
+  return prefill_logits(model, ids, o);
+}
+
+// `model` written back as a plain f32 HF folder: every tensor's values as loaded (FP8 weights,
+// and the int4 and block-FP8 ones dequantized at load, as their dequantized values).
+inline std::string dequantized_copy(const LoadedModel& model, const std::string& name) {
+  const std::string dir = fresh_dir(name);
+  ModelConfig c = model.config();
+  c.quant_method = "";
+  std::vector<WriterTensor> tensors;
+  for (const auto& [tensor, shape] : llama_tensor_shapes(c)) {
+    WriterTensor& t = tensors.emplace_back();
+    t.spec = TensorSpec{tensor, DType::kF32, shape};
+    t.bytes = encode_values(weight_values(model.tensor(tensor)), DType::kF32);
+  }
+  write_safetensors(dir + "/model.safetensors", tensors);
+  std::ofstream(dir + "/config.json") << hf_config_json(c);
+  return dir;
+}
+
+// A quantized model's logits against its unquantized self's, teacher-forced: the mean over
+// positions of |a - b|^2 / |b|^2, and how often the argmax agrees.
+struct Quality {
+  double nmse = 0, top1 = 0;
+};
+inline Quality logit_quality(const std::vector<float>& a, const std::vector<float>& b,
+                             int vocab) {
+  Quality q;
+  const size_t rows = b.size() / size_t(vocab);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = a.data() + r * vocab;
+    const float* y = b.data() + r * vocab;
+    double num = 0, den = 0;
+    for (int i = 0; i < vocab; ++i) num += double(x[i] - y[i]) * (x[i] - y[i]), den += double(y[i]) * y[i];
+    q.nmse += num / den / double(rows);
+    q.top1 += (std::max_element(x, x + vocab) == x + (std::max_element(y, y + vocab) - y)) / double(rows);
+  }
+  return q;
 }
 
 // max |a - b| / max |b| over the arrays (a relative error that ignores near-zero entries).

@@ -11,39 +11,11 @@
 
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
-#include "weights/fp8_weights.h"
-#include "weights/llama_tensors.h"
-#include "weights/safetensors_writer.h"
 
 namespace flashserve::test {
 namespace {
 
 const std::string kStories = std::string(FS_MODELS_DIR) + "/stories260K";
-
-// Every position's logits of one sequence prefilled whole (2 threads; TP: that many ranks).
-std::vector<float> all_logits(const LoadedModel& model, const std::vector<int32_t>& ids,
-                              int tensor_parallel = 1) {
-  ModelRunnerOptions o;
-  o.threads = 2;
-  o.tensor_parallel_size = tensor_parallel;
-  return prefill_logits(model, ids, o);
-}
-
-// `model` written back as a plain f32 HF folder: every tensor's values, FP8 ones dequantized.
-std::string dequantized_copy(const LoadedModel& model, const std::string& name) {
-  const std::string dir = fresh_dir(name);
-  ModelConfig c = model.config();
-  c.quant_method = "";
-  std::vector<WriterTensor> tensors;
-  for (const auto& [tensor, shape] : llama_tensor_shapes(c)) {
-    WriterTensor& t = tensors.emplace_back();
-    t.spec = TensorSpec{tensor, DType::kF32, shape};
-    t.bytes = encode_values(weight_values(model.tensor(tensor)), DType::kF32);
-  }
-  write_safetensors(dir + "/model.safetensors", tensors);
-  std::ofstream(dir + "/config.json") << hf_config_json(c);
-  return dir;
-}
 
 TEST(Fp8Model, Stories260KQuantizedAtLoadEqualsItsDequantizedWeights) {
   if (!fs::exists(kStories)) GTEST_SKIP() << "model not found: " << kStories;
@@ -78,24 +50,6 @@ TEST(Fp8Model, HfCheckpointsEqualTheirDequantizedWeightsAndQuantizeAtLoad) {
   EXPECT_EQ(all_logits(*per_channel, ids, 2), want);
 }
 
-struct Quality {
-  double nmse = 0, top1 = 0;
-};
-// Teacher-forced: mean over positions of |a - b|^2 / |b|^2, and how often the argmax agrees.
-Quality compare(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
-  Quality q;
-  const size_t rows = b.size() / size_t(vocab);
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = a.data() + r * vocab;
-    const float* y = b.data() + r * vocab;
-    double num = 0, den = 0;
-    for (int i = 0; i < vocab; ++i) num += double(x[i] - y[i]) * (x[i] - y[i]), den += double(y[i]) * y[i];
-    q.nmse += num / den / double(rows);
-    q.top1 += (std::max_element(x, x + vocab) == x + (std::max_element(y, y + vocab) - y)) / double(rows);
-  }
-  return q;
-}
-
 TEST(Fp8Model, Stories260KQualityAgainstFp32) {
   if (!fs::exists(kStories)) GTEST_SKIP() << "model not found: " << kStories;
   auto f32 = load_model(kStories);
@@ -111,7 +65,7 @@ TEST(Fp8Model, Stories260KQualityAgainstFp32) {
   std::vector<int32_t> corpus = prompt;
   corpus.insert(corpus.end(), g32.begin(), g32.end() - 1);
   const int vocab = f32->config().vocab_size;
-  const Quality q = compare(all_logits(*fp8, corpus), all_logits(*f32, corpus), vocab);
+  const Quality q = logit_quality(all_logits(*fp8, corpus), all_logits(*f32, corpus), vocab);
   std::printf("stories260K fp8 vs fp32: teacher-forced over %zu positions: nmse %.3g, top-1 "
               "agreement %.4f; greedy over %d tokens: identical prefix %d, same token at %d "
               "positions (%.3f)\n",

@@ -359,7 +359,7 @@ TEST_F(CompletionTest, ChatToolCallsFromASilentMarkerToken) {
   }
   EXPECT_EQ(content, "Ok");
   EXPECT_EQ(name, "f");
-  EXPECT_EQ(arguments, call["function"]["arguments"]);
+  EXPECT_EQ(arguments, call["function"]["arguments"].get<std::string>());
   EXPECT_EQ(finish, "tool_calls");
 }
 

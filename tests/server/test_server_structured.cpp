@@ -180,7 +180,7 @@ void check_forced_tool_calls(int port, const json& tools, int seeds, int max_tok
     }
     std::string reason;
     json streamed = streamed_message(port, body, &reason);
-    EXPECT_EQ(reason, c["finish_reason"]);
+    EXPECT_EQ(reason, c["finish_reason"].get<std::string>());
     json whole = m;
     for (json* msg : {&whole, &streamed}) {
       for (json& call : (*msg)["tool_calls"]) call.erase("id");  // each request draws its own

@@ -91,7 +91,8 @@ TEST_F(BadModelFiles, BadConfigJson) {
   test::write_text(cfg, j.dump());
   EXPECT_MSG(error(), cfg + ": unsupported architecture [\"GemmaForCausalLM\"] (supported: "
                             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                            "Qwen3ForCausalLM)");
+                            "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
+                            "Olmo2ForCausalLM, SmolLM3ForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gpt2";
   test::write_text(cfg, j.dump());
@@ -116,9 +117,9 @@ TEST_F(BadModelFiles, BadConfigJson) {
   test::write_text(cfg, j.dump());
   EXPECT_MSG(error(), cfg + ": \"eos_token_id\" entries must be non-negative integers");
   j["eos_token_id"] = 2;
-  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  j["rope_scaling"] = {{"type", "mrope"}, {"factor", 4.0}};
   test::write_text(cfg, j.dump());
-  EXPECT_MSG(error(), cfg + ": unsupported rope_scaling type \"yarn\"");
+  EXPECT_MSG(error(), cfg + ": unsupported rope_scaling type \"mrope\"");
 }
 
 TEST_F(BadModelFiles, TruncatedFiles) {

@@ -29,12 +29,7 @@ const std::string kUp = "model.layers.1.mlp.up_proj.weight";
 ModelConfig tiny() { return test::small_config({32, 48, 2, 4, 2, 8, 64, 128, false}); }
 
 std::string load_error(const std::string& dir, Quantize q = Quantize::kNone) {
-  try {
-    load_model(dir, LoadOptions{.quantize = q});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { load_model(dir, LoadOptions{.quantize = q}); }, "");
 }
 
 // Rewrites dir/model.safetensors through `edit` (its tensors as the writer takes them).

@@ -30,12 +30,7 @@ std::vector<float> view_row(const TensorView& t, int64_t row) {
 }
 
 std::string load_error(const std::string& path) {
-  try {
-    load_model(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::error_of([&] { load_model(path); }, "(no error)");
 }
 
 TEST(Llama2cLoader, Stories260KConfig) {

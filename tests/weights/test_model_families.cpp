@@ -1,8 +1,9 @@
 // The Llama family's architectures in config.json: each as published on the Hub
-// (tests/weights/data/configs, trimmed to the fields that matter) parses to the right sizes and
-// family flags; unsupported architectures and settings are start-up errors that name them; and a
-// random-weight model of each family is written, read back with its extra tensors, and refused
-// when one of them is missing.
+// (tests/weights/data/configs, trimmed to the fields that matter) parses to the right sizes,
+// family flags and RoPE settings; each variant's config written by hf_config_json reads back;
+// unsupported architectures and settings are start-up errors that name them; and a random-weight
+// model of each family is written, read back with its extra (or fused) tensors, and refused when
+// one of them is missing.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -29,12 +30,7 @@ json published(const std::string& name) {
 std::string config_error(const json& j) {
   const std::string dir = test::fresh_dir("err");
   test::write_text(dir + "/config.json", j.dump());
-  try {
-    read_hf_config(dir + "/config.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { read_hf_config(dir + "/config.json"); }, "");
 }
 
 #define EXPECT_MSG(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
@@ -76,6 +72,163 @@ TEST(ModelFamilies, PublishedConfigsParse) {
   EXPECT_EQ(c.rope_scaling.type, "none");
 }
 
+TEST(ModelFamilies, PublishedConfigsOfTheFoldedFamiliesParse) {
+  // Phi-4-mini (its factor lists are stand-ins of the right length): fused projections, 96 of 128
+  // dims rotated, LongRoPE over an original 4096-token context with the top-level key.
+  ModelConfig c = read_hf_config(kConfigs + "phi-4-mini-instruct.json");
+  EXPECT_EQ(c.architecture, "Phi3ForCausalLM");
+  EXPECT_TRUE(c.fused_projections);
+  EXPECT_FALSE(c.qkv_bias || c.qk_norm || c.qk_norm_full || c.post_norms);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FLOAT_EQ(c.partial_rotary_factor, 0.75f);
+  EXPECT_EQ(c.rope_scaling.type, "longrope");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 32.f);  // 131072 / 4096
+  EXPECT_EQ(c.rope_scaling.long_factor.size(), 48u);
+  EXPECT_FLOAT_EQ(c.rope_scaling.long_factor[2], 2.f);
+  EXPECT_EQ(c.max_model_len, 131072);
+  EXPECT_TRUE(c.tie_word_embeddings);
+
+  c = read_hf_config(kConfigs + "granite-3.0-2b-instruct.json");
+  EXPECT_EQ(c.architecture, "GraniteForCausalLM");
+  EXPECT_FLOAT_EQ(c.embedding_multiplier, 12.f);
+  EXPECT_FLOAT_EQ(c.residual_multiplier, 0.22f);
+  EXPECT_FLOAT_EQ(c.attention_multiplier, 0.015625f);
+  EXPECT_FLOAT_EQ(c.logits_scaling, 8.f);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int>{0});
+
+  c = read_hf_config(kConfigs + "olmo-2-0425-1b.json");
+  EXPECT_EQ(c.architecture, "Olmo2ForCausalLM");
+  EXPECT_TRUE(c.post_norms && c.qk_norm_full);
+  EXPECT_FALSE(c.qk_norm || c.fused_projections || c.tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.f);
+  EXPECT_FLOAT_EQ(c.attention_multiplier, 0.f);  // 1/sqrt(head_dim): not Granite
+
+  // SmolLM3: every fourth layer without RoPE; bos_token_id null takes the default.
+  c = read_hf_config(kConfigs + "smollm3-3b.json");
+  EXPECT_EQ(c.architecture, "SmolLM3ForCausalLM");
+  ASSERT_EQ(c.rope_layers.size(), 36u);
+  EXPECT_EQ(c.rope_layers[2], 1);
+  EXPECT_EQ(c.rope_layers[3], 0);
+  EXPECT_EQ(c.rope_layers[35], 0);
+  json j = published("smollm3-3b");
+  j.erase("no_rope_layers");  // then from no_rope_layer_interval
+  j["no_rope_layer_interval"] = 3;
+  const std::string dir = test::fresh_dir("smol");
+  test::write_text(dir + "/config.json", j.dump());
+  c = read_hf_config(dir + "/config.json");
+  EXPECT_EQ(c.rope_layers[1], 1);
+  EXPECT_EQ(c.rope_layers[2], 0);
+  EXPECT_EQ(c.rope_layers[5], 0);
+
+  // Qwen2.5 with YaRN as its model card sets it: the context grows to factor x the original.
+  j = published("qwen2.5-0.5b-instruct");
+  j["rope_scaling"] = {{"factor", 4.0}, {"original_max_position_embeddings", 32768},
+                       {"type", "yarn"}};
+  test::write_text(dir + "/config.json", j.dump());
+  c = read_hf_config(dir + "/config.json");
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 4.f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.beta_fast, 32.f);
+  EXPECT_EQ(c.max_model_len, 131072);
+  // Linear and dynamic scaling; dynamic is plain RoPE within the configured context.
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_EQ(config_error(j), "");
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_EQ(config_error(j), "");
+}
+
+// Each new variant's config.json comes back as written (the random models' configs).
+TEST(ModelFamilies, VariantConfigsRoundTrip) {
+  ModelConfig c = test::small_config({32, 48, 2, 4, 2, 16, 64, 128, false});
+  set_architecture(c, "Phi3ForCausalLM");
+  c.partial_rotary_factor = 0.5f;
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position_embeddings = 32;
+  c.rope_scaling.short_factor = {1.f, 1.5f, 2.f, 2.5f};
+  c.rope_scaling.long_factor = {3.f, 4.f, 5.f, 6.f};
+  const std::string dir = test::fresh_dir("rt");
+  test::write_text(dir + "/config.json", hf_config_json(c));
+  ModelConfig d = read_hf_config(dir + "/config.json");
+  EXPECT_EQ(d.rope_scaling.long_factor, c.rope_scaling.long_factor);
+  EXPECT_EQ(d.rope_scaling.short_factor, c.rope_scaling.short_factor);
+  EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_FLOAT_EQ(d.rope_scaling.factor, 4.f);  // 128 / 32
+  EXPECT_FLOAT_EQ(d.partial_rotary_factor, 0.5f);
+
+  set_architecture(c, "Qwen3ForCausalLM");
+  c.partial_rotary_factor = 1.f;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "yarn";
+  c.rope_scaling.factor = 8.f;
+  c.rope_scaling.original_max_position_embeddings = 64;
+  c.rope_scaling.mscale = 0.7f;
+  c.rope_scaling.mscale_all_dim = 0.5f;
+  c.rope_scaling.truncate = false;
+  test::write_text(dir + "/config.json", hf_config_json(c));
+  d = read_hf_config(dir + "/config.json");
+  EXPECT_FLOAT_EQ(d.rope_scaling.mscale, 0.7f);
+  EXPECT_FLOAT_EQ(d.rope_scaling.mscale_all_dim, 0.5f);
+  EXPECT_FALSE(d.rope_scaling.truncate);
+  EXPECT_EQ(d.max_model_len, 512);  // 8 x 64
+
+  set_architecture(c, "GraniteForCausalLM");
+  c.rope_scaling = {};
+  c.embedding_multiplier = 3.f, c.residual_multiplier = 0.5f, c.attention_multiplier = 0.2f;
+  c.logits_scaling = 4.f;
+  test::write_text(dir + "/config.json", hf_config_json(c));
+  d = read_hf_config(dir + "/config.json");
+  EXPECT_FLOAT_EQ(d.embedding_multiplier, 3.f);
+  EXPECT_FLOAT_EQ(d.residual_multiplier, 0.5f);
+  EXPECT_FLOAT_EQ(d.attention_multiplier, 0.2f);
+  EXPECT_FLOAT_EQ(d.logits_scaling, 4.f);
+
+  c = test::small_config({32, 48, 2, 4, 2, 16, 64, 128, false});
+  set_architecture(c, "SmolLM3ForCausalLM");
+  c.rope_layers = {0, 1};
+  test::write_text(dir + "/config.json", hf_config_json(c));
+  EXPECT_EQ(read_hf_config(dir + "/config.json").rope_layers, c.rope_layers);
+}
+
+TEST(ModelFamilies, VariantSettingsThatCannotBeServedAreErrors) {
+  // Phi-3-mini-4k: a 2047-token window over a 4096-token context.
+  json j = published("phi-4-mini-instruct");
+  j["sliding_window"] = 2047;
+  j["max_position_embeddings"] = 4096;
+  EXPECT_MSG(config_error(j), ": sliding_window 2047 is smaller than max_position_embeddings 4096");
+  // Factor lists of the wrong length for the rotated dims.
+  j = published("phi-4-mini-instruct");
+  j["partial_rotary_factor"] = 0.5;
+  EXPECT_MSG(config_error(j), ": longrope short_factor and long_factor need 32 entries each");
+  j["partial_rotary_factor"] = 0.01;
+  EXPECT_MSG(config_error(j), "does not give an even number of rotated dims");
+  j = published("phi-4-mini-instruct");
+  j["rope_scaling"].erase("long_factor");
+  EXPECT_MSG(config_error(j), ": longrope needs \"long_factor\"");
+  // Partial rotary where transformers' model rotates every dim.
+  j = published("llama3.2-1b-instruct");
+  j["partial_rotary_factor"] = 0.5;
+  EXPECT_MSG(config_error(j), ": partial_rotary_factor 0.5 is not supported for LlamaForCausalLM");
+  // Dynamic NTK that would change the base within the served context.
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}, {"original_max_position_embeddings", 8192}};
+  j.erase("partial_rotary_factor");
+  EXPECT_MSG(config_error(j), "changes RoPE's base with the sequence length, which is not supported");
+  j["rope_scaling"] = {{"type", "yarn"}};
+  EXPECT_MSG(config_error(j), ": yarn scaling needs \"factor\"");
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"beta_fast", -1}};
+  EXPECT_MSG(config_error(j), ": bad yarn scaling");
+  // Granite's multipliers must be positive; SmolLM3's NoPE list must cover every layer.
+  j = published("granite-3.0-2b-instruct");
+  j["logits_scaling"] = 0;
+  EXPECT_MSG(config_error(j), "must be positive");
+  j = published("smollm3-3b");
+  j["no_rope_layers"] = {1, 0};
+  EXPECT_MSG(config_error(j), ": no_rope_layers has 2 entries for 36 layers");
+  j["no_rope_layers"] = {2};
+  EXPECT_MSG(config_error(j), ": \"no_rope_layers\" entries must be 0 or 1");
+}
+
 TEST(ModelFamilies, ModelTypeAloneAndDefaults) {
   json j = published("qwen3-0.6b");
   j.erase("architectures");
@@ -95,7 +248,8 @@ TEST(ModelFamilies, UnsupportedArchitecturesAreNamed) {
   j["architectures"] = {"Qwen2MoeForCausalLM"};
   EXPECT_MSG(config_error(j), ": unsupported architecture [\"Qwen2MoeForCausalLM\"] (supported: "
                               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                              "Qwen3ForCausalLM)");
+                              "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
+                              "Olmo2ForCausalLM, SmolLM3ForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gemma";
   EXPECT_MSG(config_error(j), "model_type \"gemma\" is none of the supported ones");
@@ -119,12 +273,11 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
   EXPECT_EQ(config_error(j), "");  // off: the window is ignored, as transformers does
   j["layer_types"] = {"full_attention", "sliding_attention"};
   EXPECT_MSG(config_error(j), "sliding-window attention is not supported");
-  // Qwen2.5's long-context YaRN setting.
+  // Qwen2-VL's multimodal RoPE.
   j = published("qwen2.5-0.5b-instruct");
-  j["rope_scaling"] = {{"factor", 4.0}, {"original_max_position_embeddings", 32768},
-                       {"type", "yarn"}};
-  EXPECT_MSG(config_error(j),
-             ": unsupported rope_scaling type \"yarn\" (supported: default, llama3)");
+  j["rope_scaling"] = {{"mrope_section", {16, 24, 24}}, {"type", "mrope"}};
+  EXPECT_MSG(config_error(j), ": unsupported rope_scaling type \"mrope\" (supported: default, "
+                              "llama3, linear, dynamic, yarn, longrope)");
   // Biases where the architecture has none, another activation, quantized weights.
   j = published("llama3.2-1b-instruct");
   j["attention_bias"] = true;
@@ -140,14 +293,13 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
   j["hidden_act"] = "gelu";
   EXPECT_MSG(config_error(j), ": hidden_act \"gelu\" is not supported (only \"silu\")");
   j = published("qwen3-0.6b");
-  j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
-  EXPECT_MSG(config_error(j), ": quantization_config quant_method \"awq\" is not supported (only "
-                              "\"fp8\"");
-  // FP8 (docs/FP8.md): per-tensor and per-channel scales load; block-wise scales, another
-  // element format or activation scheme do not.
-  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
-  EXPECT_MSG(config_error(j), ": quantization_config weight_block_size [128,128] (block-wise FP8 "
-                              "scales, weight_scale_inv) is not supported yet");
+  j["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"bits", 4}};
+  EXPECT_MSG(config_error(j), ": quantization_config quant_method \"bitsandbytes\" is not "
+                              "supported (only \"fp8\"");
+  // FP8 (docs/FP8.md, docs/QUANTIZATION.md): a malformed block size, another element format or
+  // activation scheme do not load.
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 0}}};
+  EXPECT_MSG(config_error(j), ": quantization_config weight_block_size [128,0] is not supported");
   j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e5m2"}};
   EXPECT_MSG(config_error(j), ": quantization_config fmt \"e5m2\" is not supported (only e4m3)");
   j["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "per_token"}};
@@ -165,7 +317,8 @@ ModelConfig tiny(const std::string& architecture) {
 
 TEST(ModelFamilies, RandomModelsOfEachFamilyRoundTrip) {
   for (const char* arch :
-       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
+       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+        "Phi3ForCausalLM", "GraniteForCausalLM", "Olmo2ForCausalLM", "SmolLM3ForCausalLM"}) {
     SCOPED_TRACE(arch);
     const ModelConfig c = tiny(arch);
     const std::string dir = test::fresh_dir(arch);
@@ -176,12 +329,27 @@ TEST(ModelFamilies, RandomModelsOfEachFamilyRoundTrip) {
     EXPECT_EQ(m->config().qk_norm, c.qk_norm);
     const std::string p = "model.layers.1.self_attn.";
     EXPECT_EQ(m->has_tensor(p + "q_proj.bias"), c.qkv_bias);
-    EXPECT_EQ(m->has_tensor(p + "q_norm.weight"), c.qk_norm);
+    EXPECT_EQ(m->has_tensor(p + "q_norm.weight"), c.qk_norm || c.qk_norm_full);
     if (c.qkv_bias) {
       EXPECT_EQ(m->tensor(p + "q_proj.bias").shape, std::vector<int64_t>{64});
       EXPECT_EQ(m->tensor(p + "v_proj.bias").shape, std::vector<int64_t>{32});
     }
     if (c.qk_norm) EXPECT_EQ(m->tensor(p + "k_norm.weight").shape, std::vector<int64_t>{16});
+    // Olmo2: q/k norms over the whole projections, a norm after the MLP, none before attention.
+    EXPECT_EQ(m->has_tensor("model.layers.1.post_feedforward_layernorm.weight"), c.post_norms);
+    EXPECT_EQ(m->has_tensor("model.layers.1.input_layernorm.weight"), !c.post_norms);
+    if (c.qk_norm_full) EXPECT_EQ(m->tensor(p + "k_norm.weight").shape, std::vector<int64_t>{32});
+    // Phi3: the fused tensors are in the file; q/k/v and gate/up are row ranges of them.
+    EXPECT_EQ(m->has_tensor(p + "qkv_proj.weight"), c.fused_projections);
+    EXPECT_EQ(m->tensor(p + "v_proj.weight").shape, (std::vector<int64_t>{32, 32}));
+    EXPECT_EQ(m->tensor("model.layers.1.mlp.up_proj.weight").shape, (std::vector<int64_t>{48, 32}));
+    if (c.fused_projections) {
+      const TensorView& qkv = m->tensor(p + "qkv_proj.weight");
+      const TensorView& v = m->tensor(p + "v_proj.weight");
+      EXPECT_EQ(qkv.shape, (std::vector<int64_t>{128, 32}));
+      EXPECT_EQ(static_cast<const char*>(v.data),
+                static_cast<const char*>(qkv.data) + 96 * 32 * dtype_size(qkv.dtype));
+    }
   }
   ModelConfig other;
   EXPECT_THROW(set_architecture(other, "GPT2LMHeadModel"), Error);

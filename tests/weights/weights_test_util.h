@@ -1,4 +1,4 @@
-// Helpers for the weights tests: small model shapes, a fresh temporary folder per test
+// Helpers for the weights tests: small model shapes, the error a call throws, a fresh temporary folder per test
 // (tests/common/temp_dir.h), whole-file reads, and a check that a pointer lies in a memory
 // mapping of a given file (/proc/self/maps), which proves the loader mapped the file instead of
 // reading it into a copy.
@@ -8,17 +8,29 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tests/common/temp_dir.h"
 #include "weights/loaded_model.h"
 
 namespace flashserve::test {
 
 namespace fs = std::filesystem;
+
+// The message of the flashserve::Error that `f` throws, or `if_none` when it throws none.
+inline std::string error_of(const std::function<void()>& f, const std::string& if_none) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return if_none;
+}
 
 // A small Llama shape (the other ModelConfig fields keep their defaults).
 struct SmallShape {

@@ -1,0 +1,49 @@
+// rewrite_rows: row reordering and per-row scaling of a weight on the host (model/weight_rows.h).
+#include "model/weight_rows.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "weights/fp8_weights.h"
+
+namespace flashserve {
+
+TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
+                        const std::vector<float>& factor, HostRows* out) {
+  FS_CHECK(!w.shape.empty() && w.shape[0] > 0, "rewrite_rows: a weight without rows");
+  FS_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
+               w.dtype == DType::kF8E4M3,
+           "rows of a ", dtype_name(w.dtype), " weight cannot be reordered or scaled at load");
+  const int64_t rows = w.shape[0], cols = w.numel() / rows;
+  FS_CHECK(order.empty() || int64_t(order.size()) == rows, "rewrite_rows: order of ", order.size());
+  FS_CHECK(factor.empty() || int64_t(factor.size()) == rows, "rewrite_rows: factors of ",
+           factor.size());
+  const bool fp8 = w.dtype == DType::kF8E4M3;
+  const bool to_f32 = !factor.empty() && !fp8;
+  std::vector<float> values;
+  if (to_f32) values = weight_values(w);
+  const char* src = to_f32 ? reinterpret_cast<const char*>(values.data())
+                           : static_cast<const char*>(w.data);
+  const DType dtype = to_f32 ? DType::kF32 : w.dtype;
+  const size_t row_bytes = size_t(cols) * dtype_size(dtype);
+  out->bytes.resize(size_t(rows) * row_bytes);
+  if (fp8) out->row_scale.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t s = order.empty() ? r : order[size_t(r)];
+    FS_CHECK(s >= 0 && s < rows, "rewrite_rows: bad source row ", s);
+    std::memcpy(out->bytes.data() + size_t(r) * row_bytes, src + size_t(s) * row_bytes, row_bytes);
+    const float f = factor.empty() ? 1.f : factor[size_t(r)];
+    if (fp8) out->row_scale[size_t(r)] = w.row_scale[s] * f;
+    if (to_f32) {
+      float* row = reinterpret_cast<float*>(out->bytes.data() + size_t(r) * row_bytes);
+      for (int64_t k = 0; k < cols; ++k) row[k] *= f;
+    }
+  }
+  TensorView t = w;
+  t.dtype = dtype;
+  t.data = out->bytes.data();
+  t.row_scale = fp8 ? out->row_scale.data() : nullptr;
+  return t;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,33 @@
+// Block-wise FP8 weights (HF fine-grained FP8, DeepSeek-V3 and Qwen3-*-FP8; compressed-tensors'
+// FP8 "block" strategy): F8_E4M3 codes [rows, cols] and one fp32 scale per block of
+// block_rows x block_cols, the last blocks of a row or column possibly partial. Weight (r, c) is
+// decode(code[r, c]) * scale[r / block_rows, c / block_cols] (the HF name weight_scale_inv
+// notwithstanding, the scale multiplies).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weights/safetensors.h"
+
+namespace flashserve {
+
+struct BlockFp8Weight {
+  int64_t rows = 0, cols = 0;
+  int64_t block_rows = 0, block_cols = 0;
+  const uint8_t* codes = nullptr;  // [rows, cols] E4M3, in the mapped file
+  std::vector<float> scales;       // [ceil(rows / block_rows), ceil(cols / block_cols)]
+};
+
+// The projection `weight_name` [rows, cols] from its F8_E4M3 entry and its scale entry
+// `scale_name`; errors name the tensor and `path` (dtype, shape, non-finite or negative scales).
+BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsEntry& scale,
+                              const std::string& weight_name, const std::string& scale_name,
+                              int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols,
+                              const std::string& path);
+
+// The weight as f32 [rows, cols].
+std::vector<float> dequantize_block_fp8(const BlockFp8Weight& w);
+
+}  // namespace flashserve
