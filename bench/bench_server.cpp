@@ -27,12 +27,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/record.h"
 #include "cli/cli.h"
 #include "server/http_client.h"
 
 using json = nlohmann::json;
 namespace http = flashserve::http;
 using Clock = std::chrono::steady_clock;
+using flashserve::bench::percentile;
 
 namespace {
 
@@ -168,13 +170,6 @@ Sample one_request(const Args& a, const std::string& model, const json& prompt) 
     s.tpot_s = std::chrono::duration<double>(last - first).count() / (s.output_tokens - 1);
   }
   return s;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // Runs `concurrency` workers until every sample is done; returns the wall time. Worker w calls

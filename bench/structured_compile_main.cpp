@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "bench/record.h"
 #include "bench/synthetic_vocab.h"
 #include "cli/cli.h"
 #include "structured/compiled_grammar.h"
@@ -31,13 +32,6 @@ namespace {
 
 double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// The q-quantile of v (nearest rank).
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
 std::string read_file(const std::filesystem::path& p) {
@@ -129,9 +123,9 @@ int main(int argc, char** argv) {
         continue;
       }
       ++by_source[sc.source].first;
-      j["compile_ms"] = quantile(compile, 0.5);
-      j["first_mask_ms"] = quantile(mask, 0.5);
-      j["total_ms"] = quantile(total, 0.5);
+      j["compile_ms"] = bench::percentile(compile, 0.5);
+      j["first_mask_ms"] = bench::percentile(mask, 0.5);
+      j["total_ms"] = bench::percentile(total, 0.5);
       compile_all.push_back(j["compile_ms"]), mask_all.push_back(j["first_mask_ms"]);
       total_all.push_back(j["total_ms"]);
       std::printf("%s\n", j.dump().c_str());
@@ -153,11 +147,11 @@ int main(int argc, char** argv) {
                        {"refused_by_keyword", by_keyword},
                        {"repeats", repeats},
                        {"trie_build_ms", trie_ms},
-                       {"compile_ms_p50", quantile(compile_all, 0.5)},
-                       {"first_mask_ms_p50", quantile(mask_all, 0.5)},
-                       {"compile_ms_p99", quantile(compile_all, 0.99)},
-                       {"total_ms_p50", quantile(total_all, 0.5)},
-                       {"total_ms_p99", quantile(total_all, 0.99)}};
+                       {"compile_ms_p50", bench::percentile(compile_all, 0.5)},
+                       {"first_mask_ms_p50", bench::percentile(mask_all, 0.5)},
+                       {"compile_ms_p99", bench::percentile(compile_all, 0.99)},
+                       {"total_ms_p50", bench::percentile(total_all, 0.5)},
+                       {"total_ms_p99", bench::percentile(total_all, 0.99)}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
   });

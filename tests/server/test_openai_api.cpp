@@ -271,10 +271,9 @@ TEST(OpenAiApiPaddedVocab, PaddingIdsAcceptedEmptyInEchoAndLogprobs) {
 
 TEST_F(OpenAiApi, Utf8Validation) {
   EXPECT_TRUE(is_valid_utf8("abc \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));
-  EXPECT_FALSE(is_valid_utf8("\xE2\x82"));
-  EXPECT_FALSE(is_valid_utf8("\xC0\x80"));
-  EXPECT_FALSE(is_valid_utf8("\x80"));
-  EXPECT_FALSE(is_valid_utf8("\xF5\x80\x80\x80"));
+  // Truncated, overlong, a lone continuation byte, past U+10FFFF.
+  for (const char* bad : {"\xE2\x82", "\xC0\x80", "\x80", "\xF5\x80\x80\x80"})
+    EXPECT_FALSE(is_valid_utf8(bad)) << ::testing::PrintToString(std::string(bad));
 }
 
 TEST_F(OpenAiApi, LogprobsShape) {
