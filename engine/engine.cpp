@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "engine/engine_impl.h"
 #include "engine/stop_rules.h"
+#include "scheduling/kv_window.h"
 
 namespace flashserve {
 
@@ -23,8 +24,11 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions&
       vocab_size_(runner_->config().vocab_size),
       max_model_len_(runner_->config().max_model_len),
       blocks_(runner_->num_kv_blocks()),
-      scheduler_({options.max_num_seqs, options.max_num_batched_tokens, runner_->block_size(),
-                  options.enable_prefix_caching},
+      scheduler_({.max_num_seqs = options.max_num_seqs,
+                  .max_num_batched_tokens = options.max_num_batched_tokens,
+                  .block_size = runner_->block_size(),
+                  .enable_prefix_caching = options.enable_prefix_caching,
+                  .kv_window = shared_kv_window(runner_->config().layer_windows)},
                  &blocks_) {
   inbox_->metrics.kv_blocks_total = blocks_.num_total();
   inbox_->metrics.kv_blocks_free = blocks_.num_free();
@@ -60,8 +64,9 @@ std::string EngineImpl::reject_reason(const GenerationRequest& r) const {
     if (c.must_trigger && c.triggers.empty()) return "output constraint must_trigger without triggers";
   }
   const int total = n + generation_budget(n, max_tokens, max_model_len_);
+  // Under a sliding window on every layer a sequence holds only its window's blocks.
   const int64_t kv_tokens = int64_t(runner_->num_kv_blocks()) * runner_->block_size();
-  if (!fits_context(n, total - n, kv_tokens)) {
+  if (!scheduler_.fits_in_cache(total)) {
     return str_cat("prompt + max_tokens = ", total, " tokens can never fit the KV cache of ",
                    kv_tokens, " tokens");
   }

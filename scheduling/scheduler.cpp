@@ -1,11 +1,13 @@
 // Scheduler policy: decodes first, then prefill chunks under the token budget (short admissions,
-// running prefills, FIFO admissions), LIFO recompute-preemption (see scheduler.h).
+// running prefills, FIFO admissions), LIFO recompute-preemption, release of the blocks behind a
+// sliding window (see scheduler.h).
 #include "scheduling/scheduler.h"
 
 #include <algorithm>
 #include <span>
 
 #include "core/error.h"
+#include "scheduling/kv_window.h"
 
 namespace flashserve {
 
@@ -48,7 +50,11 @@ Scheduler::~Scheduler() {
 }
 
 bool Scheduler::fits_in_cache(int total_tokens) const {
-  return blocks_for_tokens(total_tokens, config_.block_size) <= blocks_->num_total();
+  int need = blocks_for_tokens(total_tokens, config_.block_size);
+  // Under a window a sequence holds its window's blocks only (a prefill chunk shrinks to fit).
+  if (config_.kv_window > 0)
+    need = std::min(need, window_blocks(config_.kv_window, config_.block_size));
+  return need <= blocks_->num_total();
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
@@ -79,14 +85,24 @@ bool Scheduler::reserve(Sequence* seq, int num_tokens) {
 
 int Scheduler::blocks_to_next_token(const Sequence* seq) const {
   const int have = static_cast<int>(seq->block_table.size());
-  return std::max(0, blocks_for_tokens(seq->num_tokens() + 1, config_.block_size) - have);
+  return blocks_lacking(seq->num_tokens(), have, have - seq->num_dropped_blocks);
+}
+
+int Scheduler::blocks_lacking(int num_tokens, int table_blocks, int held) const {
+  int lack = blocks_for_tokens(num_tokens + 1, config_.block_size) - table_blocks;
+  if (config_.kv_window > 0)
+    lack = std::min(lack, window_blocks(config_.kv_window, config_.block_size) - held);
+  return std::max(0, lack);
 }
 
 void Scheduler::free_blocks(Sequence* seq) {
   // Last block first: cached blocks are evicted least recently released first, so a prefix's
   // tail goes before its head, and a block is not evicted while its descendants stay cached.
-  for (auto b = seq->block_table.rbegin(); b != seq->block_table.rend(); ++b) blocks_->release(*b);
+  // Entries dropped behind a window are sentinels, not held.
+  for (size_t i = seq->block_table.size(); i-- > size_t(seq->num_dropped_blocks);)
+    blocks_->release(seq->block_table[i]);
   seq->block_table.clear();
+  seq->num_dropped_blocks = 0;
   seq->num_published_blocks = 0;
 }
 
@@ -94,27 +110,40 @@ bool Scheduler::may_adopt(const Sequence* seq) const {
   return config_.enable_prefix_caching && !seq->need_prompt_logprobs;
 }
 
-std::vector<BlockId> Scheduler::cached_prefix(Sequence* seq) const {
-  std::vector<BlockId> hit;
+Scheduler::PrefixHit Scheduler::cached_prefix(Sequence* seq) const {
+  PrefixHit hit;
   if (!may_adopt(seq)) return hit;
   FS_CHECK(seq->block_table.empty() && seq->num_computed == 0);
-  extend_block_hashes(seq->cache_root, seq->tokens, config_.block_size, &seq->block_hashes);
-  const size_t max_blocks = static_cast<size_t>((seq->num_tokens() - 1) / config_.block_size);
-  for (size_t i = 0; i < max_blocks && i < seq->block_hashes.size(); ++i) {
-    auto b = blocks_->lookup(seq->block_hashes[i]);
-    if (!b) break;
-    hit.push_back(*b);
+  const int bs = config_.block_size, window = config_.kv_window;
+  extend_block_hashes(seq->cache_root, seq->tokens, bs, &seq->block_hashes);
+  const int max_blocks =
+      std::min((seq->num_tokens() - 1) / bs, static_cast<int>(seq->block_hashes.size()));
+  std::vector<BlockId> found;  // [blocks looked up]; a miss's entry is never adopted
+  int run_start = 0, best = 0;  // first block of the current run of hits; longest prefix found
+  for (int i = 0; i < max_blocks; ++i) {
+    auto b = blocks_->lookup(seq->block_hashes[size_t(i)]);
+    found.push_back(b.value_or(kDroppedBlock));
+    if (!b) {
+      if (window == 0) break;  // without a window a prefix needs every block from 0
+      run_start = i + 1;
+      continue;
+    }
+    if (blocks_before_window((i + 1) * bs, window, bs) >= run_start) best = i + 1;
   }
+  hit.num_dropped = blocks_before_window(best * bs, window, bs);
+  hit.blocks.assign(found.begin() + hit.num_dropped, found.begin() + best);
   return hit;
 }
 
-void Scheduler::adopt(Sequence* seq, const std::vector<BlockId>& blocks) {
-  for (BlockId b : blocks) {
+void Scheduler::adopt(Sequence* seq, const PrefixHit& hit) {
+  seq->block_table.assign(size_t(hit.num_dropped), kDroppedBlock);
+  seq->num_dropped_blocks = hit.num_dropped;
+  for (BlockId b : hit.blocks) {
     blocks_->retain(b);
     seq->block_table.push_back(b);
   }
-  seq->num_computed = static_cast<int>(blocks.size()) * config_.block_size;
-  seq->num_published_blocks = static_cast<int>(blocks.size());
+  seq->num_computed = hit.num_blocks() * config_.block_size;
+  seq->num_published_blocks = hit.num_blocks();
   seq->num_cached_prompt_tokens = std::min(seq->num_computed, seq->num_prompt_tokens);
 }
 
@@ -190,7 +219,8 @@ bool Scheduler::could_be_short(Sequence* seq) const {
   if (seq->num_tokens() <= len) return true;
   if (!may_adopt(seq)) return false;
   // Short needs at least `hits` adopted blocks, so block hits - 1 must be cached: one lookup
-  // rejects most long ones without walking the whole chain.
+  // rejects most long ones without walking the whole chain. (Under a window a longer prefix
+  // may be adoptable with block hits - 1 evicted; such a sequence goes in arrival order.)
   const int hits = (seq->num_tokens() - len + bs - 1) / bs;
   if (hits > (seq->num_tokens() - 1) / bs) return false;
   extend_block_hashes(seq->cache_root, seq->tokens, bs, &seq->block_hashes);
@@ -246,16 +276,17 @@ uint64_t Scheduler::admit(AdmitLane lane, SchedulerOutput* out, int* budget) {
     }
     // With a cached prefix it needs new blocks only for the rest, but adopting a cached block
     // that nobody holds takes it out of the available ones too.
-    const std::vector<BlockId> hit = cached_prefix(seq);
-    const int remainder = seq->num_tokens() - static_cast<int>(hit.size()) * config_.block_size;
-    if (waits_for_inflight(seq, hit.size()) ||
+    const PrefixHit hit = cached_prefix(seq);
+    const int remainder = seq->num_tokens() - hit.num_blocks() * config_.block_size;
+    if (waits_for_inflight(seq, size_t(hit.num_blocks())) ||
         (short_lane && (remainder > config_.short_prefill_tokens || remainder > *budget))) {
       ++i;
       continue;
     }
     int adopted_unheld = 0;
-    for (BlockId b : hit) adopted_unheld += blocks_->is_cached(b) ? 1 : 0;
-    const int need = blocks_to_next_token(seq) - static_cast<int>(hit.size()) + adopted_unheld;
+    for (BlockId b : hit.blocks) adopted_unheld += blocks_->is_cached(b) ? 1 : 0;
+    const int need = blocks_lacking(seq->num_tokens(), hit.num_blocks(),
+                                    static_cast<int>(hit.blocks.size())) + adopted_unheld;
     if (!running_.empty() && need > available) break;
     adopt(seq, hit);
     const int n = fit(seq, std::min(seq->num_pending(), *budget));
@@ -344,7 +375,8 @@ void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     c.seq->num_computed += c.num_tokens;
     FS_CHECK(c.seq->num_computed <= c.seq->num_tokens());
-    publish_full_blocks(c.seq);
+    publish_full_blocks(c.seq);  // before the window drops any of them
+    drop_blocks_before_window(c.seq, blocks_, config_.kv_window, config_.block_size);
   }
 }
 

@@ -21,6 +21,10 @@
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
 // blocks are freed and it goes back to the waiting queue (at its place in arrival order) with
 // its generated tokens, to be run again from position 0 when resumed.
+// With a sliding window on every layer (SchedulerConfig::kv_window) a sequence releases the
+// blocks behind the window of its next position after each step and adopts only the cached
+// blocks its window reads; admission and fits_in_cache() count at most window_blocks() blocks
+// per sequence (scheduling/kv_window.h, docs/PREFIX_CACHE.md).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +50,10 @@ struct SchedulerConfig {
   // Steps a sequence with prompt left may be passed over by later arrivals before the short
   // lane closes until its prompt is done.
   int max_bypass = 4;
+  // Sliding window shared by every layer (shared_kv_window(), scheduling/kv_window.h): blocks
+  // wholly before the window of a sequence's next position are released. 0 = some layer attends
+  // to the whole context: every block is kept.
+  int kv_window = 0;
 };
 
 struct ScheduledChunk {
@@ -74,7 +82,8 @@ class Scheduler {
 
   // Queues a sequence at the back of the waiting queue. Its id must exceed every id added
   // before (arrival order), and its prompt + max_tokens must fit the whole cache
-  // (fits_in_cache(); the engine refuses any other request at submit()).
+  // (fits_in_cache(); the engine refuses any other request at submit()). fits_in_cache() reads
+  // only what construction fixed, so submitting threads may call it.
   void add(std::unique_ptr<Sequence> seq);
   bool fits_in_cache(int total_tokens) const;
 
@@ -104,8 +113,12 @@ class Scheduler {
   bool reserve(Sequence* seq, int num_tokens);
   // How many of seq's next `want` tokens fit in its blocks plus the free ones.
   int fit(const Sequence* seq, int want) const;
-  // Blocks seq still lacks to hold all its tokens plus the next one it generates.
+  // Blocks seq still lacks to hold all its tokens plus the next one it generates (under a
+  // window: to hold the window of that next token).
   int blocks_to_next_token(const Sequence* seq) const;
+  // The same for a sequence of `num_tokens` tokens whose table covers `table_blocks` blocks,
+  // `held` of them held (the rest dropped behind the window).
+  int blocks_lacking(int num_tokens, int table_blocks, int held) const;
   // Preempts running_.back(), dropping its chunk from `out` if it was already scheduled.
   void preempt_newest(SchedulerOutput* out, int* budget);
   // Admits waiting sequences into this step. kShort: only those whose remainder after adoption
@@ -133,12 +146,19 @@ class Scheduler {
   void insert_waiting(std::unique_ptr<Sequence> seq);
   void free_blocks(Sequence* seq);
   // Prefix caching: whether seq may adopt cached blocks (not while it needs every prompt
-  // position's logits), the cached blocks it would adopt (at most (num_tokens - 1) / block_size,
-  // so its last token is always computed and gives logits), adopting them, and publishing the
-  // full blocks it has computed.
+  // position's logits), the cached prefix it would adopt (at most (num_tokens - 1) / block_size
+  // blocks, so its last token is always computed and gives logits), adopting it, and publishing
+  // the full blocks it has computed. Without a window the prefix is the longest run of cached
+  // blocks from block 0; under a window, the longest prefix whose blocks inside the window of
+  // its end are all cached (the blocks before that window are neither needed nor adopted).
+  struct PrefixHit {
+    int num_dropped = 0;          // leading blocks behind the window: not adopted
+    std::vector<BlockId> blocks;  // cached blocks adopted after them
+    int num_blocks() const { return num_dropped + static_cast<int>(blocks.size()); }
+  };
   bool may_adopt(const Sequence* seq) const;
-  std::vector<BlockId> cached_prefix(Sequence* seq) const;
-  void adopt(Sequence* seq, const std::vector<BlockId>& blocks);
+  PrefixHit cached_prefix(Sequence* seq) const;
+  void adopt(Sequence* seq, const PrefixHit& hit);
   void publish_full_blocks(Sequence* seq);
   LogitsWanted logits_for(const Sequence* seq, int num_tokens) const;
 

@@ -25,6 +25,9 @@ struct Sequence {
   // (LogitsWanted::kHidden) instead of logits, and nothing is generated.
   bool pooled = false;
   std::vector<BlockId> block_table;  // KV blocks covering positions 0 .. num_computed-1 (+ chunk)
+  // Leading block_table entries released under a sliding window (kv_window.h): each holds the
+  // sentinel kDroppedBlock, and the sequence holds only the entries after them.
+  int num_dropped_blocks = 0;
   SeqStatus status = SeqStatus::kWaiting;
   int num_preemptions = 0;
   // Steps in which sequences that arrived later were given prefill work ahead of this one while

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "parallel/communicator.h"
+#include "scheduling/kv_window.h"
 #include "server/flags.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -126,7 +127,11 @@ int main(int argc, char** argv) {
   served.max_model_len = c.max_model_len;
   served.vocab_size = c.vocab_size;
   served.created = static_cast<int64_t>(std::time(nullptr));
-  served.kv_cache_tokens = int64_t(r.num_kv_blocks()) * r.block_size();
+  // A model whose every layer is windowed holds at most a window of KV per sequence, so a
+  // request may be longer than the cache: the engine checks it then (scheduling/kv_window.h).
+  served.kv_cache_tokens = shared_kv_window(c.layer_windows) > 0
+                               ? 0
+                               : int64_t(r.num_kv_blocks()) * r.block_size();
   served.sampling_defaults = sampling_defaults(c.generation);
   served.chat_template = chat_template;
   // Structured outputs: one grammar compiler over this vocabulary, shared by every handler.

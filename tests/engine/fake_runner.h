@@ -1,7 +1,9 @@
 // FakeRunner: a ModelRunner without a model, for engine-loop tests. Its "KV cache" stores token
 // ids, and the logits of a position are a hash of the tokens read back through the block table,
 // so wrong block tables, a bad recompute or batch-dependent results change the output. It can
-// also hold steps at a gate, throw on a chosen step, and checks that no block is shared.
+// also hold steps at a gate, throw on a chosen step, and checks that no block is shared. With
+// set_layer_windows() every layer has a sliding window: a position reads only its window's
+// tokens, and the block-table entries behind the window (released by the scheduler) are not read.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "core/error.h"
 #include "scheduling/block_allocator.h"
+#include "scheduling/kv_window.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
 
@@ -25,6 +28,12 @@ class FakeRunner : public ModelRunner {
     config_.max_model_len = max_model_len;
     config_.hidden_size = 8;  // kHidden rows: 8 floats each
     config_.eos_token_ids = {2};
+  }
+
+  // Call before handing the runner to an engine (it reads the config once).
+  void set_layer_windows(std::vector<int> windows) {
+    config_.layer_windows = std::move(windows);
+    window_ = shared_kv_window(config_.layer_windows);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -60,9 +69,11 @@ class FakeRunner : public ModelRunner {
     for (const StepChunk& c : batch.chunks) {
       const auto& table = *c.block_table;
       FS_CHECK(int64_t(table.size()) * bs_ >= c.num_cached + c.num_tokens, "short block table");
-      for (BlockId b : table) {
-        FS_CHECK(b >= 0 && b < num_blocks_, "bad block ", b);
-        FS_CHECK(used.insert(b).second, "block ", b, " shared by two sequences");
+      const size_t behind = size_t(blocks_before_window(c.num_cached, window_, bs_));
+      for (size_t i = 0; i < table.size(); ++i) {
+        FS_CHECK(table[i] >= 0 && table[i] < num_blocks_, "bad block ", table[i]);
+        if (i >= behind)
+          FS_CHECK(used.insert(table[i]).second, "block ", table[i], " shared by two sequences");
       }
       for (int i = 0; i < c.num_tokens; ++i) kv_[slot(table, c.num_cached + i)] = c.tokens[i];
       const int end = c.num_cached + c.num_tokens;
@@ -75,7 +86,8 @@ class FakeRunner : public ModelRunner {
       }
       for (int pos = first; pos < end; ++pos) {
         std::vector<int32_t> prefix;
-        for (int p = 0; p <= pos; ++p) prefix.push_back(kv_[slot(table, p)]);
+        for (int p = window_ > 0 ? std::max(0, pos - window_ + 1) : 0; p <= pos; ++p)
+          prefix.push_back(kv_[slot(table, p)]);
         std::vector<float> row(size_t(config_.vocab_size));
         logits_after(prefix, config_.vocab_size, row.data());
         if (c.sample_path != SamplePath::kHost) {  // as a device sampler: only the token back
@@ -125,6 +137,7 @@ class FakeRunner : public ModelRunner {
   }
   ModelConfig config_;
   int bs_, num_blocks_;
+  int window_ = 0;  // shared_kv_window(config_.layer_windows)
   std::vector<int32_t> kv_;
   std::mutex mu_;
   std::condition_variable cv_;
