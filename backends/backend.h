@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/paged_attention.h"
@@ -45,11 +46,11 @@ struct StepArgs {
 };
 
 // The attention kernels' arguments (kernels/paged_attention.h) for one layer of a step: its
-// device arrays from StepArgs, the head counts and the softmax scale. Every backend derives them
+// device arrays from StepArgs, the head counts and how the layer scores keys. Every backend derives them
 // here, so the kernels see the step exactly as the plan laid it out.
 inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_heads,
                                                int num_kv_heads, int head_dim,
-                                               float scale = 0.f) {
+                                               const AttentionScoring& scoring = {}) {
   return PagedAttentionArgs{.num_seqs = b.num_seqs,
                             .cu_q_lens = b.cu_q_lens.as<int32_t>(),
                             .kv_lens = b.kv_lens.as<int32_t>(),
@@ -59,9 +60,19 @@ inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_head
                             .num_q_heads = num_q_heads,
                             .num_kv_heads = num_kv_heads,
                             .head_dim = head_dim,
-                            .scale = scale,
-                            .causal = true};
+                            .scale = scoring.scale,
+                            .causal = true,
+                            .window = scoring.window,
+                            .softcap = scoring.softcap};
 }
+
+// The shape and dtype of `parts` stacked along dim 0 (no data): throws unless they stack (one
+// dtype and row length, all with row scales or none). backends/stacked_weight.cpp.
+TensorView stacked_view(std::span<const TensorView> parts);
+// `parts` stacked into host memory: the rows in *bytes, FP8 row scales in *row_scales; the view
+// points into them.
+TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>* bytes,
+                           std::vector<float>* row_scales);
 
 class Backend {
  public:
@@ -83,6 +94,10 @@ class Backend {
   }
   // A weight from the loader (any dtype, host memory) converted to compute_dtype() on device.
   virtual Buffer load_weight(const TensorView& w) = 0;
+  // The weights `parts` stacked along dim 0 as one (one dtype and row length; 1-d vectors are
+  // concatenated), as load_weight would load their host concatenation. This default makes that
+  // copy; a backend that can place each part straight into the device buffer overrides it.
+  virtual Buffer load_stacked_weight(std::span<const TensorView> parts);
   virtual void copy_from_host(Tensor dst, const void* src) = 0;  // src holds dst.bytes()
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;   // waits for pending ops
   virtual void synchronize() = 0;
@@ -164,6 +179,14 @@ class Backend {
   // out = silu(gate) * up with gate_up = [gate | up] per row (the fused gate/up projection).
   virtual void swiglu_fused(Tensor out,                  // [n, intermediate_size]
                             const Tensor& gate_up) = 0;  // [n, 2 * intermediate_size]
+  // out = gelu_tanh(gate) * up, likewise (Gemma's GeGLU; GELU's tanh approximation).
+  virtual void geglu_fused(Tensor out,                  // [n, intermediate_size]
+                           const Tensor& gate_up) = 0;  // [n, 2 * intermediate_size]
+  // x *= factor in place (Gemma's embedding normalizer), compute_dtype().
+  virtual void scale(Tensor x, float factor) = 0;
+  // x = cap * tanh(x / cap) in place (Gemma 2's final logit soft-cap).
+  virtual void softcap(Tensor x,  // [rows, vocab] f32
+                       float cap) = 0;
   // Fused with the projection after it (docs/decode.md). The default composes the ops above,
   // and the CPU backend uses it, so its results are those of the unfused forward; the CUDA
   // backend runs it as one kernel where that measured faster (the reference twin is
@@ -206,16 +229,18 @@ class Backend {
       const Tensor& q,        // [num_tokens, num_q_heads, head_dim]
       const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
-      const StepArgs& batch, float scale) = 0;
+      const StepArgs& batch, const AttentionScoring& scoring) = 0;
 
   // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
   // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see
   // model/decode_graphs.h) and asks here for the step's launch key. It is everything this
   // backend decides from host data beyond the tensor shapes (the split-K decode plan, say); the
   // call also sizes the backend's own workspaces for the step, so that nothing is allocated
-  // while recording. Returns false when this backend cannot replay the step.
+  // while recording. `windows`: the distinct sliding windows of the model's layers (0 = full
+  // attention), each of which may plan differently. Returns false when this backend cannot
+  // replay the step.
   virtual bool graph_launch_key(const StepArgs& batch, int num_q_heads, int num_kv_heads,
-                                int head_dim, uint64_t* key) {
+                                int head_dim, std::span<const int> windows, uint64_t* key) {
     return false;
   }
   // Bumped whenever the backend reallocates a workspace that a recorded graph may point at.

@@ -15,6 +15,15 @@ namespace flashserve {
 
 enum class Device { kCpu, kCuda };
 
+// A kI4 weight's companions on its device (kernels/int4_gemv.h has the layout the CUDA backend
+// gives them; docs/QUANTIZATION.md).
+struct Int4Params {
+  const float* scales = nullptr;   // [groups, n]
+  const uint8_t* zeros = nullptr;  // [groups, n]: 0..16
+  const int32_t* perm = nullptr;   // [k] act-order: packed column j is input column perm[j]; or null
+  int group_size = 0;              // columns per group (k for one group per row)
+};
+
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kF32;
@@ -24,6 +33,7 @@ struct Tensor {
   // kF8E4M3 weights (docs/FP8.md): one fp32 scale per row of dim 0, on the tensor's device;
   // row r of the weight is decode(codes[r, :]) * row_scale[r].
   const float* row_scale = nullptr;
+  Int4Params int4;  // kI4 weights only
 
   Tensor() = default;
   Tensor(void* d, DType t, Device dev, std::initializer_list<int64_t> dims)
@@ -40,7 +50,9 @@ struct Tensor {
     FS_CHECK(i >= 0 && i < ndim, "dim ", i, " of a ", ndim, "-d tensor");
     return shape[i];
   }
-  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t bytes() const {
+    return dtype == DType::kI4 ? size_t(numel()) / 2 : size_t(numel()) * dtype_size(dtype);
+  }
   template <class T>
   T* as() const {
     FS_CHECK(dtype == type_of<T>(), "tensor is ", dtype_name(dtype), ", not ",
@@ -57,6 +69,7 @@ struct Tensor {
   Tensor rows(int64_t begin, int64_t count) const {
     FS_CHECK(ndim >= 1 && begin >= 0 && count >= 0 && begin + count <= shape[0], "rows ", begin,
              "+", count, " of ", ndim >= 1 ? shape[0] : 0);
+    FS_CHECK(dtype != DType::kI4, "rows of an int4 weight cannot be viewed alone");
     Tensor t = *this;
     t.shape[0] = count;
     t.data = static_cast<char*>(data) + size_t(begin) * (bytes() / size_t(shape[0] ? shape[0] : 1));

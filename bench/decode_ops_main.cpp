@@ -8,8 +8,12 @@
 // sum and the whole layer recorded back to back (layer_in_graph_us, the overlap included).
 // Then the step's other ops and the unfused forms of the layer's (embedding, norms, RoPE, K/V
 // write, adds, q/k norm, gather, argmax, the generic attention kernel), each timed the same way
-// and recorded with "in_layer": false.
-//   bench_decode_ops [--shape tinyllama-1.1b|llama2-7b] [--m 1] [--kv-len 256] [--reps 50]
+// and recorded with "in_layer": false. With --window W, first the layer's attention over the same
+// cache with a sliding window of W against full attention, and with soft-capping (cap 50), each
+// with speedup_vs_full ("decode_attention_window" records; head_dim 64/128 run the split-K
+// decode kernel, other head dims, e.g. gemma3-1b's 256, the generic kernel).
+//   bench_decode_ops [--shape tinyllama-1.1b|llama2-7b|llama3.2-1b|gemma3-1b] [--m 1] [--kv-len 256]
+//                    [--reps 50] [--window 0]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +49,7 @@ struct Shape {
 Shape shape_named(const std::string& n) {
   if (n == "llama2-7b") return {n, 4096, 11008, 32, 32, 32, 128, 32000};
   if (n == "llama3.2-1b") return {n, 2048, 8192, 16, 32, 8, 64, 32000};
+  if (n == "gemma3-1b") return {n, 1152, 6912, 26, 4, 1, 256, 262144};
   return {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 64, 32000};
 }
 
@@ -52,7 +57,7 @@ Shape shape_named(const std::string& n) {
 
 int main(int argc, char** argv) {
   std::string shape_name = "tinyllama-1.1b", command;
-  int m = 1, kv_len = 256, reps = 50;
+  int m = 1, kv_len = 256, reps = 50, window = 0;
   command = flashserve::cli::command_line(argc, argv);
   CLI::App app{"One decode layer's ops, each timed inside a CUDA graph (JSON lines).", "bench_decode_ops"};
   app.add_option("--shape", shape_name, "model shape")->capture_default_str();
@@ -60,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--kv-len", kv_len, "KV tokens per sequence")->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--window", window, "also time attention with this sliding window against full (0: no)")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   return bench::run_guarded("bench_decode_ops", [&] {
     const bench::HwCeilings hw = bench::require_hw_ceilings();
@@ -113,7 +120,32 @@ int main(int argc, char** argv) {
                       .kv_lens = kvl_b.tensor, .block_table = table_b.tensor, .logit_rows = {},
                       .host_kv_lens = kv_lens.data()};
     uint64_t key = 0;
-    be->graph_launch_key(ab, s.hq, s.hkv, s.d, &key);  // sizes the decode workspace
+    be->graph_launch_key(ab, s.hq, s.hkv, s.d, {}, &key);  // sizes the decode workspace
+    if (window > 0) {
+      // A windowed layer's decode (Gemma 3: window 512 in 5 of every 6 layers) against a full one
+      // over the same cache, and soft-capping's cost (Gemma 2: cap 50), alone and windowed. The
+      // scale is Gemma's 1/sqrt(head_dim).
+      const int windows[] = {0, window};
+      be->graph_launch_key(ab, s.hq, s.hkv, s.d, windows, &key);  // workspace for both plans
+      const float sc = 1.f / std::sqrt(float(s.d));
+      const AttentionScoring scorings[] = {{sc}, {sc, window}, {sc, 0, 50.f}, {sc, window, 50.f}};
+      double full_us = 0;
+      for (const AttentionScoring& a : scorings) {
+        const double us = 1e6 * bench::time_in_graph(*be, [&](int) {
+          be->paged_attention(attn.tensor, q.tensor, kc.tensor, vc.tensor, ab, a);
+        }, reps);
+        if (a.window == 0 && a.softcap == 0.f) full_us = us;
+        json j = bench::record_head("decode_attention_window", hw.gpu, command, s.name, m);
+        j["kv_len"] = kv_len;
+        j["head_dim"] = s.d;
+        j["window"] = a.window;
+        j["softcap"] = a.softcap;
+        j["keys_read"] = a.window > 0 ? std::min(kv_len, a.window) : kv_len;
+        j["us"] = us;
+        j["speedup_vs_full"] = full_us / us;
+        bench::print_record(j);
+      }
+    }
     // The layer's weights in as many copies as it takes to overflow L2 (50 MB on an H100)
     // twice; op i uses copy i % copies, so projections stream from HBM as in a real step,
     // where ~2 GB of other weights pass between two uses of a matrix.
@@ -151,7 +183,7 @@ int main(int argc, char** argv) {
                                  inv_freq.tensor, ab.slot_mapping);
          },
          act * qkv_w * 2},
-        {"paged_attention", [&](int) { be->paged_attention(attn.tensor, q.tensor, kc.tensor, vc.tensor, ab, scale); },
+        {"paged_attention", [&](int) { be->paged_attention(attn.tensor, q.tensor, kc.tensor, vc.tensor, ab, {.scale = scale}); },
          kv_bytes},
         {"matmul_o", [&](int i) { be->matmul(h2.tensor, attn.tensor.view({m, int64_t(s.hq) * s.d}), w_of(i).o.tensor); },
          2.0 * hid * hid},
@@ -205,7 +237,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < m; ++i) tokens[i] = int32_t(rng() % uint32_t(s.vocab)), rows[i] = m - 1 - i;
     Buffer tok_b = upload(tokens, {m}), rows_b = upload(rows, {m});
 #if FS_BENCH_HAS_CUDA
-    const PagedAttentionArgs pa = paged_attention_args(ab, s.hq, s.hkv, s.d, scale);
+    const PagedAttentionArgs pa = paged_attention_args(ab, s.hq, s.hkv, s.d, {.scale = scale});
     auto* stream = static_cast<cudaStream_t>(be->native_stream());
 #endif
     const std::vector<Op> extra = {

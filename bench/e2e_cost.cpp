@@ -18,6 +18,12 @@ int64_t layer_linear_params(const ModelConfig& c) {
 double weight_bytes(const ModelConfig& c, int elem_bytes) {
   const double norms = double(2 * c.num_layers + 1) * c.hidden_size;
   const double head = double(c.vocab_size) * c.hidden_size;
+  if (c.quant.is_int4()) {
+    // Int4 projections as the CUDA backend holds them packed (docs/QUANTIZATION.md): half a byte
+    // per weight, an f32 scale and a u8 zero point per group of each row.
+    const double per_weight = 0.5 + (c.quant.group_size > 0 ? 5.0 / c.quant.group_size : 0.0);
+    return double(layer_linear_params(c)) * per_weight + (norms + head) * elem_bytes;
+  }
   if (c.quant_method != "fp8") return (double(layer_linear_params(c)) + norms + head) * elem_bytes;
   // FP8 projections: a byte per weight and an fp32 scale per output row.
   const double rows = double(c.num_layers) *

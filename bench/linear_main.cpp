@@ -9,7 +9,11 @@
 // m = 16, dequantize + cuBLASLt above; lm_head stays bf16 as in the model): records then carry
 // dtype "fp8", its time as us, bytes = 1 per weight + 4 per row scale, and the bf16 kernel's and
 // cuBLASLt's times from the same run with speedup_vs_bf16 (against the faster of the two).
-//   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20] [--dtype bf16|fp8]
+// --dtype int4 (docs/QUANTIZATION.md) does the same with packed int4 weights, group 128,
+// asymmetric (the int4 kernel up to m = 16, dequantize + cuBLASLt above): bytes = half a byte
+// per weight + 5 per group and row (f32 scale, u8 zero point).
+//   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20]
+//                [--dtype bf16|fp8|int4]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +31,7 @@
 #include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
+#include "weights/int4_weights.h"
 
 using namespace flashserve;
 using json = nlohmann::ordered_json;
@@ -71,6 +76,24 @@ std::vector<int> parse_ints(const std::string& s) {
   return v;
 }
 
+// A random int4 weight [n, k] (group 128, zero points 0..15) as the loader gives it: the packed
+// form, and its f32 values in `values` for the view's data.
+TensorView random_int4(int64_t n, int64_t k, std::mt19937& rng, std::vector<float>* values) {
+  auto w = std::make_shared<Int4Weight>();
+  w->rows = n;
+  w->cols = k;
+  w->group_size = 128;
+  w->packed.resize(size_t(n * k / 2));
+  for (auto& b : w->packed) b = uint8_t(rng());
+  w->scales.assign(size_t(n * w->groups()), 0.05f / 8.f);
+  w->zeros.resize(w->scales.size());
+  for (auto& z : w->zeros) z = uint8_t(rng() % 16);
+  *values = dequantize_int4(*w);
+  TensorView v{DType::kF32, {n, k}, values->data()};
+  v.int4 = std::move(w);
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,20 +113,21 @@ int main(int argc, char** argv) {
           "M,M,..."))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--dtype", dtype, "fp8: also FP8 weights, against bf16 in the same run")
-      ->check(CLI::IsMember({"bf16", "fp8"}))->capture_default_str();
+  app.add_option("--dtype", dtype, "fp8 / int4: also FP8 / int4 weights, against bf16 in the same run")
+      ->check(CLI::IsMember({"bf16", "fp8", "int4"}))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   return bench::run_guarded("bench_linear", [&] {
     const bench::HwCeilings hw = bench::require_hw_ceilings();
     auto gemv = make_cuda_backend(0, 16);   // skinny-matmul kernel up to m = 16 (kGemvMaxRows)
     auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
-    const bool fp8 = dtype == "fp8";
+    const bool fp8 = dtype == "fp8", int4 = dtype == "int4", quant = fp8 || int4;
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (const Shape& s : shapes()) {
       if (shape_list.find(s.name) == std::string::npos) continue;
       for (int m : parse_ints(rows_list)) {
-        // Per variant (0: bf16 skinny kernel, 1: bf16 cuBLASLt, 2: FP8 weights on backend 0).
+        // Per variant (0: bf16 skinny kernel, 1: bf16 cuBLASLt, 2: FP8 or int4 weights on
+        // backend 0).
         double step_s[3] = {0, 0, 0}, step_bytes[3] = {0, 0, 0};
         for (const Proj& p : s.proj) {
           // Random data, never zeros (a GEMM on zeros runs faster than on real data); FP8: any
@@ -111,22 +135,25 @@ int main(int argc, char** argv) {
           std::vector<uint16_t> hw_w(size_t(p.n * p.k)), hx(size_t(m) * p.k);
           for (auto& b : hw_w) b = float_to_bf16_bits(0.05f * u(rng));
           for (auto& b : hx) b = float_to_bf16_bits(u(rng));
-          const bool with_fp8 = fp8 && !p.f32_out;  // lm_head stays bf16 in FP8 models
-          std::vector<uint8_t> codes(with_fp8 ? size_t(p.n * p.k) : 0);
+          const bool with_quant = quant && !p.f32_out;  // lm_head stays bf16 in quantized models
+          std::vector<uint8_t> codes(with_quant && fp8 ? size_t(p.n * p.k) : 0);
           for (auto& c : codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
-          std::vector<float> scales(size_t(p.n), 0.05f / 448.f);
-          const TensorView fp8_view{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
+          std::vector<float> scales(size_t(p.n), 0.05f / 448.f), int4_values;
+          const TensorView quant_view =
+              with_quant && int4 ? random_int4(p.n, p.k, rng, &int4_values)
+                                 : TensorView{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
           double sec[3] = {0, 0, 0}, bytes[3];
           Backend* bes[3] = {gemv.get(), cublas.get(), gemv.get()};
           const double act = 2.0 * m * p.k + (p.f32_out ? 4.0 : 2.0) * m * p.n;  // x in, out
           bytes[0] = bytes[1] = 2.0 * p.n * p.k + act;
-          bytes[2] = 1.0 * p.n * p.k + 4.0 * p.n + act;
-          for (int b = 0; b < (with_fp8 ? 3 : 2); ++b) {
+          bytes[2] = int4 ? 0.5 * p.n * p.k + 5.0 * p.n * (p.k / 128) + act
+                          : 1.0 * p.n * p.k + 4.0 * p.n + act;
+          for (int b = 0; b < (with_quant ? 3 : 2); ++b) {
             const int copies = int(std::min(64.0, std::ceil(256e6 / (bytes[b] - act))));
             std::vector<Buffer> ws;
             for (int c = 0; c < copies; ++c) {
               if (b == 2) {
-                ws.push_back(bes[b]->load_weight(fp8_view));
+                ws.push_back(bes[b]->load_weight(quant_view));
                 continue;
               }
               ws.push_back(bes[b]->allocate(DType::kBF16, {p.n, p.k}));
@@ -142,36 +169,36 @@ int main(int argc, char** argv) {
                 std::max(reps, copies));
           }
           const int times = p.f32_out ? 1 : s.layers;
-          const int main = with_fp8 ? 2 : 0;  // the record's own variant
+          const int main = with_quant ? 2 : 0;  // the record's own variant
           for (int b = 0; b < 3; ++b) {
-            const int v = b == 2 && !with_fp8 ? 0 : b;  // lm_head: bf16 in the FP8 step too
+            const int v = b == 2 && !with_quant ? 0 : b;  // lm_head: bf16 in the quantized step too
             step_s[b] += times * sec[v];
             step_bytes[b] += times * bytes[v];
           }
           json j = bench::record_head("linear", hw.gpu, command, s.name, m);
           j["proj"] = p.name;
-          j["dtype"] = with_fp8 ? "fp8" : "bf16";
+          j["dtype"] = with_quant ? dtype : "bf16";
           j["n"] = p.n;
           j["k"] = p.k;
           j["us"] = sec[main] * 1e6;
-          if (with_fp8) j["bf16_us"] = sec[0] * 1e6;
+          if (with_quant) j["bf16_us"] = sec[0] * 1e6;
           j["cublaslt_us"] = sec[1] * 1e6;
           j["gb_s"] = bytes[main] / sec[main] / 1e9;
           j["cublaslt_gb_s"] = bytes[1] / sec[1] / 1e9;
           j["copy_gb_s"] = hw.copy_bytes_per_s / 1e9;
           j["speedup_vs_cublaslt"] = sec[1] / sec[main];
-          if (with_fp8) j["speedup_vs_bf16"] = std::min(sec[0], sec[1]) / sec[main];
+          if (with_quant) j["speedup_vs_bf16"] = std::min(sec[0], sec[1]) / sec[main];
           j["frac_of_copy_bw"] = bytes[main] / sec[main] / hw.copy_bytes_per_s;
           bench::print_record(j);
         }
         json j = bench::record_head("linear_weights_per_step", hw.gpu, command, s.name, m);
-        const int main = fp8 ? 2 : 0;
-        j["dtype"] = fp8 ? "fp8" : "bf16";
+        const int main = quant ? 2 : 0;
+        j["dtype"] = dtype;
         j["ms"] = step_s[main] * 1e3;
-        if (fp8) j["bf16_ms"] = step_s[0] * 1e3;
+        if (quant) j["bf16_ms"] = step_s[0] * 1e3;
         j["cublaslt_ms"] = step_s[1] * 1e3;
         j["speedup_vs_cublaslt"] = step_s[1] / step_s[main];
-        if (fp8) j["speedup_vs_bf16"] = std::min(step_s[0], step_s[1]) / step_s[main];
+        if (quant) j["speedup_vs_bf16"] = std::min(step_s[0], step_s[1]) / step_s[main];
         j["frac_of_copy_bw"] = step_bytes[main] / step_s[main] / hw.copy_bytes_per_s;
         j["cublaslt_frac_of_copy_bw"] = step_bytes[1] / step_s[1] / hw.copy_bytes_per_s;
         bench::print_record(j);

@@ -12,8 +12,10 @@
 namespace flashserve {
 
 // kF8E4M3: FP8 weights (core/fp8.h), one byte each, always with per-output-row scales
-// (TensorView::row_scale, Tensor::row_scale); never an activation.
-enum class DType { kF32, kF16, kBF16, kI32, kF8E4M3 };
+// (TensorView::row_scale, Tensor::row_scale); never an activation. kI4: a device weight of int4
+// codes, two a byte, with per-group scales and zero points (Tensor::int4, docs/QUANTIZATION.md);
+// dtype_size says 1 (the byte that holds two), Tensor::bytes() counts half a byte each.
+enum class DType { kF32, kF16, kBF16, kI32, kF8E4M3, kI4 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -22,6 +24,7 @@ inline size_t dtype_size(DType t) {
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
     case DType::kF8E4M3: return 1;
+    case DType::kI4: return 1;
   }
   return 0;
 }
@@ -33,6 +36,7 @@ inline const char* dtype_name(DType t) {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kF8E4M3: return "fp8_e4m3";
+    case DType::kI4: return "int4";
   }
   return "?";
 }

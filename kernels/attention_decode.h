@@ -20,8 +20,9 @@ namespace flashserve::cuda {
 // Supported: dtype kBF16 or kF16 (q, caches and out share it); head_dim 64 or 128; block_size a
 // power of two from 8 to 256; group_size = num_q_heads / num_kv_heads from 1 to 16.
 // args: device pointers; every sequence has q_len 1 (cu_q_lens is not read, may be null); causal
-// is irrelevant for a single query at the end of the sequence. Sequences with kv_len 0 get
-// out = 0 and lse = -inf. plan: from plan_attention_decode for this batch, or plan_decode_fixed;
+// is irrelevant for a single query at the end of the sequence; window and softcap as in
+// kernels/paged_attention.h. Sequences with kv_len 0 get out = 0 and lse = -inf. plan: from
+// plan_attention_decode for this batch and window, or plan_decode_fixed;
 // its kv_heads_per_block (0 = pair kv heads at head_dim 64 when they can, 1 = never) must be
 // possible for the shape.
 void attention_decode(const PagedAttentionArgs& args,
@@ -54,9 +55,10 @@ void attention_decode_merge(const float* o_part,    // [num_rows, num_splits, he
 // of kv heads at head_dim 64). kv_lens is the host copy [num_seqs]; device -1 = current device.
 // `tuning` supplies the policy knobs (min_chunk_len, max_splits, fill/eff fractions; its num_sms and
 // ctas_per_sm are ignored): the defaults, or another setting the benchmark compares against.
-// Call once per decode step; every layer reuses the plan.
+// window: the layers' sliding window (0 = full attention; plan_decode cuts decode_span keys).
+// Call once per decode step and window; every layer with that window reuses the plan.
 DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,
                                  int head_dim, int block_size, DType dtype, int device = -1,
-                                 const DecodePlanConfig& tuning = DecodePlanConfig());
+                                 const DecodePlanConfig& tuning = DecodePlanConfig(), int window = 0);
 
 }  // namespace flashserve::cuda

@@ -14,12 +14,14 @@
 namespace flashserve::cuda {
 
 // Simple, correct causal paged attention for any head_dim (fp32 math, one block per
-// (token, q head)); the fallback for head dims the fast kernels do not cover.
+// (token, q head)), with sliding windows and soft-capping; the fallback for head dims the fast
+// kernels do not cover (e.g. Gemma's 256). A windowed row reads only its window's keys.
 void paged_attention_generic_bf16(const PagedAttentionArgs& args, int num_tokens,
                                   const void* q,        // [n, hq, d] bf16
                                   const void* k_cache,  // [blocks, bs, hkv, d] bf16
                                   const void* v_cache,  // [blocks, bs, hkv, d] bf16
                                   void* out,            // [n, hq, d] bf16
                                   cudaStream_t stream,
-                                  int max_kv_len);      // longest kv_lens[s] (smem size)
+                                  int max_kv_len);      // >= longest kv_lens[s] (smem size; a
+                                                        // window smaller than it bounds it)
 }  // namespace flashserve::cuda

@@ -36,16 +36,20 @@ DecodePlan plan_decode_fixed(int max_kv_len, int num_splits, int block_size, int
 }
 
 DecodePlan plan_decode(const int32_t* kv_lens, int num_seqs, int num_kv_heads, int block_size,
-                       const DecodePlanConfig& c) {
+                       const DecodePlanConfig& c, int window) {
   FS_CHECK(num_seqs >= 0 && num_kv_heads > 0 && block_size > 0, "bad decode batch: num_seqs ",
            num_seqs, " num_kv_heads ", num_kv_heads, " block_size ", block_size);
   FS_CHECK(c.num_sms > 0 && c.ctas_per_sm > 0 && c.max_splits >= 1 && c.min_chunk_len > 0,
            "bad DecodePlanConfig");
+  FS_CHECK(window >= 0, "negative window ", window);
   const int granule = chunk_granule(block_size, c.tile_len);
+  // Each sequence's keys to split: its decode_span (all of kv_len without a window).
+  std::vector<int> spans(static_cast<size_t>(num_seqs));
   int max_len = 0;
   for (int b = 0; b < num_seqs; ++b) {
     FS_CHECK(kv_lens[b] >= 0, "negative kv_len in sequence ", b);
-    max_len = std::max(max_len, int(kv_lens[b]));
+    spans[b] = decode_span(kv_lens[b], window);
+    max_len = std::max(max_len, spans[b]);
   }
   DecodePlan plan;
   plan.chunk_len = round_up_chunk(max_len, granule);
@@ -70,7 +74,7 @@ DecodePlan plan_decode(const int32_t* kv_lens, int num_seqs, int num_kv_heads, i
     if (chunk < min_chunk || chunk == last_chunk) continue;  // same split as a smaller s
     last_chunk = chunk;
     int64_t ctas = 0;
-    for (int b = 0; b < num_seqs; ++b) ctas += std::max<int64_t>(1, ceil_div(kv_lens[b], chunk));
+    for (int b = 0; b < num_seqs; ++b) ctas += std::max<int64_t>(1, ceil_div(spans[b], chunk));
     ctas *= num_kv_heads;
     const double waves = double(ctas) / slots;
     const double eff = waves / std::ceil(waves);

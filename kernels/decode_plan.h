@@ -7,10 +7,12 @@
 
 namespace flashserve {
 
-// The decode kernels launch num_seqs x num_kv_heads x num_splits thread blocks. Split s of a
-// sequence covers keys [s * chunk_len, (s + 1) * chunk_len), the last split (s == num_splits - 1)
-// everything from s * chunk_len to kv_len, so a plan made for shorter sequences stays correct
-// (only slower). Splits that start at or past kv_len are empty and weigh zero in the merge.
+// The decode kernels launch num_seqs x num_kv_heads x num_splits thread blocks. A sequence's
+// query reads keys [start, kv_len): start = 0, or kv_len - window with a sliding window (see
+// decode_span). Split s covers keys [start + s * chunk_len, start + (s + 1) * chunk_len), the last
+// split (s == num_splits - 1) everything from there to kv_len, so a plan made for shorter
+// sequences stays correct (only slower). Splits that start at or past kv_len are empty and weigh
+// zero in the merge.
 struct DecodePlan {
   int num_splits = 1;  // splits of the longest sequence; 1 means no merge kernel
   int chunk_len = 0;   // keys per split, a multiple of block_size and of tile_len
@@ -37,14 +39,22 @@ struct DecodePlanConfig {
                                // ignores it (its num_kv_heads already counts blocks)
 };
 
+// Keys the decode query of a sequence of kv_len reads: its last `window` (0: all of them).
+inline int decode_span(int kv_len, int window) {
+  return window > 0 && kv_len > window ? window : kv_len;
+}
+
 // Chooses the plan for a batch; kv_lens is a host array [num_seqs]. num_kv_heads counts thread
 // blocks per (sequence, split): the kv heads, divided by the heads one block serves
 // (cuda::plan_attention_decode in kernels/attention_decode.h fills everything in for the GPU).
+// window: the layer's sliding window (0 = full attention); the splits cut each sequence's
+// decode_span, so a windowed layer plans window-sized work however long the context.
 DecodePlan plan_decode(const int32_t* kv_lens,  // [num_seqs]
                        int num_seqs, int num_kv_heads, int block_size,
-                       const DecodePlanConfig& config = DecodePlanConfig());
+                       const DecodePlanConfig& config = DecodePlanConfig(), int window = 0);
 
-// A plan with exactly num_splits splits over max_kv_len keys (tests and benchmarks force this).
+// A plan with exactly num_splits splits over max_kv_len keys (tests and benchmarks force this;
+// for a windowed layer, max_kv_len is the longest decode_span).
 DecodePlan plan_decode_fixed(int max_kv_len, int num_splits, int block_size, int tile_len = 64);
 
 }  // namespace flashserve

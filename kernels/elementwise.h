@@ -1,7 +1,7 @@
-// Host launchers of the elementwise kernels (kernels/cuda/elementwise.cu): SwiGLU, the residual
-// and bias adds, and the f32 -> bf16 conversion. bf16 storage, fp32 math; CPU twins in
-// kernels/cpu/elementwise_ref.h. Every launcher checks the launch and throws
-// flashserve::Error. C++17-clean, so host .cpp files include it.
+// Host launchers of the elementwise kernels (kernels/cuda/elementwise.cu): SwiGLU and GeGLU, the
+// residual and bias adds, scaling, logit soft-capping and the f32 -> bf16 conversion. bf16 storage,
+// fp32 math; CPU twins in kernels/cpu/elementwise_ref.h. Every launcher checks the launch and
+// throws flashserve::Error. C++17-clean, so host .cpp files include it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +18,19 @@ void swiglu_bf16(void* out, const void* gate, const void* up, int64_t numel,
 void swiglu_fused_bf16(void* out,            // [n, inter] bf16
                        const void* gate_up,  // [n, 2 inter] bf16
                        int n, int inter, cudaStream_t stream);
+
+// out[r, i] = gelu_tanh(gate_up[r, i]) * gate_up[r, inter + i] (ref::geglu_fused)
+void geglu_fused_bf16(void* out,            // [n, inter] bf16
+                      const void* gate_up,  // [n, 2 inter] bf16
+                      int n, int inter, cudaStream_t stream);
+
+// x *= factor, in place.
+void scale_bf16(void* x,  // [numel] bf16
+                float factor, int64_t numel, cudaStream_t stream);
+
+// x = cap * tanh(x / cap), in place.
+void softcap_f32(float* x,  // [numel]
+                 float cap, int64_t numel, cudaStream_t stream);
 
 // out = a + b; out may alias either.
 void add_bf16(void* out, const void* a, const void* b, int64_t numel, cudaStream_t stream);

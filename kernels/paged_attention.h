@@ -10,11 +10,14 @@
 //
 // Queries are packed: sequence b owns rows cu_q_lens[b] .. cu_q_lens[b+1]-1 of q and out.
 // Causal masking is aligned to the end of the sequence: query i of a chunk of q_len sits at
-// position kv_len - q_len + i and sees keys 0 .. kv_len - q_len + i. A decode step is q_len == 1.
+// position p = kv_len - q_len + i and sees keys 0 .. p. A decode step is q_len == 1. With a
+// sliding window it sees only keys max(0, p - window + 1) .. p (the same alignment, so a chunk
+// of a prefill with a cached prefix, or one longer than the window, windows each row alike).
 //
-// LSE convention (every kernel boundary uses it): base 2 of the scaled logits,
-//   lse[row, h] = log2( sum_j 2^( scale * log2(e) * q.k_j ) )
-// i.e. the natural-log LSE of (scale * q.k) divided by ln 2. A row that sees no key has
+// LSE convention (every kernel boundary uses it): base 2 of the scores s_j (s_j = scale * q.k_j,
+// or softcap * tanh(scale * q.k_j / softcap) with soft-capping),
+//   lse[row, h] = log2( sum_j 2^( log2(e) * s_j ) )
+// i.e. the natural-log LSE of the scores divided by ln 2. A row that sees no key has
 // out = 0 and lse = -inf. C++17-clean: included by .cu files.
 #pragma once
 
@@ -34,6 +37,19 @@ struct PagedAttentionArgs {
   int head_dim = 0;
   float scale = 0.f;     // softmax scale, usually 1 / sqrt(head_dim)
   bool causal = true;
+  // Sliding window: query at position p sees keys p - window + 1 .. p; 0 = every key. Without
+  // causal masking the window bounds keys from below only.
+  int window = 0;
+  // Logit soft-capping: a score s = scale * q.k becomes softcap * tanh(s / softcap) before the
+  // softmax (the LSE above is then of the capped scores); 0 = off.
+  float softcap = 0.f;
+};
+
+// How one layer scores its keys: the softmax scale, its window and soft-cap (as above).
+struct AttentionScoring {
+  float scale = 0.f;
+  int window = 0;
+  float softcap = 0.f;
 };
 
 }  // namespace flashserve

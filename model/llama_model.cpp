@@ -4,12 +4,16 @@
 //   rope(q, k) (the layer's table: zeros for NoPE layers); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
-// Olmo2's post-norm layers: model/post_norm_layer.cpp. Constant factors are folded into the
-// weights at load: Granite's embedding_multiplier (the embedding table; a tied head keeps its own
-// copy), residual_multiplier (o_proj and down_proj rows) and 1 / logits_scaling (the head), and
-// partial rotary's row order and attention factor (q/k rows). The softmax scale is
-// attention_multiplier or 1/sqrt(head_dim), times YaRN's and LongRoPE's attention factor squared
-// when every dim is rotated: those scale cos and sin, so q·k by the factor squared.
+// Gemma 2/3 (sandwich_norms): x = embedding · sqrt(hidden); each block's output is RMSNormed
+// before its residual add; GeGLU (gelu_tanh) replaces SwiGLU; every norm scales by 1 + w
+// (folded at load); attention windows, scale and soft-cap per layer (model/layer_settings.cpp);
+// logits soft-capped. Olmo2's post-norm layers: model/post_norm_layer.cpp.
+// Constant factors are folded into the weights at load: Granite's embedding_multiplier (the
+// embedding table; a tied head keeps its own copy), residual_multiplier (o_proj and down_proj rows)
+// and 1 / logits_scaling (the head), and partial rotary's row order and attention factor (q/k
+// rows). The softmax scale is attention_multiplier, query_pre_attn_scalar^-0.5 or 1/sqrt(head_dim),
+// times YaRN's and LongRoPE's attention factor squared when every dim is rotated: those scale cos
+// and sin, so q·k by the factor squared.
 // Tensor parallelism changes only the sizes (a rank's heads and columns), the ·Woᵀ, ·Wdᵀ and
 // ·Wlmᵀ products (model/llama_model_parallel.cpp) and which slices of the weights load.
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
@@ -20,12 +24,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <utility>
 
 #include "core/error.h"
 #include "model/decode_graphs.h"
 #include "model/weight_rows.h"
+#include "weights/int4_weights.h"
 #include "weights/load_progress.h"
 
 namespace flashserve {
@@ -42,14 +48,13 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   inter_ = shard ? shard->plan.inter : c.intermediate_size;
   vocab_ = shard ? shard->plan.vocab : c.vocab_size;
   k_slices_ = shard ? shard->plan.k_slices : row_parallel_slices(c, 1);
-  auto w = [&](const std::string& name) { return load_shard(model.tensor(name), name); };
   const std::string rank = shard ? " (rank " + std::to_string(shard->plan.rank) + ")" : "";
   LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
   FS_CHECK(!(shard && c.qk_norm_full), c.architecture, ": tensor parallelism is not supported "
            "(its q/k norms span every head)");
   const std::string embed_name = "model.embed_tokens.weight";
   embed_ = load_scaled(model.tensor(embed_name), embed_name, c.embedding_multiplier);
-  final_norm_ = w("model.norm.weight");
+  final_norm_ = load_norm(model, "model.norm.weight");
   const float head_factor = 1.f / c.logits_scaling;
   if (!c.tie_word_embeddings || model.has_tensor("lm_head.weight")) {
     lm_head_ = load_scaled(model.tensor("lm_head.weight"), "lm_head.weight", head_factor);
@@ -63,43 +68,37 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
-    if (!c.post_norms) L.input_norm = w(p + "input_layernorm.weight");
+    if (!c.post_norms) L.input_norm = load_norm(model, p + "input_layernorm.weight");
     L.wqkv = load_stacked(model, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
                                   p + "self_attn.v_proj.weight"}, qkv_order, qkv_factor);
     if (c.qkv_bias)
       L.bqkv = load_stacked(model, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
                                     p + "self_attn.v_proj.bias"}, qkv_order, qkv_factor);
     if (c.qk_norm || c.qk_norm_full) {
-      L.q_norm = w(p + "self_attn.q_norm.weight");
-      L.k_norm = w(p + "self_attn.k_norm.weight");
+      L.q_norm = load_norm(model, p + "self_attn.q_norm.weight");
+      L.k_norm = load_norm(model, p + "self_attn.k_norm.weight");
     }
     const std::string wo = p + "self_attn.o_proj.weight", down = p + "mlp.down_proj.weight";
     L.wo = load_scaled(model.tensor(wo), wo, c.residual_multiplier);
-    L.post_norm = w(p + "post_attention_layernorm.weight");
-    if (c.post_norms) L.post_ff_norm = w(p + "post_feedforward_layernorm.weight");
+    const std::string attn_norm = p + "post_attention_layernorm.weight";
+    L.post_norm =
+        load_norm(model, c.sandwich_norms ? p + "pre_feedforward_layernorm.weight" : attn_norm);
+    if (c.sandwich_norms) L.attn_out_norm = load_norm(model, attn_norm);
+    if (c.post_norms || c.sandwich_norms)
+      L.post_ff_norm = load_norm(model, p + "post_feedforward_layernorm.weight");
     L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
     L.w_down = load_scaled(model.tensor(down), down, c.residual_multiplier);
     layers_.push_back(std::move(L));
     const Layer& l = layers_.back();
     int64_t bytes = 0;
     for (const Buffer* x : {&l.input_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo,
-                            &l.post_norm, &l.post_ff_norm, &l.w_gate_up, &l.w_down})
+                            &l.attn_out_norm, &l.post_norm, &l.post_ff_norm, &l.w_gate_up,
+                            &l.w_down})
       if (x->storage) bytes += int64_t(x->tensor.bytes());
     progress.step(bytes);
   }
   progress.finish();
-  std::vector<float> inv = rope_inv_freq(c);
-  inv_freq_ = backend_.allocate(DType::kF32, {int64_t(inv.size())});
-  backend_.copy_from_host(inv_freq_.tensor, inv.data());
-  if (std::count(c.rope_layers.begin(), c.rope_layers.end(), 0) > 0) {
-    const std::vector<float> zeros(inv.size(), 0.f);  // cos 1, sin 0: the identity
-    no_rope_ = backend_.allocate(DType::kF32, {int64_t(zeros.size())});
-    backend_.copy_from_host(no_rope_.tensor, zeros.data());
-  }
-  const double base_scale = c.attention_multiplier > 0.f ? double(c.attention_multiplier)
-                                                         : 1.0 / std::sqrt(double(c.head_dim));
-  const double factor = rope_attention_factor(c);
-  attention_scale_ = float(rotary_dim(c) == c.head_dim ? base_scale * factor * factor : base_scale);
+  load_layer_settings();
 }
 
 Buffer LlamaModel::load_scaled(const TensorView& full, const std::string& name, float factor) {
@@ -111,9 +110,20 @@ Buffer LlamaModel::load_scaled(const TensorView& full, const std::string& name, 
       rewrite_rows(part, {}, std::vector<float>(size_t(part.shape[0]), factor), &rows));
 }
 
-const Tensor& LlamaModel::layer_inv_freq(int layer) const {
-  const bool rope = config_.rope_layers.empty() || config_.rope_layers[size_t(layer)] != 0;
-  return rope ? inv_freq_.tensor : no_rope_.tensor;
+// Int4 projections (docs/QUANTIZATION.md) stack packed when they share columns, group size and
+// act-order permutation, so that one pass over the activations serves them all; otherwise the
+// stacked weight runs on its f32 values, as unquantized weights do (said once per weight).
+static std::shared_ptr<const Int4Weight> stack_int4_parts(const std::vector<TensorView>& parts,
+                                                          const std::string& name) {
+  std::vector<const Int4Weight*> int4;
+  for (const TensorView& t : parts) int4.push_back(t.int4.get());
+  if (std::none_of(int4.begin(), int4.end(), [](const Int4Weight* w) { return w != nullptr; }))
+    return nullptr;
+  if (int4_stackable(int4)) return std::make_shared<const Int4Weight>(stack_int4(int4));
+  std::fprintf(stderr, "flashserve: %s: the projections stacked with it differ in group size or "
+               "act-order permutation (or are not all int4): they run dequantized, not as int4\n",
+               name.c_str());
+  return nullptr;
 }
 
 Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names,
@@ -122,31 +132,14 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   std::vector<std::vector<char>> storage(names.size());
   for (size_t i = 0; i < names.size(); ++i)
     parts.push_back(shard_view(model.tensor(names[i]), names[i], storage[i]));
-  int64_t rows = 0;
-  for (const TensorView& t : parts) {
-    // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
-    const bool same_rows = t.shape.size() == parts[0].shape.size() &&
-                           (t.shape.size() == 1 ||
-                            (t.shape.size() == 2 && t.shape[1] == parts[0].shape[1]));
-    FS_CHECK(same_rows && t.dtype == parts[0].dtype, "cannot stack ", names[0],
-             " with the other projections (shape or dtype differs)");
-    rows += t.shape[0];
-  }
-  // One host copy of the stacked rows (and of FP8 row scales); load_weight converts it like any
-  // other weight.
+  // Plain weights go to the backend part by part (no host copy); rewritten rows (partial
+  // rotary's order, Granite's factors) and the packed int4 form need the stacked host rows.
+  std::shared_ptr<const Int4Weight> int4 = stack_int4_parts(parts, names[0]);
+  if (order.empty() && factor.empty() && !int4) return backend_.load_stacked_weight(parts);
   std::vector<char> bytes;
   std::vector<float> row_scales;
-  for (const TensorView& t : parts) {
-    const char* p = static_cast<const char*>(t.data);
-    bytes.insert(bytes.end(), p, p + size_t(t.numel()) * dtype_size(t.dtype));
-    if (t.row_scale) row_scales.insert(row_scales.end(), t.row_scale, t.row_scale + t.shape[0]);
-  }
-  TensorView stacked;
-  stacked.dtype = parts[0].dtype;
-  stacked.shape = {rows};
-  if (parts[0].shape.size() == 2) stacked.shape.push_back(parts[0].shape[1]);
-  stacked.data = bytes.data();
-  if (stacked.dtype == DType::kF8E4M3) stacked.row_scale = row_scales.data();
+  TensorView stacked = stacked_on_host(parts, &bytes, &row_scales);
+  stacked.int4 = std::move(int4);
   if (order.empty() && factor.empty()) return backend_.load_weight(stacked);
   HostRows rewritten;
   return backend_.load_weight(rewrite_rows(stacked, order, factor, &rewritten));
@@ -267,9 +260,9 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   Tensor attn = scratch(ws_.attn, act, {n, hq, d});
   Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter});
   Tensor gate = scratch(ws_.gate, act, {n, inter});
-  const float scale = attention_scale_;
 
   backend_.embedding(x, b.tokens, embed_.tensor);
+  if (embed_scale_ != 1.f) backend_.scale(x, embed_scale_);
   Tensor delta;  // the last block's output, still to be added to x (none before layer 0)
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
@@ -286,14 +279,17 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
                        int(hkv), eps);
     backend_.qkv_rope_write_kv(q, cache.k(l), cache.v(l), qkv, b.positions, layer_inv_freq(l),
                                b.slot_mapping);
-    backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, scale);
+    backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, layer_scoring(l));
     row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
+    if (c.sandwich_norms) backend_.rms_norm(h, h, L.attn_out_norm.tensor, eps);
     // x_next = x + h; gate_up = rms_norm(x_next)·Wguᵀ.
     backend_.add_rms_norm_matmul(gate_up, h, x_next, x, h, L.post_norm.tensor, eps,
                                  L.w_gate_up.tensor);
     std::swap(x, x_next);
-    backend_.swiglu_fused(gate, gate_up);
+    if (c.gelu_mlp) backend_.geglu_fused(gate, gate_up);
+    else backend_.swiglu_fused(gate, gate_up);
     row_parallel_matmul(h, gate, L.w_down.tensor);
+    if (c.sandwich_norms) backend_.rms_norm(h, h, L.post_ff_norm.tensor, eps);
     delta = h;
   }
   if (rows == 0) return;
@@ -309,6 +305,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   }
   if (!logits) return;  // only hidden states wanted: no lm_head
   vocab_parallel_logits(out, sel, head);
+  if (c.final_logit_softcapping > 0.f) backend_.softcap(out, c.final_logit_softcapping);
   if (argmax) backend_.argmax_rows(scratch(ws_.argmax, DType::kI32, {rows}), out);
 }
 
@@ -348,7 +345,7 @@ bool LlamaModel::launch_graph(const StepPlan& s, KvCache& cache) {
 
   const StepArgs st = upload_step(g, cache);
   uint64_t launch = 0;
-  if (!backend_.graph_launch_key(st, hq_, hkv_, config_.head_dim, &launch))
+  if (!backend_.graph_launch_key(st, hq_, hkv_, config_.head_dim, windows_, &launch))
     return false;  // (the upload is harmless: an eager forward re-uploads)
   const GraphKey key{bucket, stride, launch};
   auto epoch = [&] { return ws_epoch_ + (backend_.graph_epoch() << 32); };

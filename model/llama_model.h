@@ -1,6 +1,7 @@
 // The Llama-family forward pass (embedding, RMSNorm, q/k/v biases (Qwen2), per-head q/k RMSNorm
-// (Qwen3), RoPE with its scalings, partial rotary and NoPE layers (model/rope_tables.h),
-// grouped-query paged attention, SwiGLU MLP, tied or untied head; Olmo2's post-norm layers in
+// (Qwen3), RoPE with its scalings, partial rotary, NoPE and local layers (model/rope_tables.h),
+// grouped-query paged attention with per-layer windows and soft-caps, SwiGLU or GeGLU MLP,
+// Gemma's sandwich norms, tied or untied head; Olmo2's post-norm layers in
 // model/post_norm_layer.cpp), written once against Backend ops so every backend shares it.
 // Weights are uploaded once at construction, with the families' constant factors folded in;
 // activations live in a workspace that grows to the largest step seen. Not thread-safe.
@@ -86,7 +87,10 @@ class LlamaModel {
     Buffer wqkv;  // [(hq + 2 hkv) head_dim, hidden]: q_proj, k_proj, v_proj stacked by rows
     Buffer bqkv;  // [(hq + 2 hkv) head_dim]: their biases stacked (qkv_bias only)
     Buffer q_norm, k_norm;  // [head_dim] each (qk_norm); [{q,kv} heads * head_dim] (qk_norm_full)
-    Buffer wo, post_norm;
+    Buffer wo;
+    Buffer attn_out_norm;  // [hidden] on the attention output (sandwich_norms only)
+    Buffer post_norm;  // [hidden] before the MLP (Gemma: pre_feedforward_layernorm; Olmo2: after
+                       // attention)
     Buffer post_ff_norm;  // [hidden] after the MLP (post_norms only)
     Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
     Buffer w_down;
@@ -102,8 +106,15 @@ class LlamaModel {
   void run_post_norm_layer(const Layer& L, int layer, const StepArgs& step, KvCache& cache,
                            Tensor x,   // [num_tokens, hidden_size] residual, updated
                            Tensor h);  // [num_tokens, hidden_size] scratch
-  // Layer l's inverse frequencies: the RoPE table, or zeros for a NoPE layer.
+  // Per-layer settings (model/layer_settings.cpp). The RoPE tables, softmax scale, distinct
+  // windows and embedding normalizer, from config_:
+  void load_layer_settings();
+  // Layer l's inverse frequencies: the RoPE table, the local one, or zeros for a NoPE layer.
   const Tensor& layer_inv_freq(int layer) const;
+  // How layer l scores its keys: the softmax scale, its window and the attention soft-cap.
+  AttentionScoring layer_scoring(int layer) const;
+  // Norm weight `name` (this rank's), with Gemma's 1 + weight folded in (norm_weight_plus_one).
+  Buffer load_norm(const LoadedModel& model, const std::string& name);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.
   Tensor scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape);
   // Tensor parallelism (model/llama_model_parallel.cpp): this rank's slice of weight `name`
@@ -134,7 +145,10 @@ class LlamaModel {
   int64_t inter_ = 0, vocab_ = 0;
   Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
   Buffer no_rope_;  // [head_dim / 2] zeros, for NoPE layers
+  Buffer local_inv_freq_;  // [head_dim / 2] Gemma 3's local layers' table
   float attention_scale_ = 0.f;  // the softmax scale
+  float embed_scale_ = 1.f;  // Gemma's embedding normalizer, in the compute dtype's rounding
+  std::vector<int> windows_;  // the layers' distinct sliding windows (empty: all full)
   std::vector<Layer> layers_;
   struct Workspace {
     Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows

@@ -31,7 +31,7 @@ void LlamaModel::run_post_norm_layer(const Layer& L, int l, const StepArgs& b, K
   backend_.rms_norm(k2, k2, L.k_norm.tensor, eps);
   backend_.rope(q, k, b.positions, layer_inv_freq(l));
   backend_.write_kv(cache.k(l), cache.v(l), k, v, b.slot_mapping);
-  backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, attention_scale_);
+  backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, layer_scoring(l));
   row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
   backend_.rms_norm(h, h, L.post_norm.tensor, eps);
   backend_.add(x, x, h);

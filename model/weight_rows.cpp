@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "weights/fp8_weights.h"
+#include "weights/int4_weights.h"
 
 namespace flashserve {
 
@@ -43,6 +44,7 @@ TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
   t.dtype = dtype;
   t.data = out->bytes.data();
   t.row_scale = fp8 ? out->row_scale.data() : nullptr;
+  if (w.int4) t.int4 = std::make_shared<const Int4Weight>(rewrite_int4_rows(*w.int4, order, factor));
   return t;
 }
 

@@ -42,7 +42,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kBF16: return ncclBfloat16;
     case DType::kF16: return ncclFloat16;
     case DType::kI32: return ncclInt32;
-    case DType::kF8E4M3: break;  // weights only, never communicated
+    case DType::kF8E4M3:
+    case DType::kI4: break;  // weights only, never communicated
   }
   FS_THROW("no NCCL type for ", dtype_name(t));
 }

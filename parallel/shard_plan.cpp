@@ -89,6 +89,7 @@ TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vecto
   const size_t elem = dtype_size(full.dtype);
   const int64_t cols = full.shape.size() > 1 ? full.numel() / full.shape[0] : 1;
   TensorView out = full;
+  out.int4 = nullptr;  // a slice runs on its f32 values (docs/QUANTIZATION.md: no int4 under TP)
   out.shape[size_t(dim)] = s.count;
   if (s.kind == K::kRows) {
     out.data = static_cast<const char*>(full.data) + size_t(s.begin * cols) * elem;

@@ -3,7 +3,8 @@
 
 For each shape: build a seeded random-weight model in bf16 (tools/hf_models.py: LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
-Olmo2ForCausalLM or SmolLM3ForCausalLM, by the shape's architecture),
+Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM, by the shape's
+architecture),
 save_pretrained it (safetensors) with the Llama 2 tokenizer.model beside it, run flashserve's
 `flashserve-logits` on the saved folder, and compare with transformers run in bf16 and in fp32
 (the same bf16 weights upcast: the closest thing to exact):
@@ -21,6 +22,8 @@ and its transformers class in "architecture".
       (other architectures: --shapes llama3.2-1b,qwen2.5-0.5b,qwen3-0.6b,mistral-7b,
        phi-4-mini,granite-3-2b,olmo-2-1b,smollm3-3b,qwen2.5-7b-yarn)
       [--config-dir DIR (DIR/<shape>/config.json from flashserve-random-model --config-only)]
+      [--prompt-lens 1,7,...,1500 (sliding windows: add one of at least twice the window, e.g.
+       gemma-3-1b 1200, gemma-2-2b and mistral-7b-v0.1 8200)]
 """
 import argparse
 import json
@@ -337,6 +340,8 @@ def main():
                          "pass thresholds are bf16's and do not apply)")
     ap.add_argument("--prefill-chunk", type=int, default=0,
                     help="also run flashserve with prompts prefilled in chunks of this many tokens")
+    ap.add_argument("--prompt-lens", default=",".join(map(str, PROMPT_LENS)),
+                    help="comma-separated prompt lengths (the last-position logits of each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fs-timeout", type=int, default=300)
     a = ap.parse_args()
@@ -352,8 +357,8 @@ def main():
     with open(a.out, "a") as out_f:
         for shape in a.shapes.split(","):
             try:
-                prompts = make_prompts(hf_models.config_fields(shape)["vocab_size"], PROMPT_LENS,
-                                       a.seed + 1)
+                prompts = make_prompts(hf_models.config_fields(shape)["vocab_size"],
+                                       [int(n) for n in a.prompt_lens.split(",")], a.seed + 1)
                 rows += compare_shape(a, shape, prompts, out_f, a.logdir)
             except Exception as e:  # one shape failing must not stop the others
                 import traceback

@@ -1,7 +1,8 @@
 """Random-weight Hugging Face models of the Llama family (LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM,
-SmolLM3ForCausalLM) of named real shapes, shared by tools/hf_compare.py and
-bench/hf_generate_baseline.py (GPU machine: torch + transformers; no model files needed).
+SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM) of named real shapes, shared by
+tools/hf_compare.py and bench/hf_generate_baseline.py (GPU machine: torch + transformers; no model
+files needed).
 
 The shapes mirror flashserve-random-model's presets (weights/random_model_main.cpp); pass the
 config.json that `flashserve-random-model --config-only 1 --preset NAME` writes to use exactly
@@ -10,7 +11,10 @@ normal(0, std) (std 0.02: logits spread ~1 so greedy choices are not coin flips)
 weight 1 + uniform(-0.1, 0.1) (not all ones, so a missing or misplaced norm would show: this
 includes Qwen3's per-head q_norm/k_norm and Olmo2's post-norms), every bias (Qwen2's q/k/v)
 normal(0, BIAS_STD) (larger than the matrices' std: a bias that flashserve dropped or misplaced
-moves the logits clearly).
+moves the logits clearly). Gemma's norms scale by 1 + weight, so theirs act as about 2.
+
+Attention runs in transformers' eager implementation for Gemma (the SDPA path drops the
+attention soft-cap) and for windowed shapes (versions whose SDPA path ignored the window).
 
 LongRoPE (Phi3): transformers picks the long or short factors at each forward by its length
 against original_max_position_embeddings; flashserve picks once, by the served context
@@ -25,11 +29,13 @@ BIAS_STD = 0.5
 CLASSES = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
            "Qwen2ForCausalLM": "Qwen2Config", "Qwen3ForCausalLM": "Qwen3Config",
            "Phi3ForCausalLM": "Phi3Config", "GraniteForCausalLM": "GraniteConfig",
-           "Olmo2ForCausalLM": "Olmo2Config", "SmolLM3ForCausalLM": "SmolLM3Config"}
+           "Olmo2ForCausalLM": "Olmo2Config", "SmolLM3ForCausalLM": "SmolLM3Config",
+           "Gemma2ForCausalLM": "Gemma2Config", "Gemma3ForCausalLM": "Gemma3TextConfig"}
 
 # name -> config fields (rms_norm_eps 1e-5 and rope_theta 10000 unless given; architecture
-# LlamaForCausalLM unless given). Vocabularies are 32000 (the Llama 2 tokenizer's) everywhere and
-# contexts 8192, as in flashserve-random-model's presets.
+# LlamaForCausalLM unless given). Vocabularies are 32000 (the Llama 2 tokenizer's) and contexts
+# 8192, as in flashserve-random-model's presets, except where a shape says otherwise (Gemma's
+# real vocabularies; contexts of at least twice the sliding window).
 SHAPES = {
     "tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=32000,
@@ -64,6 +70,28 @@ SHAPES = {
                        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                        num_key_value_heads=8, head_dim=128, vocab_size=32000,
                        max_position_embeddings=8192, rope_theta=1000000.0, sliding_window=None),
+    # Mistral-7B-v0.1: a 4096-token window on every layer.
+    "mistral-7b-v0.1": dict(architecture="MistralForCausalLM", hidden_size=4096,
+                            intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                            num_key_value_heads=8, head_dim=128, vocab_size=32000,
+                            max_position_embeddings=16384, sliding_window=4096),
+    # Gemma-2-2B: even layers windowed by 4096, soft-caps 50/30, GeGLU, sandwich norms, tied.
+    "gemma-2-2b": dict(architecture="Gemma2ForCausalLM", hidden_size=2304, intermediate_size=9216,
+                       num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
+                       head_dim=256, vocab_size=256000, max_position_embeddings=16384,
+                       rms_norm_eps=1e-6, query_pre_attn_scalar=256, sliding_window=4096,
+                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                       hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                       bos_token_id=2, eos_token_id=1, pad_token_id=0),
+    # Gemma-3-1B: five of six layers windowed by 512 with the local RoPE base, q/k norms, tied.
+    "gemma-3-1b": dict(architecture="Gemma3ForCausalLM", hidden_size=1152, intermediate_size=6912,
+                       num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
+                       head_dim=256, vocab_size=262144, max_position_embeddings=8192,
+                       rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                       query_pre_attn_scalar=256, sliding_window=512, sliding_window_pattern=6,
+                       attn_logit_softcapping=None, final_logit_softcapping=None,
+                       hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                       bos_token_id=2, eos_token_id=1, pad_token_id=0),
     # Phi-4-mini: fused projections, 96 of 128 dims rotated, LongRoPE (stand-in factor lists)
     # over an original 4096 positions, tied head.
     "phi-4-mini": dict(architecture="Phi3ForCausalLM", hidden_size=3072, intermediate_size=8192,
@@ -140,6 +168,8 @@ def build_random_llama(name, seed=0, std=0.02, config_json=None, device="cuda"):
     model_class = getattr(transformers, arch)
     fields = config_fields(name, config_json)
     fields.setdefault("pad_token_id", None)  # Phi3's and SmolLM3's defaults lie past 32000 rows
+    if arch.startswith("Gemma") or fields.get("sliding_window"):  # see the module docstring
+        fields["attn_implementation"] = "eager"
     config = config_class(**fields, initializer_range=std)
     # Build straight in bf16 (default dtype) so a 7B model never exists in fp32; the rotary
     # inv_freq buffer is computed in fp32 explicitly by transformers and stays fp32.

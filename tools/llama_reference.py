@@ -8,8 +8,14 @@ LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v projections with b
 Qwen3ForCausalLM (RMSNorm over each q and k head before RoPE), Phi3ForCausalLM (fused qkv_proj
 and gate_up_proj, partial rotary), GraniteForCausalLM (embedding, residual, attention and logits
 multipliers), Olmo2ForCausalLM (norms on the blocks' outputs, q/k norms over the whole
-projection) or SmolLM3ForCausalLM (layers without RoPE), the differences as transformers'
-modelling code writes them; the lm_head is the embedding table exactly when config.json says
+projection), SmolLM3ForCausalLM (layers without RoPE), Gemma2ForCausalLM or Gemma3ForCausalLM
+(norms before and after each block scaling by 1 + w, GeGLU with tanh GELU, embeddings times
+sqrt(hidden), query_pre_attn_scalar, attention and final logit soft-caps, Gemma 3's per-head q/k
+norms and local RoPE base on its sliding layers), the differences as transformers' modelling code
+writes them; sliding windows (a query sees itself and the window - 1 keys before it) on the
+layers transformers' config classes name: layer_types, else Mistral's and Phi3's every layer,
+Qwen's from max_window_layers on with use_sliding_window, Gemma 2's even layers, Gemma 3's all but
+every sliding_window_pattern-th; the lm_head is the embedding table exactly when config.json says
 tie_word_embeddings. RoPE scalings: llama3, linear, dynamic NTK, YaRN and LongRoPE, with YaRN's
 and LongRoPE's attention factor on cos and sin of the rotated dims; LongRoPE takes its long
 factors when the forward's length exceeds the original context, as transformers does.
@@ -98,17 +104,25 @@ def load_hf(folder):
     families = {"LlamaForCausalLM": (0, 0, 0, 0, 0), "MistralForCausalLM": (0, 0, 0, 0, 0),
                 "Qwen2ForCausalLM": (1, 0, 0, 0, 0), "Qwen3ForCausalLM": (0, 1, 0, 0, 0),
                 "Phi3ForCausalLM": (0, 0, 0, 0, 1), "GraniteForCausalLM": (0, 0, 0, 0, 0),
-                "Olmo2ForCausalLM": (0, 0, 1, 1, 0), "SmolLM3ForCausalLM": (0, 0, 0, 0, 0)}
+                "Olmo2ForCausalLM": (0, 0, 1, 1, 0), "SmolLM3ForCausalLM": (0, 0, 0, 0, 0),
+                "Gemma2ForCausalLM": (0, 0, 0, 0, 0), "Gemma3ForCausalLM": (0, 1, 0, 0, 0)}
     if arch not in families:
         raise SystemExit(f"{folder}: architecture {arch} is not one this reference knows")
     qkv_bias, qk_norm, qk_norm_full, post_norms, fused = families[arch]
     layers = c["num_hidden_layers"]
     granite = arch == "GraniteForCausalLM"
+    gemma = arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
     if arch == "SmolLM3ForCausalLM":
         every = c.get("no_rope_layer_interval", 4)
         uses_rope = c.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
     else:
         uses_rope = [1] * layers
+    sliding = sliding_layers(c, arch, layers)
+    window = c.get("sliding_window", None if arch == "Phi3ForCausalLM" else 4096)
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM") and \
+            not c.get("use_sliding_window", False):
+        window = None
+    gemma2 = arch == "Gemma2ForCausalLM"
     cfg = {"dim": c["hidden_size"], "layers": layers, "heads": heads,
            "kv_heads": c.get("num_key_value_heads", heads),
            "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
@@ -122,7 +136,17 @@ def load_hf(folder):
            "attention_multiplier": c.get("attention_multiplier", 1.0) if granite else None,
            "embedding_multiplier": c.get("embedding_multiplier", 1.0) if granite else 1.0,
            "residual_multiplier": c.get("residual_multiplier", 1.0) if granite else 1.0,
-           "logits_scaling": c.get("logits_scaling", 1.0) if granite else 1.0}
+           "logits_scaling": c.get("logits_scaling", 1.0) if granite else 1.0,
+           "windows": [window if s and window else None for s in sliding],
+           "gemma": gemma,
+           "local_theta": c.get("rope_local_base_freq", 10000.0)
+                          if arch == "Gemma3ForCausalLM" else None,
+           "local_layers": sliding,
+           "query_pre_attn_scalar": c.get("query_pre_attn_scalar", 256) if gemma else None,
+           "attn_softcap": c.get("attn_logit_softcapping", 50.0 if gemma2 else None)
+                           if gemma else None,
+           "final_softcap": c.get("final_logit_softcapping", 30.0 if gemma2 else None)
+                            if gemma else None}
     q_rows = heads * cfg["head_dim"]
     kv_rows = cfg["kv_heads"] * cfg["head_dim"]
     inter = c["intermediate_size"]
@@ -133,8 +157,10 @@ def load_hf(folder):
                  "w2": "mlp.down_proj"}
         if not post_norms:
             names["ln1"] = "input_layernorm"
-        else:
+        if post_norms or gemma:
             names["ln3"] = "post_feedforward_layernorm"
+        if gemma:
+            names["ln_pre_ff"] = "pre_feedforward_layernorm"
         if not fused:
             names.update(wq="self_attn.q_proj", wk="self_attn.k_proj", wv="self_attn.v_proj",
                          w1="mlp.gate_proj", w3="mlp.up_proj")
@@ -148,10 +174,31 @@ def load_hf(folder):
                       bv=t[p + "self_attn.v_proj.bias"])
         if qk_norm or qk_norm_full:
             lw.update(qn=t[p + "self_attn.q_norm.weight"], kn=t[p + "self_attn.k_norm.weight"])
+        if gemma:  # Gemma's norms scale by 1 + weight
+            for k in ("ln1", "ln2", "ln3", "ln_pre_ff", "qn", "kn"):
+                if k in lw:
+                    lw[k] = 1.0 + lw[k]
         layer_w.append(lw)
     embed = t["model.embed_tokens.weight"]
-    head = embed if c.get("tie_word_embeddings", False) else t["lm_head.weight"]
-    return cfg, embed, layer_w, t["model.norm.weight"], head
+    head = embed if c.get("tie_word_embeddings", gemma) else t["lm_head.weight"]
+    norm = t["model.norm.weight"] + (1.0 if gemma else 0.0)
+    return cfg, embed, layer_w, norm, head
+
+
+def sliding_layers(c, arch, layers):
+    """Which layers transformers' config classes mark "sliding_attention"."""
+    if c.get("layer_types"):
+        return [t == "sliding_attention" for t in c["layer_types"]]
+    if arch in ("MistralForCausalLM", "Phi3ForCausalLM"):
+        return [True] * layers
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM"):
+        return [i >= c.get("max_window_layers", 28) for i in range(layers)]
+    if arch == "Gemma2ForCausalLM":
+        return [(i + 1) % 2 != 0 for i in range(layers)]
+    if arch == "Gemma3ForCausalLM":
+        every = c.get("sliding_window_pattern", 6)
+        return [(i + 1) % every != 0 for i in range(layers)]
+    return [False] * layers
 
 
 # ---- forward ------------------------------------------------------------------------------
@@ -242,31 +289,72 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softcap(x, cap):
+    return cap * np.tanh(x / cap) if cap else x
+
+
+def attention_mask(T, window):
+    """Causal; with a window, query t sees keys t - window + 1 .. t."""
+    m = np.triu(np.full((T, T), -np.inf), 1)
+    if window:
+        m += np.tril(np.full((T, T), -np.inf), -window)
+    return m
+
+
+def gemma_layer(x, L, i, cfg):
+    """Gemma 2/3: norms before and after attention and MLP, GeGLU."""
+    eps = cfg["eps"]
+    x = x + rmsnorm(attention(rmsnorm(x, L["ln1"], eps), L, i, cfg), L["ln2"], eps)
+    h = rmsnorm(x, L["ln_pre_ff"], eps)
+    mlp = (gelu_tanh(h @ L["w1"].T) * (h @ L["w3"].T)) @ L["w2"].T
+    return x + rmsnorm(mlp, L["ln3"], eps)
+
+
+def attention(h, L, i, cfg):
+    """Layer i's attention block on its normed input h: [T, hidden] -> [T, hidden]."""
+    T, H, KV, hd = len(h), cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
+    if cfg["qkv_bias"]:
+        q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
+    if cfg.get("qk_norm_full"):  # over all heads of a token at once
+        q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
+    q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
+    if cfg["qk_norm"]:  # over the last axis: each head of each token on its own
+        q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
+    if cfg.get("uses_rope", [1] * (i + 1))[i]:
+        rc = cfg
+        if cfg.get("local_theta") and cfg["local_layers"][i]:  # Gemma 3's local RoPE
+            rc = dict(cfg, theta=cfg["local_theta"], scaling=None)
+        q, k = rope(q, rc), rope(k, rc)
+    k = np.repeat(k, H // KV, axis=1)
+    v = np.repeat(v, H // KV, axis=1)
+    if cfg.get("query_pre_attn_scalar"):
+        scale = cfg["query_pre_attn_scalar"] ** -0.5
+    else:
+        scale = cfg.get("attention_multiplier") or 1 / math.sqrt(hd)
+    s = softcap(np.einsum("thd,uhd->htu", q, k) * scale, cfg.get("attn_softcap"))
+    s = s + attention_mask(T, (cfg.get("windows") or [None] * (i + 1))[i])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("htu,uhd->thd", p, v).reshape(T, H * hd) @ L["wo"].T
+
+
 def forward(model, ids):
     cfg, embed, layers, norm, head = model
-    T, H, KV, hd = len(ids), cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     x = embed[np.array(ids)] * cfg.get("embedding_multiplier", 1.0)
+    if cfg.get("gemma"):
+        x = x * math.sqrt(cfg["dim"])
     rm = cfg.get("residual_multiplier", 1.0)
-    scale = cfg.get("attention_multiplier") or 1 / math.sqrt(hd)
-    mask = np.triu(np.full((T, T), -np.inf), 1)
     for i, L in enumerate(layers):
+        if cfg.get("gemma"):
+            x = gemma_layer(x, L, i, cfg)
+            continue
         h = x if cfg.get("post_norms") else rmsnorm(x, L["ln1"], cfg["eps"])
-        q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
-        if cfg["qkv_bias"]:
-            q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
-        if cfg.get("qk_norm_full"):  # over all heads of a token at once
-            q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
-        q, k, v = q.reshape(T, H, hd), k.reshape(T, KV, hd), v.reshape(T, KV, hd)
-        if cfg["qk_norm"]:  # over the last axis: each head of each token on its own
-            q, k = rmsnorm(q, L["qn"], cfg["eps"]), rmsnorm(k, L["kn"], cfg["eps"])
-        if cfg.get("uses_rope", [1] * len(layers))[i]:
-            q, k = rope(q, cfg), rope(k, cfg)
-        k = np.repeat(k, H // KV, axis=1)
-        v = np.repeat(v, H // KV, axis=1)
-        s = np.einsum("thd,uhd->htu", q, k) * scale + mask
-        p = np.exp(s - s.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
-        o = np.einsum("htu,uhd->thd", p, v).reshape(T, H * hd) @ L["wo"].T
+        o = attention(h, L, i, cfg)
         if cfg.get("post_norms"):
             x = x + rmsnorm(o, L["ln2"], cfg["eps"])
             g = x @ L["w1"].T
@@ -278,7 +366,7 @@ def forward(model, ids):
         g = h @ L["w1"].T
         x = x + ((g / (1 + np.exp(-g))) * (h @ L["w3"].T)) @ L["w2"].T * rm
     logits = rmsnorm(x, norm, cfg["eps"]) @ head.T  # [T, vocab]
-    return logits / cfg.get("logits_scaling", 1.0)
+    return softcap(logits / cfg.get("logits_scaling", 1.0), cfg.get("final_softcap"))
 
 
 def main():

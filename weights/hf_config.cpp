@@ -1,7 +1,9 @@
 // config.json parsing: the architecture (one of the Llama family's, table kFamilies), required
-// sizes, optional fields with the HF config classes' defaults, RoPE scaling (weights/rope_config.h),
-// the fields only some families have (read_family_fields), eos_token_id given as an int or a
-// list, and clear errors for the settings the forward pass does not implement (check_unsupported).
+// sizes, optional fields with the HF config classes' defaults, RoPE scaling
+// (weights/rope_config.h), the fields only some families have (read_family_fields), sliding
+// windows and Gemma's attention settings (weights/attention_config.h), eos_token_id given as an
+// int or a list, and clear errors for the settings the forward pass does not implement
+// (check_unsupported).
 #include "weights/hf_config.h"
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "weights/attention_config.h"
 #include "weights/llama_tensors.h"
 #include "weights/rope_config.h"
 #include "weights/quant_config.h"
@@ -53,6 +56,7 @@ struct Family {
   bool qk_norm_full = false;  // RMSNorm over the whole q and k projections (Olmo2)
   bool post_norms = false;    // norms after the blocks' outputs instead of before (Olmo2)
   bool fused_projections = false;  // qkv_proj and gate_up_proj in the checkpoint (Phi3)
+  bool gemma = false;  // sandwich norms, (1 + w) norms, GeGLU, scaled embeddings (Gemma 2/3)
 };
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", false, false, 0},
@@ -63,6 +67,8 @@ constexpr Family kFamilies[] = {
     {"GraniteForCausalLM", "granite", false, false, 0},
     {"Olmo2ForCausalLM", "olmo2", false, false, 0, true, true, false},
     {"SmolLM3ForCausalLM", "smollm3", false, false, 0},
+    {"Gemma2ForCausalLM", "gemma2", false, false, 256, false, false, false, true},
+    {"Gemma3ForCausalLM", "gemma3_text", false, true, 256, false, false, false, true},
 };
 
 void set_family(ModelConfig& c, const Family& f) {
@@ -72,6 +78,7 @@ void set_family(ModelConfig& c, const Family& f) {
   c.qk_norm_full = f.qk_norm_full;
   c.post_norms = f.post_norms;
   c.fused_projections = f.fused_projections;
+  c.sandwich_norms = c.norm_weight_plus_one = c.gelu_mlp = c.scale_embeddings = f.gemma;
 }
 
 // `name` is the family's causal-LM class or its bare backbone (Qwen3ForCausalLM: Qwen3Model), the
@@ -110,9 +117,11 @@ bool get_bool(const json& j, const char* key, const std::string& path) {
 void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
                        const std::string& path) {
   const std::string arch = f.architecture;
+  const char* act = f.gemma ? "gelu_pytorch_tanh" : "silu";  // the one each family implements
   for (const char* key : {"hidden_act", "hidden_activation"})
-    if (j.contains(key) && !j[key].is_null() && j[key] != "silu")
-      FS_THROW(path, ": ", key, " ", j[key].dump(), " is not supported (only \"silu\")");
+    if (j.contains(key) && !j[key].is_null() && j[key] != act)
+      FS_THROW(path, ": ", key, " ", j[key].dump(), " is not supported for ", arch, " (only \"",
+               act, "\")");
   // Qwen2's q/k/v biases are part of the architecture; elsewhere attention_bias adds biases to
   // q/k/v and o, which are not implemented.
   if (!f.qkv_bias && get_bool(j, "attention_bias", path))
@@ -120,22 +129,6 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
                    "for ", arch);
   if (get_bool(j, "mlp_bias", path))
     FS_THROW(path, ": mlp_bias true (biases on the MLP projections) is not supported");
-  // Sliding-window attention is not implemented; a window that covers the whole served context
-  // (max_position_embeddings) is exactly full attention. Mistral applies its window whenever it
-  // is set; Qwen2/Qwen3 only with use_sliding_window (or "sliding_attention" layer_types).
-  bool windowed = arch == "MistralForCausalLM" || arch == "Phi3ForCausalLM" ||
-                  get_bool(j, "use_sliding_window", path);
-  if (j.contains("layer_types") && j["layer_types"].is_array())
-    for (const auto& t : j["layer_types"])
-      windowed |= t.is_string() && t.get<std::string>() == "sliding_attention";
-  if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
-    const int none = 0;
-    const int window = get_int(j, "sliding_window", path, &none);
-    if (window < c.max_model_len)
-      FS_THROW(path, ": sliding_window ", window, " is smaller than max_position_embeddings ",
-               c.max_model_len, ": sliding-window attention is not supported (only "
-               "full attention, i.e. a null window or one covering the whole context)");
-  }
 }
 
 // quantization_config (weights/quant_config.h): the format the projections are stored in.
@@ -282,6 +275,7 @@ ModelConfig read_hf_config(const std::string& path) {
     c.rope_theta = get_float(rp, "rope_theta", path + " rope_parameters", c.rope_theta);
     c.rope_scaling = read_rope_scaling(j, path, "rope_parameters");
   }
+  c.tie_word_embeddings = family.gemma;  // Gemma's config classes tie by default
   if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_null()) {
     if (!j["tie_word_embeddings"].is_boolean())
       FS_THROW(path, ": \"tie_word_embeddings\" must be true or false");
@@ -293,7 +287,9 @@ ModelConfig read_hf_config(const std::string& path) {
     c.eos_from_config = true;
   }
   read_family_fields(j, family, c, path);
-  validate_config(c, path);
+  validate_config(c, path);  // before the per-layer lists below, which are num_layers long
+  read_attention_config(j, path, &c);
+  validate_config(c, path);  // and those lists
   check_unsupported(j, family, c, path);
   c.quant_method = read_quantization(j, path, &c.quant);
   if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
@@ -323,11 +319,14 @@ std::string hf_config_json(const ModelConfig& c) {
   if (family) set_family(flags, *family);
   FS_CHECK(family && flags.qkv_bias == c.qkv_bias && flags.qk_norm == c.qk_norm &&
                flags.qk_norm_full == c.qk_norm_full && flags.post_norms == c.post_norms &&
-               flags.fused_projections == c.fused_projections,
+               flags.fused_projections == c.fused_projections &&
+               flags.sandwich_norms == c.sandwich_norms && flags.gelu_mlp == c.gelu_mlp &&
+               flags.norm_weight_plus_one == c.norm_weight_plus_one &&
+               flags.scale_embeddings == c.scale_embeddings,
            "no supported architecture '", c.architecture, "' with these family flags");
   json j = {{"architectures", {c.architecture}},
             {"model_type", family->model_type},
-            {"hidden_act", "silu"},
+            {"hidden_act", c.gelu_mlp ? "gelu_pytorch_tanh" : "silu"},
             {"hidden_size", c.hidden_size},
             {"intermediate_size", c.intermediate_size},
             {"num_hidden_layers", c.num_layers},
@@ -359,7 +358,9 @@ std::string hf_config_json(const ModelConfig& c) {
     j["no_rope_layers"] = layers;
     j["use_sliding_window"] = false;
   }
+  if (c.gelu_mlp) j["hidden_activation"] = "gelu_pytorch_tanh";
   if (c.architecture != "LlamaForCausalLM") j["sliding_window"] = nullptr;  // full attention
+  write_attention_config(c, &j);
   if (c.quant_method == "fp8")  // the projections in F8_E4M3 with a weight_scale each; lm_head not
     j["quantization_config"] = {{"quant_method", "fp8"},
                                 {"activation_scheme", "dynamic"},

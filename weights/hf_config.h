@@ -1,7 +1,7 @@
 // Hugging Face config.json <-> ModelConfig for the Llama family: LlamaForCausalLM,
 // MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
-// Olmo2ForCausalLM and SmolLM3ForCausalLM (or their bare backbones, such as Qwen3Model, or their
-// model_type). docs/MODELS.md says how each differs and how it is verified.
+// Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (or their bare
+// backbones, such as Qwen3Model, or their model_type). docs/MODELS.md says how each differs and how it is verified.
 #pragma once
 
 #include <string>
@@ -12,8 +12,8 @@ namespace flashserve {
 
 // Reads and validates config.json; throws flashserve::Error "<path>: <problem>" for bad JSON,
 // missing or mistyped fields, an unsupported architecture (the message lists the supported ones)
-// or a setting the forward pass does not implement (an unknown rope_scaling type, a sliding
-// window smaller than the context, attention/MLP biases where the architecture has none, ...).
+// or a setting the forward pass does not implement (an unknown rope_scaling type, another
+// activation, attention/MLP biases where the architecture has none, ...).
 ModelConfig read_hf_config(const std::string& path);
 
 // Merges generation_config.json into `config`: its eos_token_id entries (an int or a list) are

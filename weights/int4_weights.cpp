@@ -243,6 +243,49 @@ std::vector<float> dequantize_int4(const Int4Weight& w) {
   return out;
 }
 
+bool int4_stackable(const std::vector<const Int4Weight*>& parts) {
+  for (const Int4Weight* p : parts)
+    if (!p || p->cols != parts[0]->cols || p->group_size != parts[0]->group_size ||
+        p->perm != parts[0]->perm)
+      return false;
+  return !parts.empty();
+}
+
+Int4Weight stack_int4(const std::vector<const Int4Weight*>& parts) {
+  FS_CHECK(int4_stackable(parts), "int4 weights of different columns, groups or act-order "
+           "permutations cannot be stacked");
+  Int4Weight s;
+  s.cols = parts[0]->cols;
+  s.group_size = parts[0]->group_size;
+  s.perm = parts[0]->perm;
+  for (const Int4Weight* p : parts) {
+    s.rows += p->rows;
+    s.packed.insert(s.packed.end(), p->packed.begin(), p->packed.end());
+    s.scales.insert(s.scales.end(), p->scales.begin(), p->scales.end());
+    s.zeros.insert(s.zeros.end(), p->zeros.begin(), p->zeros.end());
+  }
+  return s;
+}
+
+Int4Weight rewrite_int4_rows(const Int4Weight& w, const std::vector<int>& order,
+                             const std::vector<float>& factor) {
+  FS_CHECK(order.empty() || int64_t(order.size()) == w.rows, "rewrite_int4_rows: order of ",
+           order.size(), " for ", w.rows, " rows");
+  FS_CHECK(factor.empty() || int64_t(factor.size()) == w.rows, "rewrite_int4_rows: factors of ",
+           factor.size(), " for ", w.rows, " rows");
+  Int4Weight out = w;
+  const size_t row_bytes = size_t(w.cols / 2), groups = size_t(w.groups());
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t s = order.empty() ? r : order[size_t(r)];
+    FS_CHECK(s >= 0 && s < w.rows, "rewrite_int4_rows: bad source row ", s);
+    std::copy_n(w.packed.begin() + s * row_bytes, row_bytes, out.packed.begin() + r * row_bytes);
+    std::copy_n(w.zeros.begin() + s * groups, groups, out.zeros.begin() + r * groups);
+    const float f = factor.empty() ? 1.f : factor[size_t(r)];
+    for (size_t g = 0; g < groups; ++g) out.scales[r * groups + g] = w.scales[s * groups + g] * f;
+  }
+  return out;
+}
+
 Int4Weight read_int4(const QuantConfig& q, const Int4Source& src, int64_t rows, int64_t cols) {
   const char* format = q.format == QuantFormat::kGptq  ? "GPTQ"
                        : q.format == QuantFormat::kAwq ? "AWQ gemm"

@@ -33,6 +33,16 @@ struct Int4Weight {
 // 16-bit scale fits an f32 mantissa).
 std::vector<float> dequantize_int4(const Int4Weight& w);
 
+// Whether `parts` can be stacked into one weight (LlamaModel stacks q/k/v and gate/up): the same
+// input columns, group size and permutation, so one pass of the activations serves them all.
+bool int4_stackable(const std::vector<const Int4Weight*>& parts);
+// The rows of every part, one after another (int4_stackable(parts) must hold).
+Int4Weight stack_int4(const std::vector<const Int4Weight*>& parts);
+// Row r of the result is row order[r] of `w` (order empty: row r) with its scales multiplied by
+// factor[r] (factor empty: 1): model/weight_rows.h's load-time rewrites on the packed form.
+Int4Weight rewrite_int4_rows(const Int4Weight& w, const std::vector<int>& order,
+                             const std::vector<float>& factor);
+
 // A checkpoint's tensors of one quantized projection: `find(suffix)` returns the entry named
 // "<module>.<suffix>" ("qweight", "scales", ...) or nullptr when the checkpoint has none.
 struct Int4Source {

@@ -1,7 +1,9 @@
 // Required tensor names and shapes of the Llama family (see weights/loaded_model.h for the list;
-// the family flags add q/k/v biases, q/k norms, post-norms or fused projections), the fused
-// projections' split, and config checks.
+// the family flags add q/k/v biases, q/k norms, post-norms, Gemma's sandwich norms or fused
+// projections), the fused projections' split, and config checks.
 #include "weights/llama_tensors.h"
+
+#include <cmath>
 
 #include "core/error.h"
 
@@ -37,7 +39,9 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
     }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    if (c.post_norms) out.push_back({p + "post_feedforward_layernorm.weight", {h}});
+    if (c.sandwich_norms) out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
+    if (c.post_norms || c.sandwich_norms)
+      out.push_back({p + "post_feedforward_layernorm.weight", {h}});
     if (c.fused_projections) {
       out.push_back({p + "mlp.gate_up_proj.weight", {2 * inter, h}});
     } else {
@@ -119,6 +123,16 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   if (!c.rope_layers.empty() && int(c.rope_layers.size()) != c.num_layers)
     FS_THROW(source, ": no_rope_layers has ", c.rope_layers.size(), " entries for ", c.num_layers,
              " layers");
+  for (int r : c.rope_layers)
+    if (r < 0 || r > 2 || (r == 2 && !(c.rope_local_theta > 0.f)))
+      FS_THROW(source, ": a layer's RoPE must be none, global or local (with a local base)");
+  if (!c.layer_windows.empty() && int(c.layer_windows.size()) != c.num_layers)
+    FS_THROW(source, ": ", c.layer_windows.size(), " sliding windows for ", c.num_layers, " layers");
+  for (int w : c.layer_windows)
+    if (w < 0) FS_THROW(source, ": sliding_window must be positive, got ", w);
+  for (float v : {c.query_pre_attn_scalar, c.attn_logit_softcapping, c.final_logit_softcapping})
+    if (!(v >= 0.f) || !std::isfinite(v))
+      FS_THROW(source, ": query_pre_attn_scalar and the soft-caps must be positive numbers");
 }
 
 }  // namespace flashserve

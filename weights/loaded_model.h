@@ -22,6 +22,9 @@
 //     has no input_layernorm and norms the attention output with post_attention_layernorm)
 //   model.layers.{i}.self_attn.qkv_proj.weight, mlp.gate_up_proj.weight  (fused_projections:
 //     Phi3; the loader adds q/k/v_proj and gate/up_proj as row ranges of them)
+//   model.layers.{i}.pre_feedforward_layernorm.weight, post_feedforward_layernorm.weight
+//     [hidden_size]  (sandwich_norms: Gemma 2/3, whose post_attention_layernorm norms the
+//     attention output and pre_feedforward_layernorm the MLP's input)
 // RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
 // llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
 // q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
@@ -74,6 +77,14 @@ struct ModelConfig {
   bool qk_norm_full = false;  // RMSNorm over all of q and of k (weights [heads * head_dim]) (Olmo2)
   bool post_norms = false;  // blocks' outputs normed before the residual add, inputs not (Olmo2)
   bool fused_projections = false;  // checkpoint holds qkv_proj and gate_up_proj (Phi3)
+  // Gemma 2/3: an RMSNorm before and after each block (sandwich_norms), every norm scaling by
+  // (1 + weight) (norm_weight_plus_one), GeGLU with the tanh approximation of GELU instead of
+  // SwiGLU (gelu_mlp), embeddings times sqrt(hidden_size) rounded to the compute dtype
+  // (scale_embeddings; the tied head is not scaled).
+  bool sandwich_norms = false;
+  bool norm_weight_plus_one = false;
+  bool gelu_mlp = false;
+  bool scale_embeddings = false;
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_layers = 0;
@@ -86,7 +97,17 @@ struct ModelConfig {
   float rope_theta = 10000.f;
   RopeScaling rope_scaling;
   float partial_rotary_factor = 1.f;  // RoPE turns the first head_dim * this dims of a head (Phi3)
-  std::vector<int> rope_layers;  // per layer 1 = RoPE, 0 = none (SmolLM3's NoPE); empty = all RoPE
+  // Per layer: 1 = RoPE, 0 = none (SmolLM3's NoPE), 2 = the local table (Gemma 3's sliding
+  // layers: base rope_local_theta, no scaling). Empty = all 1.
+  std::vector<int> rope_layers;
+  float rope_local_theta = 0.f;  // Gemma 3's rope_local_base_freq (0: no local layers)
+  // Sliding-window attention per layer: a query sees itself and the window - 1 keys before it;
+  // 0 = full attention. Empty = every layer full.
+  std::vector<int> layer_windows;
+  // Gemma: softmax scale query_pre_attn_scalar^-0.5 (0: not set); scores and final logits
+  // soft-capped, s -> cap * tanh(s / cap) (0: off).
+  float query_pre_attn_scalar = 0.f;
+  float attn_logit_softcapping = 0.f, final_logit_softcapping = 0.f;
   // Granite's scalings: embeddings times embedding_multiplier, each block's output times
   // residual_multiplier, softmax scale attention_multiplier (0: 1/sqrt(head_dim)), logits
   // divided by logits_scaling.
@@ -106,6 +127,8 @@ struct ModelConfig {
   QuantConfig quant;  // the whole quantization_config (weights/quant_config.h)
 };
 
+struct Int4Weight;  // weights/int4_weights.h
+
 struct TensorView {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
@@ -113,6 +136,10 @@ struct TensorView {
   // kF8E4M3 weights only (weights/fp8_weights.h): one fp32 scale per row, row r of the weight
   // being decode(q[r, :]) * row_scale[r]. A checkpoint's per-tensor scale is expanded to rows.
   const float* row_scale = nullptr;  // [shape[0]]
+  // Int4 checkpoints' projections (docs/QUANTIZATION.md): `data` holds the dequantized f32
+  // weight, and this the packed form it came from, for backends that run int4 (CUDA). Views
+  // that cut a weight (tensor-parallel slices) drop it and carry only the f32 values.
+  std::shared_ptr<const Int4Weight> int4 = nullptr;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;

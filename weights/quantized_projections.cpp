@@ -25,6 +25,7 @@ struct Job {
   std::map<std::string, const SafetensorsEntry*> entries;
   std::string path;  // the file of its main tensor
   std::vector<float> values;  // the result, [rows, cols]
+  std::shared_ptr<const Int4Weight> int4;  // int4 formats: the packed form values came from
 };
 
 // The tensor holding the codes, by format: the one whose absence means "not quantized here".
@@ -48,7 +49,8 @@ void convert(const QuantConfig& q, Job& job) {
                          auto it = job.entries.find(suffix);
                          return it == job.entries.end() ? nullptr : it->second;
                        }};
-  job.values = dequantize_int4(read_int4(q, src, job.rows, job.cols));
+  job.int4 = std::make_shared<const Int4Weight>(read_int4(q, src, job.rows, job.cols));
+  job.values = dequantize_int4(*job.int4);
 }
 
 }  // namespace
@@ -96,11 +98,17 @@ void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const
     t.dtype = DType::kF32;
     t.shape = {job.rows, job.cols};
     t.data = model.owned_.back().get();
+    t.int4 = std::move(job.int4);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "flashserve: %s: %s: %zu projections dequantized to f32 at load in %.2f s "
-               "(no int4 / block-FP8 matmul kernel yet; the backend holds them in its compute "
-               "dtype)\n", model.path().c_str(), describe_quantization(q).c_str(), jobs.size(), s);
+  if (q.is_int4())
+    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (packed for the CUDA "
+                 "backend's int4 kernels; dequantized to f32 for the CPU backend)\n",
+                 model.path().c_str(), describe_quantization(q).c_str(), jobs.size(), s);
+  else
+    std::fprintf(stderr, "flashserve: %s: %s: %zu projections dequantized to f32 at load in %.2f "
+                 "s (no block-FP8 matmul kernel yet; the backend holds them in its compute "
+                 "dtype)\n", model.path().c_str(), describe_quantization(q).c_str(), jobs.size(), s);
 }
 
 }  // namespace flashserve

@@ -1,7 +1,7 @@
 // The projections of int4 (GPTQ, AWQ, compressed-tensors) and block-wise FP8 checkpoints: read
 // through their format's reader (int4_weights.h, block_fp8_weights.h) and dequantized to f32
-// at load, the interim path while flashserve has no int4 or block-FP8 matmul kernel (every
-// backend then holds them in its compute dtype; docs/QUANTIZATION.md). Internal to weights/.
+// at load; int4 views also keep their packed form (TensorView::int4) for the CUDA backend's int4
+// kernels (docs/QUANTIZATION.md). Internal to weights/.
 #pragma once
 
 #include <functional>

@@ -6,15 +6,17 @@
 // --dtype fp8 writes an FP8 checkpoint as Hugging Face stores one (docs/FP8.md): the layers'
 // projections F8_E4M3 with a weight_scale each (per output channel, or per tensor), the rest bf16.
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
-// architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b, phi-4-mini, granite-3-2b, olmo-2-1b,
-// smollm3-3b, qwen2.5-7b-yarn (see preset()).
+// architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b,
+// olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b (see preset()).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "weights/attention_config.h"
 #include "weights/hf_config.h"
 #include "weights/random_model.h"
 
@@ -22,7 +24,8 @@ namespace {
 
 constexpr const char* kPresets =
     "tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
-    "mistral-7b, phi-4-mini, granite-3-2b, olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn";
+    "mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b, olmo-2-1b, smollm3-3b, "
+    "qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b";
 
 flashserve::ModelConfig preset(const std::string& name) {
   flashserve::ModelConfig c;
@@ -65,6 +68,12 @@ flashserve::ModelConfig preset(const std::string& name) {
     set(4096, 14336, 32, 32, 8, 128, 32000, 8192);
     set_architecture(c, "MistralForCausalLM");
     c.rope_theta = 1e6f;
+  } else if (name == "mistral-7b-v0.1") {
+    // Mistral-7B-v0.1's shape: a 4096-token window on every layer; 16384 positions (not 32768),
+    // room for prompts of twice the window.
+    set(4096, 14336, 32, 32, 8, 128, 32000, 16384);
+    set_architecture(c, "MistralForCausalLM");
+    set_sliding_layers(c, 4096, 0);
   } else if (name == "phi-4-mini") {
     // Phi-4-mini's shape: fused projections, 96 of 128 dims rotated, LongRoPE over an original
     // 4096-token context, tied head. Stand-in factor lists (not the published ones); 8192
@@ -105,6 +114,27 @@ flashserve::ModelConfig preset(const std::string& name) {
     c.rope_scaling.type = "yarn";
     c.rope_scaling.factor = 4.f;
     c.rope_scaling.original_max_position_embeddings = 2048;
+  } else if (name == "gemma-2-2b") {
+    // Gemma-2-2B's shape with its real vocabulary (256000 rows: a token-id model, the Llama 2
+    // tokenizer covers the first 32000): even layers windowed by 4096, soft-caps 50 and 30,
+    // tied head. 16384 positions (not 8192): room for prompts of twice the window.
+    set(2304, 9216, 26, 8, 4, 256, 256000, 16384);
+    set_architecture(c, "Gemma2ForCausalLM");
+    c.rms_norm_eps = 1e-6f, c.tie_word_embeddings = true, c.bos_token_id = 2;
+    c.eos_token_ids = {1};
+    c.query_pre_attn_scalar = 256.f;
+    c.attn_logit_softcapping = 50.f, c.final_logit_softcapping = 30.f;
+    set_sliding_layers(c, 4096, 2);
+  } else if (name == "gemma-3-1b") {
+    // Gemma-3-1B's shape with its real vocabulary (262144 rows, as gemma-2-2b): five of every
+    // six layers windowed by 512 and turned by the local RoPE base 10000, the sixth global
+    // (base 1e6), per-head q/k norms, tied head; 8192 positions (not 32768).
+    set(1152, 6912, 26, 4, 1, 256, 262144, 8192);
+    set_architecture(c, "Gemma3ForCausalLM");
+    c.rms_norm_eps = 1e-6f, c.tie_word_embeddings = true, c.bos_token_id = 2;
+    c.eos_token_ids = {1};
+    c.rope_theta = 1e6f, c.rope_local_theta = 1e4f, c.query_pre_attn_scalar = 256.f;
+    set_sliding_layers(c, 512, 6);
   } else {
     FS_THROW("unknown preset '", name, "' (", kPresets, ")");
   }
@@ -165,7 +195,14 @@ int main(int argc, char** argv) {
                                       : fp8_scale == "tensor" ? flashserve::Fp8Layout::kPerTensor
                                                               : flashserve::Fp8Layout::kPerChannel;
     flashserve::ModelConfig config = preset(preset_name);
-    if (layers > 0) config.num_layers = layers;
+    if (layers > 0) {  // the per-layer lists keep their pattern
+      for (std::vector<int>* list : {&config.rope_layers, &config.layer_windows})
+        for (size_t i = list->size(); !list->empty() && i < size_t(layers); ++i)
+          list->push_back((*list)[i % size_t(config.num_layers)]);
+      config.num_layers = layers;
+      if (!config.rope_layers.empty()) config.rope_layers.resize(size_t(layers));
+      if (!config.layer_windows.empty()) config.layer_windows.resize(size_t(layers));
+    }
     if (vocab_size > 0) config.vocab_size = vocab_size;
     if (config_only) {
       std::filesystem::create_directories(out);

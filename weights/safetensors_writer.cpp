@@ -20,6 +20,7 @@ const char* st_dtype_name(DType t) {
     case DType::kBF16: return "BF16";
     case DType::kI32: return "I32";
     case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kI4: break;  // a device weight form, never written
   }
   return "?";
 }

@@ -280,16 +280,31 @@ class CpuBackend final : public Backend {
     ref::swiglu_fused(out.as<float>(), gate_up.as<float>(), n, inter);
   }
 
+  void geglu_fused(Tensor out, const Tensor& gate_up) override {
+    const int64_t inter = out.dim(out.ndim - 1), n = out.numel() / std::max<int64_t>(inter, 1);
+    FS_CHECK(gate_up.numel() == 2 * n * inter, "geglu_fused: gate_up has ", gate_up.numel(),
+             " elements, want ", 2 * n * inter);
+    ref::geglu_fused(out.as<float>(), gate_up.as<float>(), n, inter);
+  }
+
+  void scale(Tensor x, float factor) override { ref::scale(x.as<float>(), factor, x.numel()); }
+
+  void softcap(Tensor x, float cap) override {
+    FS_CHECK(cap > 0.f, "softcap: cap ", cap, " must be positive");
+    ref::softcap(x.as<float>(), cap, x.numel());
+  }
+
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const StepArgs& b, float scale) override {
+                       const StepArgs& b, const AttentionScoring& scoring) override {
     const int head_dim = int(k_cache.dim(3));
     const int num_q_heads = int(q.numel() / (int64_t(b.num_tokens) * head_dim));
     const PagedAttentionArgs args =
-        paged_attention_args(b, num_q_heads, int(k_cache.dim(2)), head_dim, scale);
+        paged_attention_args(b, num_q_heads, int(k_cache.dim(2)), head_dim, scoring);
     check_same(out, q, "paged_attention");
     // Work pieces of query rows, so one long prefill still uses every thread. Rows [r0, r1) of
-    // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): causal
-    // alignment carries over, and each row is computed exactly as in one call.
+    // a chunk of q_len are themselves a chunk whose kv_len is kv_len - (q_len - r1): each row
+    // keeps its position, so causal and sliding-window alignment carry over, and each row is
+    // computed exactly as in one call.
     struct Piece {
       int32_t cu[2], kv_len, seq;
     };

@@ -1,6 +1,6 @@
 // The CUDA backend's attention (backends/cuda/cuda_backend.h): which kernel runs a step (split-K
-// decode, prefill, or the generic kernel for other head dims), the decode plan, cached per step,
-// and its workspace.
+// decode, prefill, or the generic kernel for other head dims), the decode plan, cached per step
+// and sliding window, and its workspace.
 #include "backends/backend.h"
 
 #ifdef FLASHSERVE_HAS_CUDA
@@ -23,11 +23,11 @@ bool fast_attention_head_dim(int d) { return d == 64 || d == 128; }
 }  // namespace
 
 void CudaBackend::paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                     const StepArgs& b, float scale) {
+                     const StepArgs& b, const AttentionScoring& scoring) {
   expect_bf16(q, "attention q");
   FS_CHECK(q.ndim == 3 && k_cache.ndim == 4, "paged_attention: shapes");
   const PagedAttentionArgs a =
-      paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scale);
+      paged_attention_args(b, int(q.dim(1)), int(k_cache.dim(2)), int(q.dim(2)), scoring);
   // The rows kept by the qkv_rope_write_kv of this step, if any (valid for this call only).
   const cuda::FreshKv fresh = std::exchange(fresh_, cuda::FreshKv{});
   // ...and only where they pay (kernels/prefill_plan.h): mostly fresh prompts of a tile or more.
@@ -84,19 +84,25 @@ void CudaBackend::ensure_decode_workspace(const PagedAttentionArgs& a, const Dec
   ++epoch_;  // recorded graphs point at the old workspace
 }
 
-// Every layer of a step has the same kv_lens and shapes: plan once per step.
+// Every layer of a step has the same kv_lens and shapes: plan once per step and sliding window
+// (a windowed layer splits only its window's keys; models mix windowed and full layers).
 const DecodePlan& CudaBackend::decode_plan(const int32_t* kv_lens, const PagedAttentionArgs& a) {
   const std::vector<int> key_shape = {a.num_seqs, a.num_q_heads, a.num_kv_heads, a.head_dim,
                                       a.block_size};
-  if (!plan_valid_ || key_shape != plan_shape_ ||
+  if (key_shape != plan_shape_ ||
       !std::equal(kv_lens, kv_lens + a.num_seqs, plan_kv_lens_.begin(), plan_kv_lens_.end())) {
-    plan_ = cuda::plan_attention_decode(kv_lens, a.num_seqs, a.num_q_heads, a.num_kv_heads,
-                                        a.head_dim, a.block_size, DType::kBF16, device_);
+    plans_.clear();
     plan_shape_ = key_shape;
     plan_kv_lens_.assign(kv_lens, kv_lens + a.num_seqs);
-    plan_valid_ = true;
   }
-  return plan_;
+  auto it = plans_.find(a.window);
+  if (it == plans_.end()) {
+    const DecodePlan plan =
+        cuda::plan_attention_decode(kv_lens, a.num_seqs, a.num_q_heads, a.num_kv_heads, a.head_dim,
+                                    a.block_size, DType::kBF16, device_, DecodePlanConfig(), a.window);
+    it = plans_.emplace(a.window, plan).first;
+  }
+  return it->second;
 }
 
 }  // namespace flashserve

@@ -17,6 +17,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding_gather.h"
 #include "kernels/gemv.h"
+#include "kernels/int4_gemv.h"
 #include "kernels/norms.h"
 #include "kernels/rope_kv_write.h"
 
@@ -56,6 +57,9 @@ std::string CudaBackend::name() const {
   s += fp8_weights_ > 0 ? "FP8 E4M3 with row scales (" + std::to_string(fp8_weights_) +
                               " matrices) and bf16"
                         : "bf16";
+  if (int4_weights_ > 0)
+    s += ", int4 packed (" + std::to_string(int4_weights_) + " matrices: int4 GEMV up to " +
+         std::to_string(cuda::kInt4GemvMaxRows) + " rows, dequantize + bf16 cuBLASLt GEMM above)";
   s += "; matmul: ";
   if (gemv_max_rows_ > 0)
     s += "skinny-matmul kernel up to " + rows + " rows (with the add + norm fused in where it " +
@@ -97,12 +101,13 @@ std::shared_ptr<void> CudaBackend::allocate_bytes(size_t bytes) {
 Buffer CudaBackend::load_weight(const TensorView& w) {
   FS_CHECK(w.shape.size() >= 1 && w.shape.size() <= 4 && w.data, "bad weight view");
   if (w.dtype == DType::kF8E4M3) return load_fp8_weight(w);
+  if (w.int4) return load_int4_weight(w);
   const int64_t n = w.numel();
   Buffer b = allocate(DType::kBF16, {n});
   b.tensor.ndim = int(w.shape.size());
   for (int i = 0; i < b.tensor.ndim; ++i) b.tensor.shape[i] = w.shape[i];
   if (w.dtype == DType::kBF16) {
-    CUDA_CHECK(cudaMemcpy(b.tensor.data, w.data, size_t(n) * 2, cudaMemcpyHostToDevice));
+    upload(b.tensor.data, w.data, size_t(n) * 2);
     return b;
   }
   // f32 goes up as is; f16 is widened on the host first. The GPU rounds to bf16.
@@ -118,9 +123,26 @@ Buffer CudaBackend::load_weight(const TensorView& w) {
              " are not supported");
   }
   std::shared_ptr<void> tmp = allocate_bytes(size_t(n) * 4);
-  CUDA_CHECK(cudaMemcpyAsync(tmp.get(), src, size_t(n) * 4, cudaMemcpyHostToDevice, stream_));
+  upload(tmp.get(), src, size_t(n) * 4);
   cuda::f32_to_bf16(b.tensor.data, static_cast<const float*>(tmp.get()), n, stream_);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return b;
+}
+
+// bf16 parts go straight to their rows of the device buffer (no host concatenation: for a 7B
+// model that copy is two thirds of the weights, on one core); other dtypes are converted
+// whole, as one weight.
+Buffer CudaBackend::load_stacked_weight(std::span<const TensorView> parts) {
+  const TensorView stacked = stacked_view(parts);
+  if (stacked.dtype != DType::kBF16) return Backend::load_stacked_weight(parts);
+  Buffer b = allocate(DType::kBF16, {stacked.numel()});
+  b.tensor.ndim = int(stacked.shape.size());
+  for (int i = 0; i < b.tensor.ndim; ++i) b.tensor.shape[i] = stacked.shape[i];
+  char* at = static_cast<char*>(b.tensor.data);
+  for (const TensorView& t : parts) {
+    upload(at, t.data, size_t(t.numel()) * 2);
+    at += size_t(t.numel()) * 2;
+  }
   return b;
 }
 
@@ -140,9 +162,8 @@ Buffer CudaBackend::load_fp8_weight(const TensorView& w) {
   b.storage = allocate_bytes(codes + size_t(rows) * 4);
   b.tensor.data = b.storage.get();
   b.tensor.row_scale = reinterpret_cast<const float*>(static_cast<char*>(b.storage.get()) + codes);
-  CUDA_CHECK(cudaMemcpy(b.tensor.data, w.data, size_t(n), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(const_cast<float*>(b.tensor.row_scale), w.row_scale, size_t(rows) * 4,
-                        cudaMemcpyHostToDevice));
+  upload(b.tensor.data, w.data, size_t(n));
+  upload(const_cast<float*>(b.tensor.row_scale), w.row_scale, size_t(rows) * 4);
   if (size_t(n) * 2 > fp8_scratch_bytes_) {
     fp8_scratch_ = nullptr;
     fp8_scratch_ = allocate_bytes(size_t(n) * 2);
@@ -150,6 +171,12 @@ Buffer CudaBackend::load_fp8_weight(const TensorView& w) {
   }
   ++fp8_weights_;
   return b;
+}
+
+// Weights go up through pinned staging (backends/cuda/host_upload.h), made at the first weight.
+void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
+  if (!uploader_) uploader_ = std::make_unique<HostUpload>();
+  uploader_->copy(dst, src, bytes, stream_);
 }
 
 void CudaBackend::copy_from_host(Tensor dst, const void* src) {
@@ -296,6 +323,25 @@ void CudaBackend::swiglu_fused(Tensor out, const Tensor& gate_up) {
   const int64_t inter = out.dim(out.ndim - 1), n = out.numel() / std::max<int64_t>(inter, 1);
   FS_CHECK(gate_up.numel() == 2 * n * inter, "swiglu_fused: shapes");
   cuda::swiglu_fused_bf16(out.data, gate_up.data, int(n), int(inter), stream_);
+}
+
+void CudaBackend::geglu_fused(Tensor out, const Tensor& gate_up) {
+  expect_bf16(out, "geglu_fused out");
+  expect_bf16(gate_up, "geglu_fused gate_up");
+  const int64_t inter = out.dim(out.ndim - 1), n = out.numel() / std::max<int64_t>(inter, 1);
+  FS_CHECK(gate_up.numel() == 2 * n * inter, "geglu_fused: shapes");
+  cuda::geglu_fused_bf16(out.data, gate_up.data, int(n), int(inter), stream_);
+}
+
+void CudaBackend::scale(Tensor x, float factor) {
+  expect_bf16(x, "scale x");
+  cuda::scale_bf16(x.data, factor, x.numel(), stream_);
+}
+
+void CudaBackend::softcap(Tensor x, float cap) {
+  FS_CHECK(x.dtype == DType::kF32 && x.device == Device::kCuda && cap > 0.f,
+           "softcap: x must be f32 on the GPU and cap positive");
+  cuda::softcap_f32(x.as<float>(), cap, x.numel(), stream_);
 }
 
 bool cuda_backend_available() {

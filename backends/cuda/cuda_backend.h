@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/host_upload.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
@@ -56,6 +57,7 @@ class CudaBackend final : public Backend {
   size_t memory_available() const override;
   std::shared_ptr<void> allocate_bytes(size_t bytes) override;
   Buffer load_weight(const TensorView& w) override;
+  Buffer load_stacked_weight(std::span<const TensorView> parts) override;
   void copy_from_host(Tensor dst, const void* src) override;
   void copy_to_host(void* dst, const Tensor& src) override;
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -79,6 +81,9 @@ class CudaBackend final : public Backend {
                          const Tensor& positions, const Tensor& inv_freq,
                          const Tensor& slot_mapping) override;
   void swiglu_fused(Tensor out, const Tensor& gate_up) override;
+  void geglu_fused(Tensor out, const Tensor& gate_up) override;
+  void scale(Tensor x, float factor) override;
+  void softcap(Tensor x, float cap) override;
 
   // ---- matmuls (cuda_matmul.cpp)
   void matmul(Tensor out, const Tensor& x, const Tensor& w) override;
@@ -87,7 +92,7 @@ class CudaBackend final : public Backend {
 
   // ---- attention (cuda_attention.cpp)
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const StepArgs& b, float scale) override;
+                       const StepArgs& b, const AttentionScoring& scoring) override;
 
   // ---- argmax and the GPU sampler (cuda_sampler.cpp)
   void argmax_rows(Tensor ids, const Tensor& logits) override;
@@ -96,7 +101,7 @@ class CudaBackend final : public Backend {
 
   // ---- CUDA graphs (cuda_graphs.cpp)
   bool graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
-                        uint64_t* key) override;
+                        std::span<const int> windows, uint64_t* key) override;
   uint64_t graph_epoch() const override { return epoch_; }
   void begin_capture() override;
   std::shared_ptr<void> end_capture() override;
@@ -112,6 +117,10 @@ class CudaBackend final : public Backend {
   const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, bool fp8);
   static void destroy(GemmPlan& p);
   Buffer load_fp8_weight(const TensorView& w);  // cuda_backend.cpp
+  // cuda_int4.cpp: int4 weights (docs/QUANTIZATION.md, kernels/int4_gemv.h)
+  Buffer load_int4_weight(const TensorView& w);
+  void matmul_int4(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k);
+  void upload(void* dst, const void* src, size_t bytes);  // cuda_backend.cpp: a weight's bytes
   // cuda_attention.cpp
   static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a);
   static int generic_kv_len(int max_kv_len, int head_dim);
@@ -130,10 +139,10 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   std::shared_ptr<void> gemm_ws_;
   std::map<std::tuple<int, int, int, int>, GemmPlan> gemms_;
-  DecodePlan plan_;
-  bool plan_valid_ = false;
-  std::vector<int> plan_shape_;
+  std::map<int, DecodePlan> plans_;  // this step's decode plan per sliding window (0 = full)
+  std::vector<int> plan_shape_;      // ...for this shape and these kv_lens
   std::vector<int32_t> plan_kv_lens_;
+  std::map<std::vector<int>, uint64_t> launch_ids_;  // graph_launch_key: id per set of plans
   std::shared_ptr<void> decode_ws_;
   size_t decode_ws_bytes_ = 0;
   std::shared_ptr<void> fresh_k_;  // [num_tokens, num_kv_heads, head_dim] turned K (the contiguous prefill path)
@@ -144,15 +153,21 @@ class CudaBackend final : public Backend {
   // FP8 steps above the skinny kernels as W8A8 GEMMs (matmul_fp8_gemm) on GPUs with FP8 tensor
   // cores (compute capability 8.9 and up); others dequantize instead (weight-only numerics).
   bool fp8_gemm_ = false;
-  // [largest FP8 weight] bf16, see load_fp8_weight; matmul_fp8_gemm puts x's codes and scales here
+  // [largest FP8 or int4 weight] bf16, see load_fp8_weight and load_int4_weight; matmul_fp8_gemm
+  // puts x's codes and scales here
   std::shared_ptr<void> fp8_scratch_;
   size_t fp8_scratch_bytes_ = 0;
   int64_t fp8_weights_ = 0;  // FP8 weights loaded (name() says what runs)
+  int64_t int4_weights_ = 0;  // int4 weights loaded (name() too)
+  std::shared_ptr<void> int4_x_;  // [kInt4GemvMaxRows, largest int4 k] bf16: act-order's gathered x
+  size_t int4_x_bytes_ = 0;
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;
   std::vector<char> sample_in_;  // the packed requests on the host
   uint64_t epoch_ = 0;  // graph_epoch()
+  // Pinned staging for weight uploads (two 64 MiB host buffers), made at the first weight.
+  std::unique_ptr<HostUpload> uploader_;
 };
 
 }  // namespace flashserve

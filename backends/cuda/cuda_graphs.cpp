@@ -4,28 +4,39 @@
 
 #ifdef FLASHSERVE_HAS_CUDA
 
+#include <vector>
+
 #include "backends/cuda/cuda_backend.h"
 
 namespace flashserve {
 
 // ---- CUDA graphs -------------------------------------------------------------------------
 // The key packs the attention path with what it decided from host data: the generic kernel's
-// shared-memory length, or the split-K plan (splits, chunk length, kv heads per block).
+// shared-memory length (a windowed layer's is min(it, window), so it is keyed too), or the
+// split-K plan of every window the model's layers use (splits, chunk length, kv heads per block).
 bool CudaBackend::graph_launch_key(const StepArgs& b, int num_q_heads, int num_kv_heads, int head_dim,
-                      uint64_t* key) {
+                      std::span<const int> windows, uint64_t* key) {
   const PagedAttentionArgs a = paged_attention_args(b, num_q_heads, num_kv_heads, head_dim);
   const AttentionPath path = attention_path(b, a);
   uint64_t k = uint64_t(path);
   if (path == AttentionPath::kGeneric) {
     k |= uint64_t(generic_kv_len(b.max_kv_len, a.head_dim)) << 8;
   } else if (path == AttentionPath::kDecode) {
-    const DecodePlan& plan = decode_plan(b.host_kv_lens, a);
-    ensure_decode_workspace(a, plan);  // never allocate while recording
-    FS_CHECK(plan.num_splits < 256 && plan.chunk_len < (1 << 28) && plan.kv_heads_per_block < 16,
-             "decode plan out of the graph key's range");
-    k |= uint64_t(plan.num_splits) << 8;
-    k |= uint64_t(plan.num_splits == 1 ? 0 : plan.chunk_len) << 16;
-    k |= uint64_t(plan.kv_heads_per_block) << 44;
+    // Every window's plan, in order; the list gets a small id of its own, so the key tells apart
+    // exactly the steps that launch differently, however many windows a model has.
+    const int full_only[] = {0};
+    std::vector<int> decided;
+    for (int window : windows.empty() ? std::span<const int>(full_only) : windows) {
+      PagedAttentionArgs aw = a;
+      aw.window = window;
+      const DecodePlan& plan = decode_plan(b.host_kv_lens, aw);
+      ensure_decode_workspace(aw, plan);  // never allocate while recording
+      decided.insert(decided.end(), {window, plan.num_splits,
+                                     plan.num_splits == 1 ? 0 : plan.chunk_len, plan.kv_heads_per_block});
+    }
+    const uint64_t id = launch_ids_.emplace(decided, launch_ids_.size()).first->second;
+    FS_CHECK(id < (uint64_t(1) << 48), "too many distinct decode plans for the graph key");
+    k |= id << 8;
   }
   *key = k;
   return true;

@@ -1,7 +1,7 @@
 // The CUDA backend's matmuls (backends/cuda/cuda_backend.h): cuBLASLt (bf16 inputs, fp32
 // accumulation; one descriptor set + heuristic per shape, cached), the skinny-matmul kernels for
 // decode steps (kernels/gemv.h), FP8 weights as the W8A8 GEMM or dequantized, and the fused
-// add + norm + matmul.
+// add + norm + matmul. Int4 weights go to cuda_int4.cpp.
 #include "backends/backend.h"
 
 #ifdef FLASHSERVE_HAS_CUDA
@@ -22,6 +22,12 @@ namespace flashserve {
 // has no algorithm, dequantize the weight into a bf16 scratch buffer and run the bf16 GEMM.
 void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w) {
   expect_bf16(x, "matmul x");
+  if (w.dtype == DType::kI4) {
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    FS_CHECK(x.numel() == m * k && out.numel() == m * n, "matmul: x ", x.numel(), " w ", n, "x",
+             k, " out ", out.numel());
+    return matmul_int4(out, x, w, m, n, k);
+  }
   const bool fp8 = w.dtype == DType::kF8E4M3;
   if (!fp8) expect_bf16(w, "matmul w");
   const int64_t k = w.dim(w.ndim - 1), n = w.numel() / k, m = x.numel() / k;

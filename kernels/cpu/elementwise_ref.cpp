@@ -22,6 +22,28 @@ void swiglu_fused(float* out, const float* gate_up, int64_t n, int64_t inter) {
     }
 }
 
+namespace {
+float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+}  // namespace
+
+void geglu_fused(float* out, const float* gate_up, int64_t n, int64_t inter) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < inter; ++i)
+      out[r * inter + i] =
+          gelu_tanh(gate_up[r * 2 * inter + i]) * gate_up[r * 2 * inter + inter + i];
+}
+
+void scale(float* x, float factor, int64_t numel) {
+  for (int64_t i = 0; i < numel; ++i) x[i] *= factor;
+}
+
+void softcap(float* x, float cap, int64_t numel) {
+  for (int64_t i = 0; i < numel; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void add(float* out, const float* a, const float* b, int64_t numel) {
   for (int64_t i = 0; i < numel; ++i) out[i] = a[i] + b[i];
 }

@@ -15,6 +15,18 @@ void swiglu_fused(float* out,            // [n, inter]
                   const float* gate_up,  // [n, 2 inter]
                   int64_t n, int64_t inter);
 
+// out[r, i] = gelu_tanh(gate_up[r, i]) * gate_up[r, inter + i] (Gemma's GeGLU), with
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), PyTorch's approximate="tanh".
+void geglu_fused(float* out,            // [n, inter]
+                 const float* gate_up,  // [n, 2 inter]
+                 int64_t n, int64_t inter);
+
+// x *= factor, in place.
+void scale(float* x, float factor, int64_t numel);  // [numel]
+
+// x = cap * tanh(x / cap), in place (logit soft-capping).
+void softcap(float* x, float cap, int64_t numel);  // [numel]
+
 // out = a + b; out may alias either.
 void add(float* out, const float* a, const float* b, int64_t numel);  // all [numel]
 

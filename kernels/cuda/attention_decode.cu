@@ -65,6 +65,10 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
   p.num_splits = plan.num_splits;
   p.chunk_len = plan.num_splits == 1 ? 0 : plan.chunk_len;
   p.scale_log2 = a.scale * 1.4426950408889634f;
+  FS_CHECK(a.window >= 0 && a.softcap >= 0.f, "attention_decode: window ", a.window, " softcap ", a.softcap);
+  p.window = a.window;
+  p.softcap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
+  p.softcap_out = a.softcap * 1.4426950408889634f;
   if (plan.num_splits > 1) {
     const size_t need = attention_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan);
     FS_CHECK(workspace != nullptr && workspace_bytes >= need, "attention_decode: workspace of ",
@@ -92,7 +96,7 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
 
 DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,
                                  int head_dim, int block_size, DType dtype, int device,
-                                 const DecodePlanConfig& tuning) {
+                                 const DecodePlanConfig& tuning, int window) {
   FS_CHECK(head_dim == 64 || head_dim == 128, "plan_attention_decode: head_dim ", head_dim);
   FS_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0, "plan_attention_decode: ", num_q_heads,
            " q heads over ", num_kv_heads, " kv heads");
@@ -108,7 +112,7 @@ DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q
   config.ctas_per_sm = head_dim == 64 ? detail::decode_partial_ctas_per_sm_hdim64(bf16, heads_per_block)
                                       : detail::decode_partial_ctas_per_sm_hdim128(bf16);
   FS_CHECK(config.ctas_per_sm > 0, "plan_attention_decode: the partial kernel does not fit an SM");
-  DecodePlan plan = plan_decode(kv_lens, num_seqs, num_kv_heads / heads_per_block, block_size, config);
+  DecodePlan plan = plan_decode(kv_lens, num_seqs, num_kv_heads / heads_per_block, block_size, config, window);
   plan.kv_heads_per_block = heads_per_block;
   return plan;
 }

@@ -3,7 +3,9 @@
 // rows of one m16 mma tile, so each K/V byte is read once. K/V tiles of 64 keys are gathered
 // through the block table with 16-byte cp.async into a 3-4 stage ring (swizzled rows, zero-fill
 // past the split end); each of the 4 warps takes 16 keys of a tile and keeps its own online-softmax
-// state (base 2), and the warps' states are merged through shared memory at the end.
+// state (base 2), and the warps' states are merged through shared memory at the end. A windowed
+// layer's splits start at kv_len - window, so it reads only the window's keys; soft-capping
+// (Gemma 2) bends the scores before the softmax.
 // kHeads = 2 (head_dim 64, even num_kv_heads, 2G <= 16): one block serves two adjacent kv heads as
 // one 128-wide "virtual head": K/V rows of both heads are contiguous (256 B, as at head_dim 128),
 // Q is block-diagonal (head 0's queries are zero in columns 64..127 and vice versa), so each row's
@@ -42,6 +44,9 @@ struct DecodeParams {
   int num_splits;
   int chunk_len;
   float scale_log2;  // softmax scale * log2(e)
+  int window;        // sliding window (0 = every key): keys [kv_len - window, kv_len) only
+  float softcap_in;  // soft-capping: scale / softcap (0 = off)
+  float softcap_out;  // softcap * log2(e)
 };
 
 template <class T, int kHeadDim, int kHeads>
@@ -102,7 +107,11 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
   // block-table entries of the first kStages tiles (read while in bounds of the table row; an
   // entry is used only for tokens < split_end, so unused slots may hold anything).
   const int kv_len = p.kv_lens[b];
-  const int split_start = split * p.chunk_len;
+  // Splits cut the keys the query reads, [kv_start, kv_len) (kernels/decode_plan.h). Only a
+  // windowed layer's kv_start depends on kv_len: the uniform branch keeps the full-attention
+  // path's block-table reads below independent of the kv_len load, so their latencies overlap.
+  int split_start = split * p.chunk_len;
+  if (p.window > 0) split_start += max(0, kv_len - p.window);
   const size_t row0 = size_t(b) * p.num_q_heads + size_t(kvh) * G;  // first q head of this block
 
   // Q fragments (A operand, rows = query heads, zero past `rows`), straight from global. Row r
@@ -219,13 +228,27 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
     }
     const int tile_start = split_start + j * Tr::kBlockN;
     const bool ragged = tile_start + Tr::kBlockN > split_end;
+    // Scores in base 2: scale * log2(e) * q.k, or softcap * log2(e) * tanh(scale * q.k / softcap).
+    // A uniform branch on the launch's parameter: one predicate test per tile when soft-capping
+    // is off (the kernel is bound by K/V bytes, not by these instructions).
+    if (p.softcap_in > 0.f) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+      for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[n][i] *= p.scale_log2;
-        if (ragged && tile_start + warp * 16 + n * 8 + 2 * t + (i & 1) >= split_end) s[n][i] = -INFINITY;
-      }
+        for (int i = 0; i < 4; ++i) s[n][i] = p.softcap_out * tanhf(s[n][i] * p.softcap_in);
+    } else {
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[n][i] *= p.scale_log2;
+    }
+    if (ragged) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (tile_start + warp * 16 + n * 8 + 2 * t + (i & 1) >= split_end) s[n][i] = -INFINITY;
+    }
 
     float p_[2][4];
 #pragma unroll

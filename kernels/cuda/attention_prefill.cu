@@ -50,6 +50,11 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
   p.kv_block_stride = int64_t(a.block_size) * p.kv_row_stride;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
+  FS_CHECK(a.window >= 0 && a.softcap >= 0.f && std::isfinite(a.softcap), "bad sliding window ",
+           a.window, " or softcap ", a.softcap);
+  p.window = a.window;
+  p.softcap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
+  p.softcap_out = a.softcap > 0.f ? a.softcap / a.scale : 0.f;
   return p;
 }
 

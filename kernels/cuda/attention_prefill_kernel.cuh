@@ -1,6 +1,7 @@
 // The sm80-class prefill attention kernel (FlashAttention-2 recurrence, mma.sync m16n8k16,
 // ldmatrix from XOR-swizzled shared memory, cp.async ring of K/V tiles gathered through the
-// block table) and its typed launcher. Included by the per-(head_dim, dtype) .cu files only.
+// block table) and its typed launcher, with sliding windows (whole KV tiles before every row's
+// window are skipped) and soft-capping. Included by the per-(head_dim, dtype) .cu files only.
 // Numerics and schedule: docs/prefill_attention.md; docs/KERNEL_NOTES.md §1-2.
 #pragma once
 
@@ -40,6 +41,54 @@ __device__ __forceinline__ int find_sequence(const int32_t* cu_q_lens, int num_s
   return count - 1;
 }
 
+// The KV tiles of kBlockN keys a CTA of rows [m0, m0 + kBlockM) visits, and which need the mask
+// (causal alignment and sliding window: kernels/paged_attention.h). Tiles [begin, end) are
+// visited; tile n is masked when n < mask_lo (keys before the last row's window start) or
+// n >= mask_hi (keys past the first row's diagonal, or past kv_len). Tiles that lie wholly before
+// every row's window are skipped, so a long windowed prefill does windowed work. Without a window
+// begin = mask_lo = 0.
+struct KvTiles {
+  int begin, end, mask_lo, mask_hi;
+};
+
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ KvTiles kv_tiles(const PrefillParams& p, int m0, int q_len, int kv_len) {
+  const int diag = kv_len - q_len;  // row i sits at position i + diag
+  KvTiles t{0, 0, 0, 0};
+  if (p.causal) {
+    const int visible = min(kv_len, m0 + kBlockM + diag);  // keys seen by the tile's last row
+    t.end = visible > 0 ? (visible + kBlockN - 1) / kBlockN : 0;
+    const int first_row_keys = m0 + diag + 1;  // keys seen by the tile's first row
+    t.mask_hi = min(first_row_keys > 0 ? first_row_keys / kBlockN : 0, kv_len / kBlockN);
+  } else {
+    t.end = (kv_len + kBlockN - 1) / kBlockN;
+    t.mask_hi = kv_len / kBlockN;
+  }
+  if (p.window > 0) {
+    const int first_lo = max(0, m0 + diag - p.window + 1);  // the first row's first key
+    const int last_lo = max(0, min(m0 + kBlockM, q_len) - 1 + diag - p.window + 1);
+    t.begin = min(first_lo / kBlockN, t.end);
+    t.mask_lo = (last_lo + kBlockN - 1) / kBlockN;
+  }
+  return t;
+}
+
+// Whether the row at position pos sees key `key`. win_gap is the window, or a huge number
+// without one (so the window test is always true and costs no branch).
+__device__ __forceinline__ bool key_visible(bool causal, int key, int pos, int kv_len, int win_gap) {
+  return key < kv_len && (!causal || key <= pos) && key > pos - win_gap;
+}
+__device__ __forceinline__ int window_gap(const PrefillParams& p) {
+  return p.window > 0 ? p.window : (1 << 30);
+}
+
+// Soft-capped raw score (PrefillParams::softcap_in/out). Callers test softcap_in > 0 once per tile,
+// a uniform branch on a launch parameter: with soft-capping off (every model but Gemma 2) the
+// tile costs one predicate more, and no extra kernel instantiations are compiled.
+__device__ __forceinline__ float softcap_score(const PrefillParams& p, float x) {
+  return p.softcap_out * tanhf(x * p.softcap_in);
+}
+
 template <class Tr, class T>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
     attention_prefill_kernel(const __grid_constant__ PrefillParams p) {
@@ -60,18 +109,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
   const int diag = kv_len - q_len;  // row i sees keys j <= i + diag when causal
   const int kv_head = head / p.group_size;
 
-  // KV tiles to visit [0, n_end) and the first one that needs a mask [n_mask, n_end).
-  int n_end, n_mask;
-  if (p.causal) {
-    const int visible = min(kv_len, m0 + kBlockM + diag);  // keys seen by the tile's last row
-    n_end = visible > 0 ? (visible + kBlockN - 1) / kBlockN : 0;
-    const int first_row_keys = m0 + diag + 1;  // keys seen by the tile's first row
-    n_mask = first_row_keys > 0 ? first_row_keys / kBlockN : 0;
-    n_mask = min(n_mask, kv_len / kBlockN);
-  } else {
-    n_end = (kv_len + kBlockN - 1) / kBlockN;
-    n_mask = kv_len / kBlockN;
-  }
+  // KV tiles to visit: n_tiles of them from tile n_begin (loop index j is tile n_begin + j).
+  const KvTiles tiles = kv_tiles<kBlockM, kBlockN>(p, m0, q_len, kv_len);
+  const int n_begin = tiles.begin, n_tiles = tiles.end - tiles.begin;
+  const int win_gap = window_gap(p);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Tiles start on a 1 KiB boundary of the shared window (kSmemBytes has the slack), so the
@@ -189,6 +230,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
         }
       }
     }
+    if (p.softcap_in > 0.f) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = softcap_score(p, s[mt][nt][e]);
+    }
     if constexpr (kMask) {  // invisible keys become exactly -inf
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -198,8 +247,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
           for (int e = 0; e < 4; ++e) {
             const int key = n * kBlockN + nt * 8 + 2 * t4 + (e & 1);
             const int row = m0 + warp_row0 + mt * 16 + g + (e >> 1) * 8;
-            const bool visible = key < kv_len && (!p.causal || key <= row + diag);
-            if (!visible) s[mt][nt][e] = -INFINITY;
+            if (!key_visible(p.causal, key, row + diag, kv_len, win_gap)) s[mt][nt][e] = -INFINITY;
           }
     }
     // Online softmax in base 2; rows with nothing seen yet keep p = 0, alpha = 0 (no NaN).
@@ -272,38 +320,41 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
   // Prologue: tiles 0..S-2 in flight (one commit group each, empty groups too, so the count
   // that wait_group sees stays fixed). Iteration j: wait for tile j, barrier (everyone is done
   // with tile j-1, whose buffer is refilled now), issue tile j+S-1, then compute tile j.
+  // Ring slots and the pipeline count loop indices j; keys are those of tile n_begin + j.
+  const int kv0 = n_begin * kBlockN;  // first key of loop tile 0
   if (tid < kBlockN) {
 #pragma unroll
-    for (int s = 0; s < kStages; ++s) kv_rows[s * kBlockN + tid] = physical_row(s * kBlockN + tid);
+    for (int s = 0; s < kStages; ++s) kv_rows[s * kBlockN + tid] = physical_row(kv0 + s * kBlockN + tid);
   }
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_end) issue_kv(s, s);
+    if (s < n_tiles) issue_kv(s, s);
     cp_async_commit();
   }
   int read_stage = 0, write_stage = kStages - 1;
-  for (int j = 0; j < n_end; ++j) {
+  for (int j = 0; j < n_tiles; ++j) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // also publishes kv_rows of tile j + kStages - 1
     const int n_next = j + kStages - 1;
-    if (n_next < n_end) issue_kv(write_stage, n_next);
+    if (n_next < n_tiles) issue_kv(write_stage, n_next);
     cp_async_commit();
     // Resolve tile n_next + 1 now and store it after this tile's math, into ring slot
     // (n_next + 1) % kStages == j % kStages: tile j's copy was issued before this barrier.
     int32_t next_row = -1;
-    const bool resolve = tid < kBlockN && n_next + 1 < n_end;
-    if (resolve) next_row = physical_row((n_next + 1) * kBlockN + tid);
+    const bool resolve = tid < kBlockN && n_next + 1 < n_tiles;
+    if (resolve) next_row = physical_row(kv0 + (n_next + 1) * kBlockN + tid);
     if constexpr (Tr::kQInRegs) {
       if (j == 0) {
 #pragma unroll
         for (int ks = 0; ks < Tr::kKSteps; ++ks) ldmatrix_x4(q_frag[ks], smem_q + (q_lane_off ^ uint32_t(ks << 5)));
       }
     }
-    if (j >= n_mask) {
-      process_tile(std::true_type{}, read_stage, j);
+    const int n = n_begin + j;
+    if (n >= tiles.mask_hi || n < tiles.mask_lo) {
+      process_tile(std::true_type{}, read_stage, n);
     } else {
-      process_tile(std::false_type{}, read_stage, j);
+      process_tile(std::false_type{}, read_stage, n);
     }
     if (resolve) kv_rows[((n_next + 1) % kStages) * kBlockN + tid] = next_row;
     read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;

@@ -96,6 +96,12 @@ struct PrefillParams {
   int64_t kv_block_stride;  // block_size * num_kv_heads * head_dim
   float scale_log2;         // scale * log2(e)
   bool causal;
+  int window;               // sliding window (kernels/paged_attention.h); 0 = every key
+  // Soft-capping of the raw scores x = q.k, which the kernels keep unscaled (the softmax
+  // multiplies by scale_log2): x becomes softcap_out * tanh(x * softcap_in) with softcap_in =
+  // scale / softcap, softcap_out = softcap / scale. softcap_in 0 = off.
+  float softcap_in;
+  float softcap_out;
 };
 
 // The tile shapes compiled per head_dim. Variant 0 is the one fp16 compiles; bf16 compiles all

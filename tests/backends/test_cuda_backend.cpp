@@ -219,7 +219,11 @@ TEST_P(CudaRandomModel, LogitsCloseToCpu) {
   const Err e = compare(all[0], all[1]);
   std::printf("%s: %zu logits, NMSE %.3e, max abs err %.3e (max |logit| %.3e)\n", rc.name,
               all[1].size(), e.nmse, e.max_abs, e.max_ref);
-  EXPECT_LT(e.nmse, 1e-3);
+  // Gemma's norms scale by 1 + w, folded into the weight at load and so rounded to bf16 on the
+  // GPU (transformers adds the 1 in f32): about 0.2-0.4% per channel on every norm, which the
+  // q/k norms of Gemma 3 carry into the scores. Measured on an H100: NMSE 1.15e-3 for
+  // gemma3_d256_gqa4; every other shape stays under 1e-3.
+  EXPECT_LT(e.nmse, c.norm_weight_plus_one ? 2e-3 : 1e-3);
   EXPECT_LT(e.max_abs, 0.05 * e.max_ref);
 }
 
@@ -271,12 +275,22 @@ TEST(CudaBackend, Fp8ModelCloseToCpuFp8) {
 // kernels; only padding (GEMM row count, the plan's view of the batch) can move the rounding,
 // so the logits must agree far more closely than bf16 vs fp32 (NMSE 1e-4 vs 1e-3 above).
 TEST(CudaGraphs, DecodeReplaysMatchEagerSteps) {
-  // split-K decode kernel; generic kernel; the family's extra ops (bias add, q/k norm) recorded
-  for (auto [d, arch] : {std::pair{64, "LlamaForCausalLM"}, {32, "LlamaForCausalLM"},
-                         {64, "Qwen2ForCausalLM"}, {128, "Qwen3ForCausalLM"}}) {
+  // split-K decode kernel; generic kernel; the family's extra ops (bias add, q/k norm) recorded;
+  // sliding windows (every layer; Gemma 2's alternate layers with soft-caps and GeGLU)
+  struct GraphCase {
+    int d;
+    const char* arch;
+    void (*variant)(ModelConfig&);
+  };
+  for (auto [d, arch, variant] :
+       {GraphCase{64, "LlamaForCausalLM", nullptr}, {32, "LlamaForCausalLM", nullptr},
+        {64, "Qwen2ForCausalLM", nullptr}, {128, "Qwen3ForCausalLM", nullptr},
+        {64, "MistralForCausalLM", every_layer_windowed},
+        {256, "Gemma2ForCausalLM", gemma2_windowed}}) {
     SCOPED_TRACE(arch);
     ModelConfig c = small_config(256, 4, 2, d, false);
     set_architecture(c, arch);
+    if (variant) variant(c);
     c.vocab_size = 512;
     c.max_model_len = 1024;
     const std::string dir = fresh_dir("graphs_d" + std::to_string(d) + "_" + arch);

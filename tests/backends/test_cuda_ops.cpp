@@ -267,7 +267,8 @@ TEST_F(Ops, AddRmsNormMatmulMatchesItsTwin) {
 }
 
 // RoPE + K/V write (fused and separate) then paged attention, over a ragged batch with
-// shuffled blocks, for head dims of the generic kernel (8, 32) and the fast ones (64, 128).
+// shuffled blocks, for head dims of the generic kernel (8, 32) and the fast ones (64, 128), with
+// sliding windows and soft-capping; then a decode step over the same cache.
 TEST_F(Ops, RopeWriteKvAttention) {
   for (auto [d, hq, hkv] : {std::tuple{8, 8, 4}, {32, 4, 2}, {64, 8, 2}, {128, 4, 4}}) {
     const int bs = 16, num_blocks = 40;
@@ -326,20 +327,39 @@ TEST_F(Ops, RopeWriteKvAttention) {
     Pair cup = make_raw(DType::kI32, cu.data(), {seqs + 1});
     Pair kvl = make_raw(DType::kI32, kv_lens.data(), {seqs});
     Pair tab = make_raw(DType::kI32, table.data(), {seqs, max_blocks});
-    auto step_args = [&](bool gpu) {  // the step over one side's copies of the arrays
+    // The step over one side's copies of the arrays: its chunks (cu_q_lens) of tokens rows.
+    auto step_args = [&](bool gpu, const Pair& cu_q_lens, int tokens, int q_max) {
       auto on = [gpu](const Pair& p) { return gpu ? p.gpu.tensor : p.cpu.tensor; };
-      return StepArgs{.num_seqs = seqs, .num_tokens = n, .max_q_len = max_q, .max_kv_len = max_kv,
+      return StepArgs{.num_seqs = seqs, .num_tokens = tokens, .max_q_len = q_max, .max_kv_len = max_kv,
                       .block_size = bs, .max_blocks_per_seq = max_blocks, .tokens = {}, .positions = on(pos),
-                      .slot_mapping = on(slot), .cu_q_lens = on(cup), .kv_lens = on(kvl),
+                      .slot_mapping = on(slot), .cu_q_lens = on(cu_q_lens), .kv_lens = on(kvl),
                       .block_table = on(tab), .logit_rows = {}, .host_kv_lens = kv_lens.data()};
     };
-    const StepArgs ab[2] = {step_args(false), step_args(true)};
+    const StepArgs ab[2] = {step_args(false, cup, n, max_q), step_args(true, cup, n, max_q)};
     Pair out = make_zero({n, hq, d});
     const float scale = float(1.0 / std::sqrt(double(d)));
-    cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], scale);
-    gpu_->paged_attention(out.gpu.tensor, q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, ab[1], scale);
-    std::printf("head_dim %d: ", d);
-    expect_close(out, kTol, "paged_attention (mixed)");
+    // Full attention, then layers of other scorings over the same step: sliding windows (of one
+    // key, ragged), soft-capping, both; the last full one again after the windowed plans.
+    const AttentionScoring scorings[] = {{scale}, {scale, 1}, {scale, 7}, {scale, 0, 2.f}, {scale, 13, 5.f}, {scale}};
+    for (const AttentionScoring& sc : scorings) {
+      cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], sc);
+      gpu_->paged_attention(out.gpu.tensor, q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, ab[1], sc);
+      std::printf("head_dim %d, window %d, softcap %g: ", d, sc.window, sc.softcap);
+      expect_close(out, kTol, "paged_attention (mixed)");
+    }
+    // A decode step of the same sequences (split-K at head dims 64/128: a plan per window).
+    std::vector<int32_t> decode_cu(size_t(seqs) + 1);
+    for (int s = 0; s <= seqs; ++s) decode_cu[s] = s;
+    Pair dcu = make_raw(DType::kI32, decode_cu.data(), {seqs + 1});
+    const StepArgs db[2] = {step_args(false, dcu, seqs, 1), step_args(true, dcu, seqs, 1)};
+    Pair dq = make(random(int64_t(seqs) * hq * d), {seqs, hq, d});
+    Pair dout = make_zero({seqs, hq, d});
+    for (const AttentionScoring& sc : scorings) {
+      cpu_->paged_attention(dout.cpu.tensor, dq.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, db[0], sc);
+      gpu_->paged_attention(dout.gpu.tensor, dq.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, db[1], sc);
+      std::printf("head_dim %d, window %d, softcap %g: ", d, sc.window, sc.softcap);
+      expect_close(dout, kTol, "paged_attention (decode)");
+    }
   }
 }
 

@@ -125,8 +125,9 @@ PrefillProblem make_problem(const PrefillCase& c, uint64_t seed) {
 
   pb.args = {.num_seqs = num_seqs, .cu_q_lens = pb.cu_q_lens.data(), .kv_lens = pb.kv_lens.data(),
              .block_table = pb.block_table.data(), .max_blocks_per_seq = max_blocks_per_seq, .block_size = bs,
-             .num_q_heads = hq, .num_kv_heads = hkv, .head_dim = d, .scale = 1.f / std::sqrt(float(d)),
-             .causal = c.causal};
+             .num_q_heads = hq, .num_kv_heads = hkv, .head_dim = d,
+             .scale = c.scale > 0.f ? c.scale : 1.f / std::sqrt(float(d)), .causal = c.causal,
+             .window = c.window, .softcap = c.softcap};
   return pb;
 }
 
@@ -143,23 +144,26 @@ void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<do
   for (int b = 0; b < a.num_seqs; ++b) {
     const int q0 = a.cu_q_lens[b], q_len = a.cu_q_lens[b + 1] - q0, kv_len = a.kv_lens[b];
     for (int i = 0; i < q_len; ++i) {
-      int visible = a.causal ? std::min(kv_len, std::max(0, kv_len - q_len + i + 1)) : kv_len;
+      const int pos = kv_len - q_len + i;
+      const int visible = a.causal ? std::min(kv_len, std::max(0, pos + 1)) : kv_len;
+      const int first = a.window > 0 ? std::clamp(pos - a.window + 1, 0, visible) : 0;
       for (int h = 0; h < a.num_q_heads; ++h) {
         const size_t row = size_t(q0 + i) * a.num_q_heads + h;
         const double* q = &pb.q[row * d];
-        if (visible == 0) continue;  // out stays 0
+        if (visible == first) continue;  // out stays 0
         logits.resize(visible);
         float m = -std::numeric_limits<float>::infinity();
-        for (int t = 0; t < visible; ++t) {
+        for (int t = first; t < visible; ++t) {
           const double* k = row_ptr(pb.k, b, t, h / group);
           float dot = 0.f;
           for (int x = 0; x < d; ++x) dot += float(q[x]) * float(k[x]);
-          logits[t] = dot * c;
+          logits[t] = a.softcap > 0.f ? a.softcap * 1.4426950408889634f * std::tanh(dot * a.scale / a.softcap)
+                                      : dot * c;
           m = std::max(m, logits[t]);
         }
         float sum = 0.f;
         std::fill(o.begin(), o.end(), 0.f);
-        for (int t = 0; t < visible; ++t) {
+        for (int t = first; t < visible; ++t) {
           const float p = std::exp2(logits[t] - m);
           sum += p;
           const float p16 = round_to(dtype, p);

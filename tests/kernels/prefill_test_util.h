@@ -56,6 +56,9 @@ struct PrefillCase {
   float q_scale = 1.f;  // > 1 gives large logits (peaked softmax)
   PrefillKernel kernel = PrefillKernel::kLauncher;
   int variant = -1;  // kFa2 / kSm90: -1 is that kernel's default choice, >= 0 that variant
+  int window = 0;       // sliding window (0 = every key)
+  float softcap = 0.f;  // soft-capping (0 = off)
+  float scale = 0.f;    // softmax scale (0 = 1 / sqrt(head_dim))
 };
 
 // Host copy of one randomly filled problem, values already rounded to the 16-bit type.
@@ -77,7 +80,8 @@ struct PrefillProblem {
 
 PrefillProblem make_problem(const PrefillCase& c, uint64_t seed);
 
-// Naive attention with fp32 logits/softmax, P and O rounded to `dtype` (see kErrFactor).
+// Naive attention with fp32 logits/softmax, P and O rounded to `dtype` (see kErrFactor); the
+// same window and soft-capping as the problem's args.
 void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<double>& out);
 
 struct CheckResult {

@@ -2,8 +2,9 @@
 // (kernels/cpu/paged_attention_ref.h): ragged batches with kv_len 0..32k, shuffled block tables,
 // NaN in every cache slot no sequence owns, NaN-poisoned outputs and workspace, head_dim 64/128,
 // block sizes 8/16/32, group sizes 1-8, bf16/fp16, planned and forced split counts (1, empty
-// splits), large logits and tied keys; the merge kernel alone with -inf states. Thresholds:
-// decode_tolerance.h.
+// splits), large logits and tied keys, sliding windows (of 1 key, ragged, >= kv_len, over 32k
+// contexts) and soft-capping. The merge kernel alone: test_attention_decode_merge.cpp.
+// Thresholds: decode_tolerance.h.
 #include <cuda_runtime.h>  // the typed cudaMalloc<T> overload
 #include <gtest/gtest.h>
 
@@ -57,10 +58,13 @@ struct Case {
   bool tied_keys = false;            // every 7th key repeats key 0 (ties in the max)
   bool want_lse = true;
   int kv_heads_per_block = 0;  // 1: force one kv head per block (head_dim 64 pairs by default)
+  int window = 0;              // sliding window (0 = every key)
+  float softcap = 0.f;         // soft-capping (0 = off)
+  float scale = 0.f;           // softmax scale (0 = 1 / sqrt(head_dim))
   uint32_t seed = 1;
   std::string name() const {
     return str_cat(dtype_name(dtype), " d", head_dim, " bs", block_size, " hq", num_q_heads, " hkv",
-                   num_kv_heads, " B", kv_lens.size(), " seed", seed);
+                   num_kv_heads, " B", kv_lens.size(), " window", window, " softcap", softcap, " seed", seed);
   }
 };
 
@@ -129,8 +133,10 @@ Problem build(const Case& c) {
   a.num_q_heads = c.num_q_heads;
   a.num_kv_heads = hkv;
   a.head_dim = d;
-  a.scale = 1.f / std::sqrt(float(d));
+  a.scale = c.scale > 0.f ? c.scale : 1.f / std::sqrt(float(d));
   a.causal = true;
+  a.window = c.window;
+  a.softcap = c.softcap;
   p.out_ref.resize(q_elems);
   p.lse_ref.resize(size_t(B) * c.num_q_heads);
   ref::paged_attention<double>(a, p.q.data(), p.k.data(), p.v.data(), p.out_ref.data(), p.lse_ref.data());
@@ -138,7 +144,8 @@ Problem build(const Case& c) {
 }
 
 DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
-  const int max_len = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+  int max_len = 0;  // the longest span of keys a query reads
+  for (int L : c.kv_lens) max_len = std::max(max_len, decode_span(L, c.window));
   if (forced_splits > 0) {
     DecodePlan plan = plan_decode_fixed(max_len, forced_splits, c.block_size);
     plan.kv_heads_per_block = c.kv_heads_per_block;
@@ -147,7 +154,8 @@ DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
   DecodePlanConfig tuning;
   tuning.kv_heads_per_block = c.kv_heads_per_block;
   const DecodePlan plan = cuda::plan_attention_decode(p.kv_lens.data(), int(c.kv_lens.size()), c.num_q_heads,
-                                                      c.num_kv_heads, c.head_dim, c.block_size, c.dtype, -1, tuning);
+                                                      c.num_kv_heads, c.head_dim, c.block_size, c.dtype, -1, tuning,
+                                                      c.window);
   EXPECT_EQ(plan.kv_heads_per_block,
             c.kv_heads_per_block == 1 || c.head_dim == 128 || c.num_kv_heads % 2 != 0 ||
                     2 * c.num_q_heads / c.num_kv_heads > 16
@@ -323,6 +331,48 @@ TEST(AttentionDecode, SmallForSanitizer) {
   for (int d : {64, 128}) run_case({.head_dim = d, .kv_lens = {300, 65, 1}, .splits = {1, 3}, .seed = 14u + d});
 }
 
+// Sliding windows: of one key, shorter than a tile or a block, not a multiple of either, longer
+// than some sequences; over kv_lens around tiles and blocks, planned and forced splits (splits
+// start at kv_len - window, so forced ones cut the window, and some are empty).
+TEST(AttentionDecode, SlidingWindows) {
+  uint32_t seed = 60;
+  for (int d : {64, 128})
+    for (int window : {1, 5, 64, 100, 700})
+      for (int bs : {8, 32}) {
+        run_case({.head_dim = d, .block_size = bs, .num_q_heads = 8, .num_kv_heads = 2,
+                  .kv_lens = {1, 65, 129, 1000, 1543, 0}, .splits = {0, 1, 3, 9}, .window = window,
+                  .seed = seed++});
+        if (HasFailure()) return;
+      }
+}
+
+// Long contexts with a window (Gemma 3: 512; Mistral: 4096) plan window-sized work, and
+// soft-capping alone and with a window (Gemma 2: cap 50, scale 1/sqrt(256), window 4096), with
+// peaked logits so the cap bites.
+TEST(AttentionDecode, LongContextWindowAndSoftcap) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    run_case({.dtype = dt, .num_q_heads = 8, .num_kv_heads = 1, .kv_lens = {32768, 511, 4097},
+              .splits = {0, 1, 4}, .window = 512, .seed = 70});
+    run_case({.dtype = dt, .head_dim = 64, .kv_lens = {32768, 300}, .splits = {0, 5}, .window = 4096, .seed = 71});
+    for (int window : {0, 4096})
+      run_case({.dtype = dt, .num_q_heads = 16, .kv_lens = {9000, 777, 64}, .splits = {0, 1, 6},
+                .q_scale = 20.f, .window = window, .softcap = 50.f, .scale = 1.f / 16, .seed = 72});
+    run_case({.dtype = dt, .head_dim = 64, .kv_lens = {3000, 65}, .splits = {0, 3}, .q_scale = 20.f,
+              .window = 100, .softcap = 5.f, .seed = 73});
+  }
+}
+
+// A window at least as long as every sequence is full attention: the same bits.
+TEST(AttentionDecode, WindowCoveringTheSequenceIsFullAttention) {
+  Case full{.kv_lens = {5000, 123, 64}, .seed = 74}, wide = full;
+  wide.window = 5000;
+  const Problem pf = build(full), pw = build(wide);
+  for (int s : {0, 1, 7}) {
+    const DecodePlan plan = make_plan(full, pf, s);
+    EXPECT_EQ(run_gpu(full, pf, plan).out, run_gpu(wide, pw, plan).out) << "splits " << s;
+  }
+}
+
 TEST(AttentionDecode, RepeatedRunsAreBitwiseIdentical) {
   const Case c{.kv_lens = {5000, 123}, .seed = 13};
   const Problem p = build(c);
@@ -366,95 +416,6 @@ TEST(AttentionDecode, RejectsUnsupportedArguments) {
   EXPECT_THROW(call(bad, DType::kBF16, paired, 0), Error);
   paired.kv_heads_per_block = 3;
   EXPECT_THROW(call(a, DType::kBF16, paired, 0), Error);
-}
-
-// ---- merge kernel alone ------------------------------------------------------------------
-
-// Split counts hit every thread layout of the merge (1, 2, 4, 8 ... groups of threads per column,
-// several rows per block or one), rounds of 8 loads that are full, partial or past the row's end,
-// and rows that do not fill their block (1 and 37 rows). Row kinds: all finite; some -inf; all
-// -inf; huge offsets; only the last split non-empty; only one split in the middle non-empty.
-// Empty states hold NaN in o, which must never be read.
-TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
-  std::mt19937 rng(99);
-  std::normal_distribution<float> nd(0.5f, 1.f);
-  std::uniform_real_distribution<float> ud(-60.f, 60.f);
-  for (DType dt : {DType::kBF16, DType::kF16})
-    for (int d : {64, 128})
-      for (int splits : {1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 65, 128, 129, 200, 256})
-        for (int rows : {1, 37}) {
-        std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
-        for (int r = 0; r < rows; ++r)
-          for (int s = 0; s < splits; ++s) {
-            const size_t i = size_t(r) * splits + s;
-            const int kind = (r + splits) % 6;
-            bool empty = kind == 2 || (kind == 1 && s % 3 == 1) || (kind == 3 && s == 0 && splits > 1);
-            if (kind == 4) empty = s != splits - 1;
-            if (kind == 5) empty = s != (r * 7) % splits;
-            lse[i] = empty ? -INFINITY : (kind == 3 ? 900.f + ud(rng) : ud(rng));
-            for (int e = 0; e < d; ++e)
-              o[i * d + e] = empty ? std::numeric_limits<float>::quiet_NaN() : nd(rng);  // never read
-          }
-        DeviceBuffer<float> d_o(o), d_lse(lse), d_lse_out(rows);
-        DeviceBuffer<uint16_t> d_out(size_t(rows) * d);
-        d_out.poison();
-        d_lse_out.poison();
-        cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, d_out.ptr, d_lse_out.ptr, dt, nullptr);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<uint16_t> out = d_out.download();
-        const std::vector<float> lse_out = d_lse_out.download();
-        const std::string what = str_cat(dtype_name(dt), " d", d, " splits ", splits, " rows ", rows);
-        for (int r = 0; r < rows; ++r) {
-          double mx = -INFINITY;
-          for (int s = 0; s < splits; ++s) mx = std::max(mx, double(lse[size_t(r) * splits + s]));
-          double total = -INFINITY;
-          if (mx != -INFINITY) {
-            double sum = 0;
-            for (int s = 0; s < splits; ++s) sum += std::exp2(double(lse[size_t(r) * splits + s]) - mx);
-            total = mx + std::log2(sum);
-          }
-          if (std::isinf(total)) {
-            EXPECT_TRUE(std::isinf(lse_out[r]) && lse_out[r] < 0) << what << " row " << r;
-          } else {
-            EXPECT_NEAR(lse_out[r], total, test::kMergeLseAbs * std::max(1.0, std::abs(total) / 100)) << what;
-          }
-          for (int e = 0; e < d; ++e) {
-            double want = 0, max_abs = 1e-30;
-            for (int s = 0; s < splits; ++s) {
-              const size_t i = size_t(r) * splits + s;
-              if (lse[i] == -INFINITY) continue;
-              want += std::exp2(double(lse[i]) - total) * o[i * d + e];
-              max_abs = std::max(max_abs, std::abs(double(o[i * d + e])));
-            }
-            const double got = from_bits(dt, out[size_t(r) * d + e]);
-            ASSERT_TRUE(std::isfinite(got)) << what << " row " << r;
-            if (std::isinf(total)) {
-              EXPECT_EQ(got, 0.0) << what << " row " << r << ": an all-empty row must be exactly 0";
-            } else {
-              EXPECT_NEAR(got, want, test::merge_max_abs_frac(dt) * max_abs) << what << " row " << r << " col " << e;
-            }
-          }
-        }
-        if (HasFailure()) return;  // one report per broken configuration is enough
-        }
-}
-
-// The merge is deterministic: a fixed summation order over splits and thread groups.
-TEST(AttentionDecodeMerge, RepeatedRunsAreBitwiseIdentical) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.5f, 1.f);
-  for (int splits : {7, 100}) {
-    const int rows = 9, d = 128;
-    std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
-    for (float& x : o) x = nd(rng);
-    for (float& x : lse) x = 10.f * nd(rng);
-    DeviceBuffer<float> d_o(o), d_lse(lse), d_lse_out(rows);
-    DeviceBuffer<uint16_t> a(size_t(rows) * d), b(size_t(rows) * d);
-    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, a.ptr, d_lse_out.ptr, DType::kBF16, nullptr);
-    cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, b.ptr, nullptr, DType::kBF16, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(a.download(), b.download()) << "splits " << splits;
-  }
 }
 
 }  // namespace

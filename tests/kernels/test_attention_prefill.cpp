@@ -1,7 +1,9 @@
 // CUDA prefill attention vs the fp64 CPU reference: q_len 1..2500, chunked (q_len < kv_len),
 // causal and not, group sizes 1/4/8, head_dim 64/128, ragged batches with empty sequences,
 // block sizes 16/32/24 with shuffled tables, NaN in unowned cache slots, poisoned outputs,
-// large logits, fp16, tile edges, every compiled tile variant, determinism and argument checks;
+// large logits, fp16, tile edges, sliding windows (of 1 key, ragged, shorter than a chunk of a
+// long cached sequence, covering the sequence) and soft-capping (Gemma 2), every compiled tile
+// variant, determinism and argument checks;
 // the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available,
 // with paged K/V and with its contiguous fresh-prompt variants given the step's own K/V rows).
 #include <gtest/gtest.h>
@@ -58,6 +60,31 @@ std::vector<PrefillCase> default_cases() {
   return cs;
 }
 
+// Sliding windows and soft-capping: windows that are not multiples of any tile (32..128 keys) or
+// block, chunks longer than the window over contexts much longer than it (whole tiles skipped),
+// ragged batches, TMA pages (bs 8) and the cp.async fallback (bs 12), GQA, both head dims, fp16.
+std::vector<PrefillCase> window_cases() {
+  const DType bf = DType::kBF16;
+  return {
+      {.name = "win1_chunked_d128", .seqs = {{100, 1000}}, .num_kv_heads = 2, .window = 1},
+      {.name = "win100_d64_bs32", .seqs = {{700, 700}, {1, 500}}, .num_q_heads = 4, .num_kv_heads = 1,
+       .head_dim = 64, .block_size = 32, .window = 100},
+      {.name = "win257_chunk600_kv5000_g4", .seqs = {{600, 5000}, {3, 4000}}, .num_kv_heads = 2, .window = 257},
+      {.name = "win77_ragged_bs12", .seqs = {{0, 0}, {1, 65}, {63, 63}, {200, 517}, {130, 130}},
+       .num_kv_heads = 2, .block_size = 12, .window = 77},
+      {.name = "win512_long_d64_bs8", .seqs = {{4096, 4096}}, .num_q_heads = 4, .num_kv_heads = 2,
+       .head_dim = 64, .block_size = 8, .window = 512},
+      {.name = "win50_noncausal_d64", .seqs = {{77, 333}}, .num_q_heads = 4, .num_kv_heads = 1, .head_dim = 64,
+       .causal = false, .window = 50},
+      {.name = "softcap50_gemma2_d128", .seqs = {{300, 300}, {50, 900}}, .num_kv_heads = 4, .q_scale = 20.f,
+       .softcap = 50.f, .scale = 1.f / 16},
+      {.name = "softcap_win4096_d128", .seqs = {{1000, 5000}}, .num_q_heads = 4, .num_kv_heads = 2, .dtype = bf,
+       .q_scale = 20.f, .window = 4096, .softcap = 50.f, .scale = 1.f / 16},
+      {.name = "softcap30_win200_f16_d64", .seqs = {{257, 257}, {100, 700}}, .num_q_heads = 4, .num_kv_heads = 4,
+       .head_dim = 64, .dtype = DType::kF16, .q_scale = 10.f, .window = 200, .softcap = 30.f},
+  };
+}
+
 uint64_t seed_of(const std::string& name, int variant) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: a fresh, reproducible input per case
   for (char ch : name) h = (h ^ uint8_t(ch)) * 1099511628211ull;
@@ -103,6 +130,12 @@ class AttentionPrefillKernel : public ::testing::TestWithParam<PrefillKernel> {
   size_t variant_smem(int head_dim, int v) const {  // the Hopper kernel needs sm_90's 227 KiB
     return hopper() ? 0 : cuda::detail::prefill_variant_smem_bytes(head_dim, v);
   }
+  bool fits(int head_dim, int v) const {  // within this GPU's shared memory per block
+    int device = 0, smem_optin = 0;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    return variant_smem(head_dim, v) <= size_t(smem_optin);
+  }
 };
 
 TEST_P(AttentionPrefillKernel, MatchesReference) {
@@ -142,6 +175,36 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
       EXPECT_TRUE(r.ok) << r.message;
     }
   }
+}
+
+TEST_P(AttentionPrefillKernel, SlidingWindowAndSoftcap) {
+  for (PrefillCase c : window_cases()) {
+    c.kernel = GetParam();
+    // The default tile, and every tile of the kernel for two cases (tile sizes change which KV
+    // tiles are skipped and masked).
+    std::vector<int> vs = {-1};
+    if (c.name == "win257_chunk600_kv5000_g4" || c.name == "win100_d64_bs32") vs = variants(c.head_dim);
+    for (int v : vs) {
+      c.variant = v;
+      if (v >= 0 && !fits(c.head_dim, v)) continue;  // refused: see MatchesReferenceEveryVariant
+      const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
+      std::printf("%s\n", r.message.c_str());
+      EXPECT_TRUE(r.ok) << r.message;
+    }
+  }
+}
+
+// A window covering every sequence is full attention: the same bits.
+TEST_P(AttentionPrefillKernel, WindowCoveringTheSequenceIsFullAttention) {
+  PrefillCase full{.name = "full_for_window", .seqs = {{300, 300}, {70, 1000}}, .num_kv_heads = 2};
+  PrefillCase wide = full;
+  wide.name = "window_1000";
+  wide.window = 1000;
+  std::vector<uint16_t> a, b;
+  full.kernel = wide.kernel = GetParam();
+  ASSERT_TRUE(run_and_check(full, 5, &a).ok);
+  ASSERT_TRUE(run_and_check(wide, 5, &b).ok);
+  EXPECT_EQ(a, b);
 }
 
 TEST_P(AttentionPrefillKernel, Deterministic) {

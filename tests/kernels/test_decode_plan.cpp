@@ -1,5 +1,6 @@
 // Split-K decode plan (kernels/decode_plan.h): a lone long sequence fills the GPU, a large batch
-// is not split, chunks are whole blocks and tiles, every key is covered, fixed plans are exact.
+// is not split, chunks are whole blocks and tiles, every key is covered, fixed plans are exact, a
+// sliding window plans window-sized work however long the context.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -157,6 +158,29 @@ TEST(DecodePlan, FixedPlans) {
   p = plan_decode_fixed(1000, 3, 128);
   EXPECT_EQ(p.chunk_len % 128, 0);
   EXPECT_THROW(plan_decode_fixed(10, 0, 16), Error);
+}
+
+// A windowed layer's plan is the plan of sequences as long as their decode_span: a 32k-context
+// decode under a window of 512 plans as a 512-key one, and covers exactly the window's keys.
+TEST(DecodePlan, SlidingWindowPlansTheWindow) {
+  EXPECT_EQ(decode_span(32768, 512), 512);
+  EXPECT_EQ(decode_span(300, 512), 300);
+  EXPECT_EQ(decode_span(300, 0), 300);
+  for (int window : {1, 100, 512, 4096}) {
+    const std::vector<int32_t> lens = {32768, 20000, 300, 0, 1};
+    std::vector<int32_t> spans;
+    for (int32_t L : lens) spans.push_back(decode_span(L, window));
+    for (int B : {1, 5}) {
+      const DecodePlan w = plan_decode(lens.data(), B, 1, 16, h100(), window);
+      const DecodePlan s = plan_decode(spans.data(), B, 1, 16, h100());
+      EXPECT_EQ(w.num_splits, s.num_splits) << "window " << window;
+      EXPECT_EQ(w.chunk_len, s.chunk_len) << "window " << window;
+      check_plan(spans, 1, 16, w, h100());
+    }
+  }
+  const std::vector<int32_t> one = {32768};
+  EXPECT_LE(int64_t(plan_decode(one.data(), 1, 1, 16, h100(), 512).num_splits) * 64, 512 + 63);
+  EXPECT_THROW(plan_decode(one.data(), 1, 1, 16, h100(), -1), Error);
 }
 
 TEST(DecodePlan, RejectsBadInput) {

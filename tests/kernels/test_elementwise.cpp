@@ -1,7 +1,8 @@
 // The elementwise kernels (kernels/elementwise.h) against their CPU twins
-// (kernels/cpu/elementwise_ref.h): SwiGLU (out aliasing gate) and its fused form, the add and
-// the bias add over sizes from 1 element to a few blocks' worth plus a ragged tail, and the
-// f32 -> bf16 conversion bit for bit (ties to even, infinities, subnormals; NaN stays NaN).
+// (kernels/cpu/elementwise_ref.h): SwiGLU (out aliasing gate) and its fused form, Gemma's GeGLU,
+// scaling and logit soft-capping, the add and the bias add over sizes from 1 element to a few
+// blocks' worth plus a ragged tail, and the f32 -> bf16 conversion bit for bit (ties to even,
+// infinities, subnormals; NaN stays NaN).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,6 +46,40 @@ TEST(ElementwiseKernels, SwigluAddAndBiasMatchTwins) {
     want = a;
     ref::add_bias(want.data(), bias.data(), n, width);
     EXPECT_EQ(dx.get(), to_bf16(want)) << "add_bias";
+  }
+}
+
+// GeGLU over inputs reaching far into both tails of GELU (|x| up to 8), the embedding scale (one
+// rounding of the fp32 product) and the soft-cap over logits from well inside the cap to far
+// past it (tanh saturating), in place.
+TEST(ElementwiseKernels, GegluScaleAndSoftcapMatchTwins) {
+  std::mt19937 rng(23);
+  for (auto [n, width] : {std::pair{1, 1}, {3, 8}, {7, 300}, {5, 2048}, {2, 6913}}) {
+    const size_t size = size_t(n) * width;
+    const std::vector<float> gate_up = random_bf16(2 * size, rng, -8.f, 6.f);
+    std::vector<float> want(size);
+    Dev<uint16_t> dgu(to_bf16(gate_up)), dout(size);
+    dout.poison();
+    cuda::geglu_fused_bf16(dout.ptr, dgu.ptr, n, width, nullptr);
+    ref::geglu_fused(want.data(), gate_up.data(), n, width);
+    expect_close(from_bf16(dout.get()), want, kBf16Tol, "geglu_fused");
+
+    const std::vector<float> x = random_bf16(size, rng, -0.2f, 0.3f);
+    Dev<uint16_t> dx(to_bf16(x));
+    const float factor = 33.941125f;  // sqrt(1152), Gemma 3 1B's normalizer
+    cuda::scale_bf16(dx.ptr, factor, int64_t(size), nullptr);
+    want = x;
+    ref::scale(want.data(), factor, int64_t(size));
+    EXPECT_EQ(dx.get(), to_bf16(want)) << "scale: one rounding of the fp32 product";
+
+    std::uniform_real_distribution<float> logit(-200.f, 150.f);
+    std::vector<float> logits(size);
+    for (float& v : logits) v = logit(rng);
+    Dev<float> dl(logits);
+    cuda::softcap_f32(dl.ptr, 30.f, int64_t(size), nullptr);
+    want = logits;
+    ref::softcap(want.data(), 30.f, int64_t(size));
+    expect_close(dl.get(), want, 1e-6, "softcap");
   }
 }
 

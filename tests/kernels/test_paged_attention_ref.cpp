@@ -1,4 +1,5 @@
-// The CPU reference attention against a direct softmax over contiguous K/V, and the state merge
+// The CPU reference attention against a direct softmax over contiguous K/V (causal, sliding
+// windows, soft-capping), a window's alignment for a chunk split into pieces, and the state merge
 // against attention over the union of two key sets.
 #include <gtest/gtest.h>
 
@@ -17,32 +18,39 @@ namespace {
 struct Problem {
   int q_len, kv_len, hq, hkv, d, block_size;
   bool causal;
+  int window = 0;        // 0: every key
+  double softcap = 0.0;  // 0: off
+  double scale = 0.0;    // 0: 1 / sqrt(d)
 };
+
+double scale_of(const Problem& p) { return p.scale > 0 ? p.scale : 1.0 / std::sqrt(double(p.d)); }
 
 // Direct computation for one sequence with contiguous K/V [kv_len, hkv, d]; natural exp.
 void direct(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
             const std::vector<double>& v, std::vector<double>& out, std::vector<double>& lse2) {
-  double scale = 1.0 / std::sqrt(double(p.d));
+  const double scale = scale_of(p);
   out.assign(size_t(p.q_len) * p.hq * p.d, 0.0);
   lse2.assign(size_t(p.q_len) * p.hq, -INFINITY);
   for (int i = 0; i < p.q_len; ++i)
     for (int h = 0; h < p.hq; ++h) {
       int kvh = h / (p.hq / p.hkv);
-      int visible = p.causal ? std::clamp(p.kv_len - p.q_len + i + 1, 0, p.kv_len) : p.kv_len;
-      if (visible == 0) continue;
-      std::vector<double> s(visible);
-      for (int t = 0; t < visible; ++t) {
+      const int pos = p.kv_len - p.q_len + i;
+      int visible = p.causal ? std::clamp(pos + 1, 0, p.kv_len) : p.kv_len;
+      int first = p.window > 0 ? std::clamp(pos - p.window + 1, 0, visible) : 0;
+      if (visible == first) continue;
+      std::vector<double> s(visible - first);
+      for (int t = first; t < visible; ++t) {
         double dot = 0;
         for (int c = 0; c < p.d; ++c)
           dot += q[(size_t(i) * p.hq + h) * p.d + c] * k[(size_t(t) * p.hkv + kvh) * p.d + c];
-        s[t] = dot * scale;
+        s[t - first] = p.softcap > 0 ? p.softcap * std::tanh(dot * scale / p.softcap) : dot * scale;
       }
       double m = *std::max_element(s.begin(), s.end()), z = 0;
       for (double x : s) z += std::exp(x - m);
-      for (int t = 0; t < visible; ++t)
+      for (int t = first; t < visible; ++t)
         for (int c = 0; c < p.d; ++c)
           out[(size_t(i) * p.hq + h) * p.d + c] +=
-              std::exp(s[t] - m) / z * v[(size_t(t) * p.hkv + kvh) * p.d + c];
+              std::exp(s[t - first] - m) / z * v[(size_t(t) * p.hkv + kvh) * p.d + c];
       lse2[size_t(i) * p.hq + h] = (m + std::log(z)) / std::log(2.0);
     }
 }
@@ -52,7 +60,16 @@ TEST(PagedAttentionRef, MatchesDirectSoftmaxWithShuffledBlocks) {
   std::normal_distribution<double> nd(0.5, 1.0);
   const Problem cases[] = {{5, 5, 4, 2, 8, 4, true},   {3, 17, 8, 2, 16, 16, true},
                            {1, 33, 4, 4, 8, 1, true},  {6, 4, 2, 1, 8, 3, true},
-                           {7, 9, 4, 1, 8, 32, false}, {1, 1, 2, 2, 4, 16, true}};
+                           {7, 9, 4, 1, 8, 32, false}, {1, 1, 2, 2, 4, 16, true},
+                           // sliding windows: of one key, shorter than a chunk of a long
+                           // sequence, longer than the sequence, non-causal, at a decode
+                           {4, 9, 2, 1, 8, 4, true, 1},       {6, 17, 4, 2, 8, 4, true, 3},
+                           {5, 5, 4, 2, 8, 4, true, 64},      {7, 9, 4, 1, 8, 32, false, 4},
+                           {1, 33, 4, 4, 8, 1, true, 5},
+                           // soft-capping (Gemma 2: cap 50, scale 1/sqrt(256)), alone and windowed
+                           {3, 17, 8, 2, 16, 16, true, 0, 50.0, 1.0 / 16},
+                           {3, 17, 8, 2, 16, 16, true, 0, 0.5},
+                           {6, 17, 4, 2, 8, 4, true, 3, 1.0}};
   for (const Problem& p : cases) {
     std::vector<double> q(size_t(p.q_len) * p.hq * p.d), k(size_t(p.kv_len) * p.hkv * p.d),
         v(k.size());
@@ -82,8 +99,10 @@ TEST(PagedAttentionRef, MatchesDirectSoftmaxWithShuffledBlocks) {
     a.num_q_heads = p.hq;
     a.num_kv_heads = p.hkv;
     a.head_dim = p.d;
-    a.scale = float(1.0 / std::sqrt(double(p.d)));
+    a.scale = float(scale_of(p));
     a.causal = p.causal;
+    a.window = p.window;
+    a.softcap = float(p.softcap);
     std::vector<double> out(q.size(), NAN), lse(size_t(p.q_len) * p.hq, NAN), eo, el;
     ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), out.data(), lse.data());
     direct(p, q, k, v, eo, el);
@@ -97,6 +116,47 @@ TEST(PagedAttentionRef, MatchesDirectSoftmaxWithShuffledBlocks) {
       }
     }
   }
+}
+
+// A chunk's rows [r0, r1) are a chunk of their own whose kv_len is kv_len - (q_len - r1) (how the
+// CPU backend cuts long prefills into pieces): with a window, every row must come out exactly as
+// in the whole call. A window at least as long as the sequence is full attention, bit for bit.
+TEST(PagedAttentionRef, WindowedPiecesMatchTheWholeChunk) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> nd(0.3, 1.0);
+  const int q_len = 20, kv_len = 45, hq = 2, hkv = 1, d = 8, bs = 4, window = 7;
+  const int blocks = (kv_len + bs - 1) / bs;
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<double> q(size_t(q_len) * hq * d), kc(size_t(blocks) * bs * hkv * d), vc(kc.size());
+  for (auto* vec : {&q, &kc, &vc})
+    for (double& x : *vec) x = nd(rng);
+  int32_t cu[2] = {0, q_len}, kv = kv_len;
+  PagedAttentionArgs a{.num_seqs = 1, .cu_q_lens = cu, .kv_lens = &kv, .block_table = table.data(),
+                       .max_blocks_per_seq = blocks, .block_size = bs, .num_q_heads = hq,
+                       .num_kv_heads = hkv, .head_dim = d, .scale = 0.35f, .window = window};
+  std::vector<double> whole(q.size(), NAN), pieces(q.size(), NAN);
+  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), whole.data(), nullptr);
+  for (int r0 = 0; r0 < q_len; r0 += 6) {
+    const int r1 = std::min(q_len, r0 + 6);
+    int32_t pcu[2] = {r0, r1}, pkv = kv_len - (q_len - r1);
+    PagedAttentionArgs pa = a;
+    pa.cu_q_lens = pcu;
+    pa.kv_lens = &pkv;
+    ref::paged_attention<double>(pa, q.data(), kc.data(), vc.data(), pieces.data(), nullptr);
+  }
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(pieces[i], whole[i]) << "elem " << i;
+
+  std::vector<double> full(q.size(), NAN), wide(q.size(), NAN);
+  a.window = 0;
+  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), full.data(), nullptr);
+  a.window = kv_len;
+  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), wide.data(), nullptr);
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(wide[i], full[i]) << "elem " << i;
+  // ...and a window of 7 really differs from full attention for the later rows.
+  double diff = 0;
+  for (size_t i = 0; i < q.size(); ++i) diff = std::max(diff, std::abs(whole[i] - full[i]));
+  EXPECT_GT(diff, 1e-3);
 }
 
 TEST(AttentionState, MergeOfDisjointKeySetsEqualsWhole) {

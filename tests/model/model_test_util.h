@@ -18,6 +18,7 @@
 
 #include "model/model_runner.h"
 #include "tests/common/temp_dir.h"
+#include "weights/attention_config.h"
 #include "weights/hf_config.h"
 #include "weights/loaded_model.h"
 #include "weights/random_model.h"
@@ -45,24 +46,80 @@ inline ModelConfig small_config(int hidden, int q_heads, int kv_heads, int head_
 }
 
 // A small random model of a Llama-family architecture, as the parameterised model tests list
-// them: a name (the test's suffix), the shape small_config takes, and the weight files' dtype.
+// them: a name (the test's suffix), the shape small_config takes, the weight files' dtype, and
+// settings beyond the architecture's (windows, soft-caps, ...).
 struct RandomModelShape {
   const char* name;
   int hidden, q_heads, kv_heads, head_dim;
   bool tied;
   DType file_dtype;
   const char* arch = "LlamaForCausalLM";
+  void (*variant)(ModelConfig&) = nullptr;
   ModelConfig config() const {
     ModelConfig c = small_config(hidden, q_heads, kv_heads, head_dim, tied);
     set_architecture(c, arch);
+    if (variant) variant(c);
     return c;
   }
 };
 
+// LongRoPE factor lists for `original` positions (every pair a different factor).
+inline void longrope_factors(ModelConfig& c, int original) {
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position_embeddings = original;
+  c.rope_scaling.factor = float(c.max_model_len) / float(original);
+  const int pairs = int(c.head_dim * double(c.partial_rotary_factor)) / 2;
+  for (int i = 0; i < pairs; ++i) {
+    c.rope_scaling.short_factor.push_back(1.f + 0.05f * float(i));
+    c.rope_scaling.long_factor.push_back(1.f + 0.5f * float(i));
+  }
+}
+// Phi3 with partial rotary and the long factors (the model tests' prompts outgrow 16 positions).
+inline void phi3_long(ModelConfig& c) {
+  c.partial_rotary_factor = 0.75f;
+  longrope_factors(c, 16);
+}
+// The same at the CUDA model tests' 1024-position context (the factor is context / original).
+inline void phi3_long_1024(ModelConfig& c) {
+  c.max_model_len = 1024;
+  phi3_long(c);
+}
+inline void granite(ModelConfig& c) {
+  c.embedding_multiplier = 12.f;
+  c.residual_multiplier = 0.22f;
+  c.attention_multiplier = 0.3f;
+  c.logits_scaling = 8.f;
+}
+inline void smollm3(ModelConfig& c) { c.rope_layers = {1, 0}; }
+
+// Windows of 8 keys, shorter than the model tests' prompts (20 tokens and up) and decodes;
+// soft-caps small enough to bend a random model's scores and logits (|s| ~ 1, logits up to ~8)
+// but not so small that bf16 rounding of the capped values dominates the CUDA-vs-CPU error;
+// a query_pre_attn_scalar other than head_dim.
+inline void gemma2_windowed(ModelConfig& c) {  // even layers windowed
+  set_sliding_layers(c, 8, 2);
+  c.query_pre_attn_scalar = 128.f;
+  c.attn_logit_softcapping = 2.f;
+  c.final_logit_softcapping = 5.f;
+}
+// Layers 0, 1 local (RoPE base 100), layer 2 global (linear scaling: the global table's only).
+inline void gemma3_windowed(ModelConfig& c) {
+  c.num_layers = 3;
+  c.rope_local_theta = 100.f;
+  set_sliding_layers(c, 8, 3);
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 4.f;
+  // Gemma 3's published scalar is head_dim; a smaller one with q/k norms makes scores so sharp
+  // that bf16 q/k rounding alone moves the CUDA logits past the tolerance.
+  c.query_pre_attn_scalar = 256.f;
+}
+inline void every_layer_windowed(ModelConfig& c) { set_sliding_layers(c, 8, 0); }
+
 // The Llama-family shapes the CUDA model tests run (test_cuda_backend against the CPU, the
 // tensor-parallel tests against one GPU): GQA and MHA, one KV head, head_dim 32 (the generic
-// attention kernel), 64 and 128, tied and untied heads, f32/f16/bf16 weight files, Mistral,
-// Qwen2's q/k/v biases and Qwen3's q/k norms.
+// attention kernel), 64, 128 and 256 (Gemma's), tied and untied heads, f32/f16/bf16 weight
+// files, Mistral (also with a sliding window), Qwen2's q/k/v biases, Qwen3's q/k norms, and
+// Gemma 2 and 3 (sandwich norms, GeGLU, windows, soft-caps, local RoPE).
 inline std::vector<RandomModelShape> cuda_model_shapes() {
   return {RandomModelShape{"d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16},
           RandomModelShape{"d64_mha_untied_f32", 256, 4, 4, 64, false, DType::kF32},
@@ -74,7 +131,21 @@ inline std::vector<RandomModelShape> cuda_model_shapes() {
           RandomModelShape{"qwen2_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
                            "Qwen2ForCausalLM"},
           RandomModelShape{"qwen3_d128_gqa_tied_bf16", 256, 4, 2, 128, true, DType::kBF16,
-                           "Qwen3ForCausalLM"}};
+                           "Qwen3ForCausalLM"},
+          RandomModelShape{"mistral_window_d128_gqa_untied_bf16", 512, 4, 2, 128, false,
+                           DType::kBF16, "MistralForCausalLM", every_layer_windowed},
+          RandomModelShape{"gemma2_d256_gqa_tied_bf16", 256, 4, 2, 256, true, DType::kBF16,
+                           "Gemma2ForCausalLM", gemma2_windowed},
+          RandomModelShape{"gemma3_d256_gqa4_tied_bf16", 256, 4, 1, 256, true, DType::kBF16,
+                           "Gemma3ForCausalLM", gemma3_windowed},
+          RandomModelShape{"phi3_d64_gqa_untied_bf16", 256, 4, 2, 64, false, DType::kBF16,
+                           "Phi3ForCausalLM", phi3_long_1024},
+          RandomModelShape{"granite_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                           "GraniteForCausalLM", granite},
+          RandomModelShape{"olmo2_d128_gqa_untied_bf16", 512, 4, 2, 128, false, DType::kBF16,
+                           "Olmo2ForCausalLM"},
+          RandomModelShape{"smollm3_d64_gqa_tied_bf16", 256, 4, 2, 64, true, DType::kBF16,
+                           "SmolLM3ForCausalLM", smollm3}};
 }
 
 // Hands out block ids in a fixed shuffled order.

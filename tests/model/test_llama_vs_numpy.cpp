@@ -2,13 +2,15 @@
 // head_dim 64 and 128, f32/f16/bf16, single file and sharded; each architecture of the family:
 // Llama, Mistral, Qwen2's q/k/v biases, Qwen3's per-head q/k norms with a head_dim other than
 // hidden / heads, Phi3's fused projections and partial rotary, Granite's multipliers, Olmo2's
-// post-norms and whole-projection q/k norms, SmolLM3's NoPE layers; RoPE plain, llama3, linear,
-// dynamic, YaRN (with and without mscale) and LongRoPE (long and short factors)) load and give, at
-// every prompt position, the logits of the independent float64 numpy forward in
-// tools/llama_reference.py (run through /usr/bin/python3; skipped when numpy is missing).
-// The folded families' decode path gives numpy's greedy continuation (block size 4: 21 tokens
-// span several blocks). stories260K (llama2.c layout, interleaved RoPE in the reference) is
-// checked the same way.
+// post-norms and whole-projection q/k norms, SmolLM3's NoPE layers, Gemma 2's and Gemma 3's
+// sandwich norms, GeGLU, soft-caps and local RoPE, sliding windows of Gemma, Mistral and Qwen2's
+// max_window_layers, shorter than the prompt; RoPE plain, llama3, linear, dynamic, YaRN (with and
+// without mscale) and LongRoPE (long and short factors)) load and give, at every prompt position,
+// the logits of the independent float64 numpy forward in tools/llama_reference.py (run through
+// /usr/bin/python3; skipped when numpy is missing). The folded families' and the windowed models'
+// decode path gives numpy's greedy continuation (block size 4: 21 tokens span several blocks and
+// outgrow the windows). stories260K (llama2.c layout, interleaved RoPE in the reference) is checked
+// the same way.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -16,6 +18,7 @@
 
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
+#include "weights/attention_config.h"
 #include "weights/hf_config.h"
 
 namespace flashserve::test {
@@ -90,31 +93,17 @@ void yarn_mscale(ModelConfig& c) {  // mscale / mscale_all_dim, unrounded ramp e
   c.rope_scaling.beta_fast = 16.f;
   c.rope_scaling.truncate = false;
 }
-void longrope_factors(ModelConfig& c, int original) {
-  c.rope_scaling.type = "longrope";
-  c.rope_scaling.original_max_position_embeddings = original;
-  c.rope_scaling.factor = float(c.max_model_len) / float(original);
-  const int pairs = int(c.head_dim * double(c.partial_rotary_factor)) / 2;
-  for (int i = 0; i < pairs; ++i) {
-    c.rope_scaling.short_factor.push_back(1.f + 0.05f * float(i));
-    c.rope_scaling.long_factor.push_back(1.f + 0.5f * float(i));
-  }
-}
-void phi3_long(ModelConfig& c) {  // a 20-token prompt outgrows the 16-token original context
-  c.partial_rotary_factor = 0.75f;
-  longrope_factors(c, 16);
-}
 void phi3_short(ModelConfig& c) {  // original context = the served one: short factors
   c.partial_rotary_factor = 0.5f;
   longrope_factors(c, c.max_model_len);
 }
-void granite(ModelConfig& c) {
-  c.embedding_multiplier = 12.f;
-  c.residual_multiplier = 0.22f;
-  c.attention_multiplier = 0.3f;
-  c.logits_scaling = 8.f;
+// granite, smollm3: tests/model/model_test_util.h.
+// Gemma's and Mistral's windows and soft-caps: gemma2_windowed, gemma3_windowed and
+// every_layer_windowed (tests/model/model_test_util.h).
+void qwen2_window(ModelConfig& c) {  // max_window_layers 1 of 3
+  c.num_layers = 3;
+  c.layer_windows = {0, 7, 7};
 }
-void smollm3(ModelConfig& c) { c.rope_layers = {1, 0}; }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model.name; }
 
@@ -180,7 +169,17 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{"olmo2_mha_tied_d128_bf16", 256, 2, 2, 128, true, DType::kBF16, "Olmo2ForCausalLM"},
              2},
         Case{{"smollm3_gqa_tied_d64_f32_nope", 256, 4, 2, 64, true, DType::kF32,
-              "SmolLM3ForCausalLM"}, 1, smollm3}),
+              "SmolLM3ForCausalLM"}, 1, smollm3},
+        Case{{"gemma2_gqa_tied_d64_f32_window_softcap", 256, 4, 2, 64, true, DType::kF32,
+              "Gemma2ForCausalLM"}, 1, gemma2_windowed},
+        Case{{"gemma2_mha_untied_d128_bf16_window_softcap", 256, 2, 2, 128, false, DType::kBF16,
+              "Gemma2ForCausalLM"}, 2, gemma2_windowed},
+        Case{{"gemma3_gqa4_tied_d64_f32_local_rope", 256, 4, 1, 64, true, DType::kF32,
+              "Gemma3ForCausalLM"}, 1, gemma3_windowed},
+        Case{{"mistral_gqa_untied_d64_f32_window", 256, 4, 2, 64, false, DType::kF32,
+              "MistralForCausalLM"}, 1, every_layer_windowed},
+        Case{{"qwen2_gqa_tied_d64_f32_max_window_layers", 256, 4, 2, 64, true, DType::kF32,
+              "Qwen2ForCausalLM"}, 1, qwen2_window}),
     [](const auto& info) { return std::string(info.param.model.name); });
 
 // The decode path (one token per step against the paged cache; Olmo2's separate rope and K/V
@@ -198,7 +197,11 @@ TEST(FoldedFamilies, TokenByTokenGreedyMatchesNumpy) {
       {{"granite", 256, 4, 2, 64, true, DType::kF32, "GraniteForCausalLM"}, 1, granite},
       {{"olmo2", 256, 4, 2, 64, false, DType::kF32, "Olmo2ForCausalLM"}, 1},
       {{"smollm3", 256, 4, 2, 64, true, DType::kF32, "SmolLM3ForCausalLM"}, 1, smollm3},
-      {{"qwen3_yarn", 256, 4, 2, 64, true, DType::kF32, "Qwen3ForCausalLM"}, 1, yarn_mscale}};
+      {{"qwen3_yarn", 256, 4, 2, 64, true, DType::kF32, "Qwen3ForCausalLM"}, 1, yarn_mscale},
+      {{"gemma2", 256, 4, 2, 64, true, DType::kF32, "Gemma2ForCausalLM"}, 1, gemma2_windowed},
+      {{"gemma3", 256, 4, 1, 64, true, DType::kF32, "Gemma3ForCausalLM"}, 1, gemma3_windowed},
+      {{"mistral_window", 256, 4, 2, 64, false, DType::kF32, "MistralForCausalLM"}, 1,
+       every_layer_windowed}};
   for (const Case& k : cases) {
     SCOPED_TRACE(k.model.name);
     const std::string dir = write_case_model(k, 99);

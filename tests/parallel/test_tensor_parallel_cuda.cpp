@@ -224,8 +224,16 @@ TEST_P(TensorParallelCudaFamilies, RaggedBatchAndDecodeCloseToOneGpu) {
   tp_sizes_against_one_gpu(s.config(), s.file_dtype, s.name, {2, 4});
 }
 
+// Olmo2 is refused under tensor parallelism (its q/k norms span every head): left out.
+std::vector<RandomModelShape> tensor_parallel_shapes() {
+  std::vector<RandomModelShape> shapes;
+  for (const RandomModelShape& s : cuda_model_shapes())
+    if (std::string(s.arch) != "Olmo2ForCausalLM") shapes.push_back(s);
+  return shapes;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, TensorParallelCudaFamilies, ::testing::ValuesIn(cuda_model_shapes()),
+    Shapes, TensorParallelCudaFamilies, ::testing::ValuesIn(tensor_parallel_shapes()),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The Llama family's architectures in config.json: each as published on the Hub
 // (tests/weights/data/configs, trimmed to the fields that matter) parses to the right sizes,
-// family flags and RoPE settings; each variant's config written by hf_config_json reads back;
+// family flags and RoPE settings (Gemma's and the sliding windows: test_attention_config.cpp);
+// each variant's config written by hf_config_json reads back;
 // unsupported architectures and settings are start-up errors that name them; and a random-weight
 // model of each family is written, read back with its extra (or fused) tensors, and refused when
 // one of them is missing.
@@ -10,7 +11,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/weights/config_test_util.h"
 #include "tests/weights/weights_test_util.h"
+#include "weights/attention_config.h"
 #include "weights/hf_config.h"
 #include "weights/loaded_model.h"
 #include "weights/random_model.h"
@@ -20,20 +23,9 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kConfigs = std::string(FS_SOURCE_DIR) + "/tests/weights/data/configs/";
-
-json published(const std::string& name) {
-  return json::parse(test::read_bytes(kConfigs + name + ".json"));
-}
-
-// The error read_hf_config throws for `j` ("" when it accepts it).
-std::string config_error(const json& j) {
-  const std::string dir = test::fresh_dir("err");
-  test::write_text(dir + "/config.json", j.dump());
-  return test::error_of([&] { read_hf_config(dir + "/config.json"); }, "");
-}
-
-#define EXPECT_MSG(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+using test::config_error;
+using test::kConfigs;
+using test::published;
 
 TEST(ModelFamilies, PublishedConfigsParse) {
   ModelConfig c = read_hf_config(kConfigs + "llama3.2-1b-instruct.json");
@@ -189,16 +181,39 @@ TEST(ModelFamilies, VariantConfigsRoundTrip) {
   c.rope_layers = {0, 1};
   test::write_text(dir + "/config.json", hf_config_json(c));
   EXPECT_EQ(read_hf_config(dir + "/config.json").rope_layers, c.rope_layers);
+
+  // Windows and Gemma's settings: four layers, so the patterns show.
+  c.num_layers = 4;
+  c.rope_layers.clear();
+  for (const char* arch : {"MistralForCausalLM", "Qwen2ForCausalLM", "Gemma2ForCausalLM",
+                           "Gemma3ForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    set_architecture(c, arch);
+    const bool gemma3 = c.architecture == "Gemma3ForCausalLM";
+    c.rope_local_theta = gemma3 ? 500.f : 0.f;
+    c.rope_layers.clear();
+    if (c.architecture == "Qwen2ForCausalLM") c.layer_windows = {0, 0, 16, 16};
+    else set_sliding_layers(c, 16, c.architecture == "MistralForCausalLM" ? 0 : gemma3 ? 3 : 2);
+    c.query_pre_attn_scalar = c.sandwich_norms ? 24.f : 0.f;
+    c.attn_logit_softcapping = gemma3 ? 0.f : c.sandwich_norms ? 20.f : 0.f;
+    c.final_logit_softcapping = c.sandwich_norms ? 15.f : 0.f;
+    test::write_text(dir + "/config.json", hf_config_json(c));
+    d = read_hf_config(dir + "/config.json");
+    EXPECT_EQ(d.layer_windows, c.layer_windows);
+    EXPECT_EQ(d.rope_layers, c.rope_layers);
+    EXPECT_FLOAT_EQ(d.rope_local_theta, c.rope_local_theta);
+    EXPECT_FLOAT_EQ(d.query_pre_attn_scalar, c.query_pre_attn_scalar);
+    EXPECT_FLOAT_EQ(d.attn_logit_softcapping, c.attn_logit_softcapping);
+    EXPECT_FLOAT_EQ(d.final_logit_softcapping, c.final_logit_softcapping);
+    EXPECT_EQ(d.gelu_mlp, c.sandwich_norms);
+  }
+  EXPECT_EQ(c.layer_windows, (std::vector<int>{16, 16, 0, 16}));  // Gemma 3, every third global
+  EXPECT_EQ(c.rope_layers, (std::vector<int>{2, 2, 1, 2}));
 }
 
 TEST(ModelFamilies, VariantSettingsThatCannotBeServedAreErrors) {
-  // Phi-3-mini-4k: a 2047-token window over a 4096-token context.
-  json j = published("phi-4-mini-instruct");
-  j["sliding_window"] = 2047;
-  j["max_position_embeddings"] = 4096;
-  EXPECT_MSG(config_error(j), ": sliding_window 2047 is smaller than max_position_embeddings 4096");
   // Factor lists of the wrong length for the rotated dims.
-  j = published("phi-4-mini-instruct");
+  json j = published("phi-4-mini-instruct");
   j["partial_rotary_factor"] = 0.5;
   EXPECT_MSG(config_error(j), ": longrope short_factor and long_factor need 32 entries each");
   j["partial_rotary_factor"] = 0.01;
@@ -249,32 +264,16 @@ TEST(ModelFamilies, UnsupportedArchitecturesAreNamed) {
   EXPECT_MSG(config_error(j), ": unsupported architecture [\"Qwen2MoeForCausalLM\"] (supported: "
                               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                               "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
-                              "Olmo2ForCausalLM, SmolLM3ForCausalLM)");
+                              "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, "
+                              "Gemma3ForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gemma";
   EXPECT_MSG(config_error(j), "model_type \"gemma\" is none of the supported ones");
 }
 
 TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
-  // Mistral 7B v0.1: a 4096-token window over a 32768-token context.
-  EXPECT_MSG(config_error(published("mistral-7b-v0.1")),
-             ": sliding_window 4096 is smaller than max_position_embeddings 32768: "
-             "sliding-window attention is not supported");
-  // The same window over a context it covers is full attention: accepted.
-  json j = published("mistral-7b-v0.1");
-  j["max_position_embeddings"] = 4096;
-  EXPECT_EQ(config_error(j), "");
-  // Qwen2 with its window switched on, or named through layer_types.
-  j = published("qwen2.5-0.5b-instruct");
-  j["use_sliding_window"] = true;
-  j["sliding_window"] = 4096;
-  EXPECT_MSG(config_error(j), "sliding_window 4096 is smaller than max_position_embeddings");
-  j["use_sliding_window"] = false;
-  EXPECT_EQ(config_error(j), "");  // off: the window is ignored, as transformers does
-  j["layer_types"] = {"full_attention", "sliding_attention"};
-  EXPECT_MSG(config_error(j), "sliding-window attention is not supported");
   // Qwen2-VL's multimodal RoPE.
-  j = published("qwen2.5-0.5b-instruct");
+  json j = published("qwen2.5-0.5b-instruct");
   j["rope_scaling"] = {{"mrope_section", {16, 24, 24}}, {"type", "mrope"}};
   EXPECT_MSG(config_error(j), ": unsupported rope_scaling type \"mrope\" (supported: default, "
                               "llama3, linear, dynamic, yarn, longrope)");
@@ -291,7 +290,8 @@ TEST(ModelFamilies, UnsupportedSettingsAreErrors) {
   EXPECT_MSG(config_error(j), ": mlp_bias true");
   j = published("mistral-7b-instruct-v0.3");
   j["hidden_act"] = "gelu";
-  EXPECT_MSG(config_error(j), ": hidden_act \"gelu\" is not supported (only \"silu\")");
+  EXPECT_MSG(config_error(j), ": hidden_act \"gelu\" is not supported for MistralForCausalLM "
+                              "(only \"silu\")");
   j = published("qwen3-0.6b");
   j["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"bits", 4}};
   EXPECT_MSG(config_error(j), ": quantization_config quant_method \"bitsandbytes\" is not "
@@ -318,7 +318,8 @@ ModelConfig tiny(const std::string& architecture) {
 TEST(ModelFamilies, RandomModelsOfEachFamilyRoundTrip) {
   for (const char* arch :
        {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-        "Phi3ForCausalLM", "GraniteForCausalLM", "Olmo2ForCausalLM", "SmolLM3ForCausalLM"}) {
+        "Phi3ForCausalLM", "GraniteForCausalLM", "Olmo2ForCausalLM", "SmolLM3ForCausalLM",
+        "Gemma2ForCausalLM", "Gemma3ForCausalLM"}) {
     SCOPED_TRACE(arch);
     const ModelConfig c = tiny(arch);
     const std::string dir = test::fresh_dir(arch);
@@ -336,7 +337,9 @@ TEST(ModelFamilies, RandomModelsOfEachFamilyRoundTrip) {
     }
     if (c.qk_norm) EXPECT_EQ(m->tensor(p + "k_norm.weight").shape, std::vector<int64_t>{16});
     // Olmo2: q/k norms over the whole projections, a norm after the MLP, none before attention.
-    EXPECT_EQ(m->has_tensor("model.layers.1.post_feedforward_layernorm.weight"), c.post_norms);
+    EXPECT_EQ(m->has_tensor("model.layers.1.post_feedforward_layernorm.weight"),
+              c.post_norms || c.sandwich_norms);
+    EXPECT_EQ(m->has_tensor("model.layers.1.pre_feedforward_layernorm.weight"), c.sandwich_norms);
     EXPECT_EQ(m->has_tensor("model.layers.1.input_layernorm.weight"), !c.post_norms);
     if (c.qk_norm_full) EXPECT_EQ(m->tensor(p + "k_norm.weight").shape, std::vector<int64_t>{32});
     // Phi3: the fused tensors are in the file; q/k/v and gate/up are row ranges of them.

@@ -8,7 +8,7 @@
 // K/V (q_len == kv_len) from the step's own packed rows with one 128-row bulk copy per column
 // half and tile, and gather cache pages only for the other sequences. Same contract and work map
 // as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it
-// reuses).
+// reuses), with its sliding-window tile range and soft-capping.
 // Design, timeline and measurements: docs/prefill_attention.md ("Hopper kernel").
 #pragma once
 
@@ -135,16 +135,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // Every key of a sequence with no cached prefix is one of this step's rows: the contiguous path
   // (false at compile time for the other configurations, so their code is unchanged).
   const bool contig = Tr::kContig && sp.have_fresh && q_len == kv_len;
-  int n_end, n_mask;  // KV tiles [0, n_end) are visited, [n_mask, n_end) need the mask
-  if (p.causal) {
-    const int visible = min(kv_len, m0 + kBlockM + diag);
-    n_end = visible > 0 ? (visible + kBlockN - 1) / kBlockN : 0;
-    const int first_row_keys = m0 + diag + 1;
-    n_mask = min(first_row_keys > 0 ? first_row_keys / kBlockN : 0, kv_len / kBlockN);
-  } else {
-    n_end = (kv_len + kBlockN - 1) / kBlockN;
-    n_mask = kv_len / kBlockN;
-  }
+  // KV tiles: n_end of them, loop tile j holding keys kv0 + j * kBlockN ..; a sliding window skips
+  // the tiles before every row's window (kv_tiles in attention_prefill_kernel.cuh). Ring slots
+  // and barrier phases count loop tiles.
+  const KvTiles tiles = kv_tiles<kBlockM, kBlockN>(p, m0, q_len, kv_len);
+  const int n_end = tiles.end - tiles.begin, kv0 = tiles.begin * kBlockN;
 
   const uint32_t raw_addr = smem_addr(smem_raw);
   const uint32_t smem_q = (raw_addr + 1023u) & ~1023u;  // 1 KiB atoms: swizzle base offset 0
@@ -214,7 +209,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     auto gather_last_tile = [&](uint32_t dst_tile, const T* src, uint32_t bar, int j) {
 #pragma unroll 1
       for (int b = 0; b < 4; ++b)
-        copy_rows(dst_tile, src, physical_row(j * kBlockN + b * 32 + lane), b);
+        copy_rows(dst_tile, src, physical_row(kv0 + j * kBlockN + b * 32 + lane), b);
       if (lane == 0) mbar_arrive(bar);
     };
     // Ring slot and fill count of tile j, and the wait for that slot to be free again.
@@ -226,18 +221,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if constexpr (Tr::kContig) {  // (the other configurations never take this branch)
         if (warp == 0) {
           // Warp 0 alone: a full tile is kHalves bulk copies of 128 rows x 64 columns (16 KiB) at
-          // row q_begin + j * kBlockN of the fresh K/V, issued by lane 0 with the tile's bytes. The
+          // row q_begin + kv0 + j * kBlockN of the fresh K/V, issued by lane 0 with the tile's bytes. The
           // ragged last tile is gathered from the cache pages (the same values) with zero-filling
           // cp.async, as in the TMA configuration: rows past kv_len in the fresh K/V belong to other
           // sequences. 33 arrivals per fill either way.
           auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j) {
-            if ((j + 1) * kBlockN <= kv_len) {
+            if (kv0 + (j + 1) * kBlockN <= kv_len) {
               if (lane == 0) {
                 mbar_arrive_expect_tx(bar, Tr::kKvBytes);
 #pragma unroll
                 for (int half = 0; half < Tr::kHalves; ++half)
                   tma_load_2d(dst_tile + half * Tr::kKvHalfBytes, tmap, kv_head * kHeadDim + half * 64,
-                              q_begin + j * kBlockN, bar);
+                              q_begin + kv0 + j * kBlockN, bar);
               }
             } else {
               gather_last_tile(dst_tile, src, bar, j);
@@ -258,10 +253,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
     } else if constexpr (!Tr::kTma) {
       // All four warps gather, one 32-row block each; one cp.async arrival per thread.
-      int32_t next = physical_row(warp * 32 + lane), prev = -1;
+      int32_t next = physical_row(kv0 + warp * 32 + lane), prev = -1;
       for (int j = 0; j <= n_end; ++j) {
         const int32_t cur = next;
-        if (j + 1 < n_end) next = physical_row((j + 1) * kBlockN + warp * 32 + lane);
+        if (j + 1 < n_end) next = physical_row(kv0 + (j + 1) * kBlockN + warp * 32 + lane);
         if (j < n_end) {
           wait_empty(bar_k_empty(slot(j)), j);
           copy_rows(smem_k + slot(j) * Tr::kKvBytes, k_src, cur, warp);
@@ -283,13 +278,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       constexpr int kCopies = 16 * Tr::kHalves;  // bulk copies per K (or V) tile
       const int group = lane & 15, half = lane >> 4;
       auto group_row = [&](int j) {
-        return lane < kCopies && (j + 1) * kBlockN <= kv_len ? physical_row(j * kBlockN + group * 8) : -1;
+        const int key = kv0 + j * kBlockN;
+        return lane < kCopies && key + kBlockN <= kv_len ? physical_row(key + group * 8) : -1;
       };
       auto fill = [&](uint32_t dst_tile, const T* src, const CUtensorMap* tmap, uint32_t bar, int j,
                       int32_t grow) {
         if (sp.skip_kv_loads) {  // timing diagnostic: no data moves (see Sm90Params)
           if (lane == 0) mbar_arrive(bar);
-        } else if ((j + 1) * kBlockN <= kv_len) {
+        } else if (kv0 + (j + 1) * kBlockN <= kv_len) {
           if (lane == 0) mbar_arrive_expect_tx(bar, Tr::kKvBytes);
           if (lane < kCopies)
             tma_load_2d(dst_tile + half * Tr::kKvHalfBytes + group * 1024, tmap,
@@ -323,6 +319,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const int warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = m0 + wg * 64 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
     const float c = p.scale_log2;
+    const int win_gap = window_gap(p);
 
     float o[kHeadDim / 2];   // O accumulators, rows row0 / row0 + 8
     float s[kBlockN / 2];    // S (then P in fp32) accumulators
@@ -360,17 +357,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar);
     };
-    // Mask (kMask), then the online softmax of S in base 2, leaving P (fp32) in s and the
-    // factor the old O must be scaled by in alpha. Rows that have seen nothing keep p = 0.
+    // Soft-capping (softcap_score), mask (kMask), then the online softmax of S in base 2, leaving
+    // P (fp32) in s and the factor the old O must be scaled by in alpha. Rows that have seen
+    // nothing keep p = 0. j is the loop tile.
     auto softmax = [&](auto mask_tag, int j, float (&alpha)[2]) {
+      if (p.softcap_in > 0.f) {
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) s[i] = softcap_score(p, s[i]);
+      }
       if constexpr (decltype(mask_tag)::value) {
 #pragma unroll
         for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int key = j * kBlockN + i * 8 + 2 * t4 + (e & 1);
+            const int key = kv0 + j * kBlockN + i * 8 + 2 * t4 + (e & 1);
             const int row = row0 + (e >> 1) * 8;
-            if (!(key < kv_len && (!p.causal || key <= row + diag))) s[4 * i + e] = -INFINITY;
+            if (!key_visible(p.causal, key, row + diag, kv_len, win_gap)) s[4 * i + e] = -INFINITY;
           }
       }
 #pragma unroll
@@ -395,7 +397,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
     };
     auto softmax_tile = [&](int j, float (&alpha)[2]) {
-      if (j >= n_mask) softmax(std::true_type{}, j, alpha);
+      const int n = tiles.begin + j;
+      if (n >= tiles.mask_hi || n < tiles.mask_lo) softmax(std::true_type{}, j, alpha);
       else softmax(std::false_type{}, j, alpha);
     };
     // O *= alpha, skipped when every alpha of the warp is 1 (exact; the maxima settle early).

@@ -1,0 +1,54 @@
+// Backend::load_stacked_weight's default (backends/backend.h): the parts' host concatenation,
+// loaded as one weight. Checks that the parts can be stacked.
+#include <cstring>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace flashserve {
+
+TensorView stacked_view(std::span<const TensorView> parts) {
+  FS_CHECK(!parts.empty(), "load_stacked_weight: no parts");
+  const TensorView& first = parts[0];
+  TensorView stacked;
+  stacked.dtype = first.dtype;
+  int64_t rows = 0;
+  for (const TensorView& t : parts) {
+    // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
+    const bool same_rows =
+        t.shape.size() == first.shape.size() &&
+        (t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[1] == first.shape[1]));
+    FS_CHECK(same_rows && t.dtype == first.dtype && !t.row_scale == !first.row_scale,
+             "cannot stack weights of shapes ", shape_str(first.shape), " and ",
+             shape_str(t.shape), " (the shape, dtype or scales differ)");
+    rows += t.shape[0];
+  }
+  stacked.shape = {rows};
+  if (first.shape.size() == 2) stacked.shape.push_back(first.shape[1]);
+  return stacked;
+}
+
+TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>* bytes,
+                           std::vector<float>* row_scales) {
+  TensorView stacked = stacked_view(parts);
+  bytes->resize(size_t(stacked.numel()) * dtype_size(stacked.dtype));
+  row_scales->clear();
+  size_t at = 0;
+  for (const TensorView& t : parts) {
+    const size_t n = size_t(t.numel()) * dtype_size(t.dtype);
+    std::memcpy(bytes->data() + at, t.data, n);
+    at += n;
+    if (t.row_scale) row_scales->insert(row_scales->end(), t.row_scale, t.row_scale + t.shape[0]);
+  }
+  stacked.data = bytes->data();
+  if (!row_scales->empty()) stacked.row_scale = row_scales->data();
+  return stacked;
+}
+
+Buffer Backend::load_stacked_weight(std::span<const TensorView> parts) {
+  std::vector<char> bytes;
+  std::vector<float> row_scales;
+  return load_weight(stacked_on_host(parts, &bytes, &row_scales));
+}
+
+}  // namespace flashserve

@@ -1,0 +1,89 @@
+// bench_load: how fast a checkpoint folder becomes a model on the device, from the page cache.
+// Each repeat opens the folder (load_model: parsing, mapping, any conversion at load) and
+// uploads it (ModelRunner::create, with a small KV cache), then frees both. The first repeat
+// also warms the page cache, so the record keeps the median of the rest. GB/s is the folder's
+// checkpoint bytes (*.safetensors, *.bin) over the whole time.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/hw_ceilings.h"
+#include "bench/record.h"
+#include "cli/cli.h"
+#include "core/error.h"
+#include "model/model_runner.h"
+#include "weights/loaded_model.h"
+
+using namespace flashserve;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t checkpoint_bytes(const std::string& dir) {
+  int64_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".safetensors" || ext == ".bin"))
+      bytes += int64_t(e.file_size());
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, label, format = "bf16", backend = "cuda", quantize = "none";
+  int repeats = 4;
+  CLI::App app{"Checkpoint load time from the page cache (a JSON line).", "bench_load"};
+  app.add_option("--model", model, "checkpoint folder")->required();
+  app.add_option("--label", label, "model shape name for the record");
+  app.add_option("--format", format, "what the checkpoint holds (bf16, gptq, awq, fp8-block, ..)");
+  app.add_option("--backend", backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
+  cli::add_quantize_flag(app, quantize);
+  app.add_option("--repeats", repeats, "loads; the first warms the page cache")
+      ->check(CLI::Range(2, 100));
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+  const std::string command = cli::command_line(argc, argv);
+  return bench::run_guarded("bench_load", [&] {
+    const int64_t bytes = checkpoint_bytes(model);
+    FS_CHECK(bytes > 0, model, ": no *.safetensors or *.bin files");
+    std::vector<double> open_s, upload_s, total_s;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = Clock::now();
+      auto loaded = load_model(model, LoadOptions{.quantize = parse_quantize(quantize)});
+      const double opened = seconds_since(t0);
+      ModelRunnerOptions ro;
+      ro.backend = backend;
+      ro.kv_cache_tokens = 4096;
+      ro.graph_max_batch = 0;
+      auto runner = ModelRunner::create(*loaded, ro);
+      const double total = seconds_since(t0);
+      if (r == 0) continue;  // page-cache warm-up
+      open_s.push_back(opened);
+      upload_s.push_back(total - opened);
+      total_s.push_back(total);
+    }
+    const double median = bench::percentile(total_s, 0.5);
+    nlohmann::ordered_json j = {{"bench", "load"},
+                                {"gpu", backend == "cpu" ? "cpu" : bench::gpu_name()},
+                                {"command", command},
+                                {"model", label},
+                                {"format", format},
+                                {"quantize", quantize},
+                                {"checkpoint_bytes", bytes},
+                                {"open_s_median", bench::percentile(open_s, 0.5)},
+                                {"upload_s_median", bench::percentile(upload_s, 0.5)},
+                                {"load_s_median", median},
+                                {"load_s_runs", total_s},
+                                {"gb_s", double(bytes) / median / 1e9},
+                                {"target_gb_s", 4.0}};
+    bench::print_record(j);
+  });
+}
