@@ -30,7 +30,9 @@ int64_t checkpoint_bytes(const std::string& dir) {
   int64_t bytes = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string ext = e.path().extension().string();
-    if (e.is_regular_file() && (ext == ".safetensors" || ext == ".bin"))
+    // tok*.bin beside a llama2.c checkpoint is its tokenizer, not weights (as the loader says).
+    const bool tokenizer = e.path().filename().string().rfind("tok", 0) == 0;
+    if (e.is_regular_file() && !tokenizer && (ext == ".safetensors" || ext == ".bin"))
       bytes += int64_t(e.file_size());
   }
   return bytes;
