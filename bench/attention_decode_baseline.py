@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--l2", choices=["rotate", "flush"], default="rotate")
     ap.add_argument("--hold", action="store_true", help="queue the timed runs behind a spin kernel")
+    ap.add_argument("--head-dim", type=int, default=0, help="only this head_dim's families (0: all)")
     args = ap.parse_args()
     hold = args.hold and args.l2 == "rotate" and hasattr(torch.cuda, "_sleep")  # as the C++ bench
     iters = max(50, args.iters)
@@ -97,7 +98,9 @@ def main():
 
     batches = [1, 32] if args.quick else [1, 8, 32, 128]
     lens = [2048] if args.quick else [512, 2048, 8192, 32768]
-    families = [(32, 8, 128), (32, 8, 64), (32, 32, 128)]
+    # as the C++ bench: d128 GQA, d64, d128 MHA, Gemma 3 1B (4 : 1, d256), Gemma 2 2B (8 : 4, d256)
+    families = [(32, 8, 128), (32, 8, 64), (32, 32, 128), (4, 1, 256), (8, 4, 256)]
+    families = [f for f in families if args.head_dim in (0, f[2])]
     for hq, hkv, d in families:
         for B in batches:
             for L in lens:

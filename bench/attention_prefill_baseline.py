@@ -29,6 +29,9 @@ SHAPES = [  # name, B, H, Lq, Lk, D, causal  (same list as bench_attention_prefi
     ("b1_h8_l8192_d128_noncausal", 1, 8, 8192, 8192, 128, False),
     ("b4_h32_l4096_d64_causal", 4, 32, 4096, 4096, 64, True),
     ("chunked_b1_h32_q512_kv8192_d128_causal", 1, 32, 512, 8192, 128, True),
+    ("b1_h8_l8192_d256_causal", 1, 8, 8192, 8192, 256, True),
+    ("b4_h4_l4096_d256_causal", 4, 4, 4096, 4096, 256, True),
+    ("chunked_b1_h8_q512_kv8192_d256_causal", 1, 8, 512, 8192, 256, True),
 ]
 
 _flush_buf = None

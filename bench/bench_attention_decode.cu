@@ -7,7 +7,8 @@
 // same run (the ceiling), forced split counts and the plan under v2's tuning (min chunk 128) for
 // small batches. One JSON line per record on stdout.
 // --hold queues all timed runs behind a spin kernel (no host launch gaps inside a timed run).
-// Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush] [--hold]
+// --head-dim 64|128|256 times only that head_dim's shape families (default: all).
+// Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush] [--hold] [--head-dim D]
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -232,6 +233,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
 int main(int argc, char** argv) {
   using namespace flashserve;
   bool quick = false;
+  int only_d = 0;
   for (int i = 0; i < argc; ++i) {
     if (i) g_command += ' ';
     g_command += argv[i];
@@ -239,6 +241,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--l2") && i + 1 < argc) g_flush = !std::strcmp(argv[i + 1], "flush");
     if (!std::strcmp(argv[i], "--hold")) g_hold = true;
+    if (!std::strcmp(argv[i], "--head-dim") && i + 1 < argc) only_d = std::atoi(argv[i + 1]);
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -263,9 +266,11 @@ int main(int argc, char** argv) {
     int hq, hkv, d;
     bool forced_one;  // also time num_splits = 1 and, for B <= 8, a split-count sweep
   };
-  const Family families[] = {{32, 8, 128, true}, {32, 8, 64, false}, {32, 32, 128, false}};
+  // Llama-style d128 GQA, d64, d128 MHA, and head_dim 256: Gemma 3 1B (4 q : 1 kv) and Gemma 2 2B (8 : 4).
+  const Family families[] = {{32, 8, 128, true}, {32, 8, 64, false}, {32, 32, 128, false},
+                             {4, 1, 256, true},  {8, 4, 256, false}};
   for (const Family& f : families)
-    for (int B : batches)
+    for (int B : only_d == 0 || only_d == f.d ? batches : std::vector<int>{})
       for (int L : lens) {
         const Shape s{B, L, f.hq, f.hkv, f.d};
         if (4.0 * B * double(L) * f.hkv * f.d > kMaxKvBytes) continue;
@@ -273,7 +278,8 @@ int main(int argc, char** argv) {
         if (B <= 8) variants.push_back({"flashserve_plan_v2", 0, 128});  // the v3 retune, side by side
         if (B <= 8 && f.d == 64) variants.push_back({"flashserve_unpaired", 0, 0, 1});  // next step 4
         if (f.forced_one) variants.push_back({"flashserve_forced", 1});
-        // Split-count sweep, data for tuning plan_decode: d128 GQA up to B = 8, d64 at B = 1.
+        // Split-count sweep, data for tuning plan_decode: d128 GQA and d256 Gemma 3 1B up to B = 8,
+        // d64 at B = 1.
         if (!quick && ((f.forced_one && B <= 8) || (f.d == 64 && B == 1)))
           for (int n : {2, 4, 8, 16, 32, 64, 128})
             if (L / n >= 64) variants.push_back({"flashserve_forced", n});

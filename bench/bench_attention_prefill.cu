@@ -47,6 +47,10 @@ const Shape kShapes[] = {
     {"b1_h8_l8192_d128_noncausal", 1, 8, 8192, 8192, 128, false},
     {"b4_h32_l4096_d64_causal", 4, 32, 4096, 4096, 64, true},
     {"chunked_b1_h32_q512_kv8192_d128_causal", 1, 32, 512, 8192, 128, true},
+    // head_dim 256 (Gemma 2/3, the mma.sync kernel only): Gemma 2 2B's 8 heads and Gemma 3 1B's 4.
+    {"b1_h8_l8192_d256_causal", 1, 8, 8192, 8192, 256, true},
+    {"b4_h4_l4096_d256_causal", 4, 4, 4096, 4096, 256, true},
+    {"chunked_b1_h8_q512_kv8192_d256_causal", 1, 8, 512, 8192, 256, true},
 };
 
 // Deterministic pseudo-random bf16 fill on the device: uniform in [-1.7, 1.7) + offset.
@@ -152,10 +156,12 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   };
   // The launcher is named for its K/V source: the page gather, or the step's fresh rows.
   std::vector<Impl> impls = {{"flashserve", 5, -1}, {"flashserve:fa2", 1, -1}};
-  if (flashserve::cuda::attention_prefill_reads_fresh_kv()) impls.push_back({"flashserve:kv_contig", 0, -1});
+  const bool sm90_head_dim = fd::prefill_sm90_num_variants(d) > 0;  // the Hopper kernel: d64/d128
+  if (flashserve::cuda::attention_prefill_reads_fresh_kv() && sm90_head_dim)
+    impls.push_back({"flashserve:kv_contig", 0, -1});
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
-  if (fd::prefill_sm90_available()) {
+  if (fd::prefill_sm90_available() && sm90_head_dim) {
     for (int v = 0; v < fd::prefill_sm90_num_variants(d); ++v)
       impls.push_back({std::string("flashserve:sm90:") + fd::prefill_sm90_variant_name(d, v), 3, v});
     // Diagnostic (output not attention): variant 1 (two consumers, TMA, ping-pong) without K/V

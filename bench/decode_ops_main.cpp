@@ -10,8 +10,8 @@
 // write, adds, q/k norm, gather, argmax, the generic attention kernel), each timed the same way
 // and recorded with "in_layer": false. With --window W, first the layer's attention over the same
 // cache with a sliding window of W against full attention, and with soft-capping (cap 50), each
-// with speedup_vs_full ("decode_attention_window" records; head_dim 64/128 run the split-K
-// decode kernel, other head dims, e.g. gemma3-1b's 256, the generic kernel).
+// with speedup_vs_full ("decode_attention_window" records; head_dim 64/128/256, gemma3-1b's
+// included, run the split-K decode kernel, other head dims the generic kernel).
 //   bench_decode_ops [--shape tinyllama-1.1b|llama2-7b|llama3.2-1b|gemma3-1b] [--m 1] [--kv-len 256]
 //                    [--reps 50] [--window 0]
 #include <algorithm>

@@ -17,7 +17,7 @@
 
 namespace flashserve::cuda {
 
-// Supported: dtype kBF16 or kF16 (q, caches and out share it); head_dim 64 or 128; block_size a
+// Supported: dtype kBF16 or kF16 (q, caches and out share it); head_dim 64, 128 or 256; block_size a
 // power of two from 8 to 256; group_size = num_q_heads / num_kv_heads from 1 to 16.
 // args: device pointers; every sequence has q_len 1 (cu_q_lens is not read, may be null); causal
 // is irrelevant for a single query at the end of the sequence; window and softcap as in

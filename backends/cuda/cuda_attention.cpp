@@ -18,7 +18,8 @@
 namespace flashserve {
 namespace {
 
-bool fast_attention_head_dim(int d) { return d == 64 || d == 128; }
+// Split-K decode and the prefill launcher serve these (Gemma 2/3: 256); others run the generic kernel.
+bool fast_attention_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 
 }  // namespace
 
@@ -53,8 +54,8 @@ void CudaBackend::paged_attention(Tensor out, const Tensor& q, const Tensor& k_c
   }
 }
 
-// head_dim 64/128 use the tuned kernels: split-K decode when every chunk is one token (GQA
-// groups up to 16, power-of-two blocks of 8..256), the FA2 prefill kernel otherwise (it handles
+// head_dim 64/128/256 use the tuned kernels: split-K decode when every chunk is one token (GQA
+// groups up to 16, power-of-two blocks of 8..256), the prefill kernel otherwise (it handles
 // q_len 1 too, just less parallel). Other head dims: the generic kernel.
 CudaBackend::AttentionPath CudaBackend::attention_path(const StepArgs& b, const PagedAttentionArgs& a) {
   if (!fast_attention_head_dim(a.head_dim)) return AttentionPath::kGeneric;

@@ -37,8 +37,8 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
                       cudaStream_t stream) {
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "attention_decode: dtype ",
            dtype_name(dtype), " not supported (bf16, f16)");
-  FS_CHECK(a.head_dim == 64 || a.head_dim == 128, "attention_decode: head_dim ", a.head_dim,
-           " not supported (64, 128)");
+  FS_CHECK(a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256, "attention_decode: head_dim ",
+           a.head_dim, " not supported (64, 128, 256)");
   FS_CHECK(a.num_kv_heads > 0 && a.num_q_heads % a.num_kv_heads == 0, "attention_decode: ",
            a.num_q_heads, " q heads over ", a.num_kv_heads, " kv heads");
   const int group = a.num_q_heads / a.num_kv_heads;
@@ -87,8 +87,10 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
   const bool bf16 = dtype == DType::kBF16;
   if (a.head_dim == 64)
     detail::launch_decode_partial_hdim64(p, bf16, heads_per_block, a.num_seqs, stream);
-  else
+  else if (a.head_dim == 128)
     detail::launch_decode_partial_hdim128(p, bf16, a.num_seqs, stream);
+  else
+    detail::launch_decode_partial_hdim256(p, bf16, a.num_seqs, stream);
   if (plan.num_splits > 1)
     attention_decode_merge(p.o_part, p.lse_part, a.num_seqs * a.num_q_heads, plan.num_splits,
                            a.head_dim, out, lse, dtype, stream);
@@ -97,7 +99,7 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
 DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,
                                  int head_dim, int block_size, DType dtype, int device,
                                  const DecodePlanConfig& tuning, int window) {
-  FS_CHECK(head_dim == 64 || head_dim == 128, "plan_attention_decode: head_dim ", head_dim);
+  FS_CHECK(head_dim == 64 || head_dim == 128 || head_dim == 256, "plan_attention_decode: head_dim ", head_dim);
   FS_CHECK(num_kv_heads > 0 && num_q_heads % num_kv_heads == 0, "plan_attention_decode: ", num_q_heads,
            " q heads over ", num_kv_heads, " kv heads");
   if (device < 0) CUDA_CHECK(cudaGetDevice(&device));
@@ -109,8 +111,9 @@ DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q
                                   : detail::decode_heads_per_block(head_dim, num_q_heads, num_kv_heads);
   DecodePlanConfig config = tuning;
   CUDA_CHECK(cudaDeviceGetAttribute(&config.num_sms, cudaDevAttrMultiProcessorCount, device));
-  config.ctas_per_sm = head_dim == 64 ? detail::decode_partial_ctas_per_sm_hdim64(bf16, heads_per_block)
-                                      : detail::decode_partial_ctas_per_sm_hdim128(bf16);
+  config.ctas_per_sm = head_dim == 64    ? detail::decode_partial_ctas_per_sm_hdim64(bf16, heads_per_block)
+                       : head_dim == 128 ? detail::decode_partial_ctas_per_sm_hdim128(bf16)
+                                         : detail::decode_partial_ctas_per_sm_hdim256(bf16);
   FS_CHECK(config.ctas_per_sm > 0, "plan_attention_decode: the partial kernel does not fit an SM");
   DecodePlan plan = plan_decode(kv_lens, num_seqs, num_kv_heads / heads_per_block, block_size, config, window);
   plan.kv_heads_per_block = heads_per_block;

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kMergeThreads)
                         T* __restrict__ out,     // [num_rows, head_dim]
                         float* __restrict__ lse) {  // [num_rows] or nullptr
   constexpr int kCols = kHeadDim / 4;  // float4 columns of a row
-  static_assert(kCols == 16 || kCols == 32, "head_dim 64 or 128");
+  static_assert(kCols == 16 || kCols == 32 || kCols == 64, "head_dim 64, 128 or 256");
   __shared__ float s_lse[kMaxMergeSplits];      // [rows_per_block, num_splits]
   __shared__ float4 s_acc[kMergeThreads];       // each thread's partial sum over its splits
   const int threads_per_row = groups * kCols;
@@ -140,8 +140,8 @@ void attention_decode_merge(const float* o_part, const float* lse_part, int num_
                             cudaStream_t stream) {
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "decode merge: dtype ",
            dtype_name(dtype), " not supported (bf16, f16)");
-  FS_CHECK(head_dim == 64 || head_dim == 128, "decode merge: head_dim ", head_dim,
-           " not supported (64, 128)");
+  FS_CHECK(head_dim == 64 || head_dim == 128 || head_dim == 256, "decode merge: head_dim ", head_dim,
+           " not supported (64, 128, 256)");
   FS_CHECK(num_splits >= 1 && num_splits <= detail::kMaxMergeSplits, "decode merge: num_splits ",
            num_splits, " outside 1..", detail::kMaxMergeSplits);
   FS_CHECK(num_rows >= 0, "decode merge: num_rows ", num_rows);
@@ -150,9 +150,12 @@ void attention_decode_merge(const float* o_part, const float* lse_part, int num_
   if (head_dim == 64) {
     bf16 ? detail::launch_merge<__nv_bfloat16, 64>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
          : detail::launch_merge<__half, 64>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
-  } else {
+  } else if (head_dim == 128) {
     bf16 ? detail::launch_merge<__nv_bfloat16, 128>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
          : detail::launch_merge<__half, 128>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
+  } else {
+    bf16 ? detail::launch_merge<__nv_bfloat16, 256>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
+         : detail::launch_merge<__half, 256>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
   }
 }
 

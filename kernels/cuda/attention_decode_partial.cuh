@@ -10,7 +10,8 @@
 // one 128-wide "virtual head": K/V rows of both heads are contiguous (256 B, as at head_dim 128),
 // Q is block-diagonal (head 0's queries are zero in columns 64..127 and vice versa), so each row's
 // scores see only its own head, and each row keeps only its own 64 output columns.
-// Included by attention_decode_hdim{64,128}.cu, which instantiate it.
+// head_dim 256 keeps Q in shared memory, not registers (see DecodeTraits::kQInSmem).
+// Included by attention_decode_hdim{64,128,256}.cu, which instantiate it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -55,7 +56,17 @@ struct DecodeTraits {
   static constexpr int kBlockN = 64;  // keys per tile; each warp takes 16
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = kDim == 128 ? 3 : 4;  // 96 KB / 64 KB: 2 / 3 blocks per SM
+  // Ring depth: 64 KB (kDim 64, 4 stages) / 96 KB (128, 3 stages): 3 / 2 blocks per SM. At
+  // kDim 256 a stage is 64 KB, so even two stages (128 KB) leave room for one block per SM only;
+  // three (192 KB) keep two tiles (128 KB) in flight while one is consumed, several times the
+  // ~25 KB an SM needs in flight to stream at full HBM bandwidth (H100: 3.35 TB/s x ~1 us over
+  // 132 SMs), so the four warps of that one block can still saturate it.
+  static constexpr int kStages = kDim == 64 ? 4 : 3;
+  // Q as A fragments costs kDim / 4 registers per thread, O kDim / 2: at kDim 256 that is 64 + 128.
+  // With Q in shared memory (16 rows, 8 KB, after the ring) the kernel takes 240 registers, so Q
+  // in registers would pass the 255 cap and spill; each tile re-reads it with ldmatrix instead (16
+  // per warp per tile, beside 64 MMAs; the kernel is bound by K/V bytes).
+  static constexpr bool kQInSmem = kDim > 128;
   static constexpr int kChunksPerRow = kDim * int(sizeof(T)) / 16;
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kPasses = kBlockN / kRowsPerPass;  // 16-B copies per thread per K tile
@@ -63,9 +74,11 @@ struct DecodeTraits {
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
   static constexpr int kPipeBytes = kStages * kStageBytes;
+  static constexpr int kQBytes = kQInSmem ? 16 * kRowBytes : 0;  // at kPipeBytes
   static constexpr int kOStride = kDim + 8;  // fp32 row pitch of the warp-merge scratch
   static constexpr int kMergeBytes = (kWarps * 16 * kOStride + 2 * kWarps * 16) * 4;
-  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static constexpr int kSmemBytes =
+      kPipeBytes + kQBytes > kMergeBytes ? kPipeBytes + kQBytes : kMergeBytes;
   static_assert(kHeadDim % 16 == 0 && kThreads % kChunksPerRow == 0, "bad head_dim");
   static_assert(kHeads == 1 || kHeads == 2, "one or two kv heads per block");
   static_assert(kBlockN % kRowsPerPass == 0 && kBlockN == 16 * kWarps, "bad tile");
@@ -116,8 +129,20 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
 
   // Q fragments (A operand, rows = query heads, zero past `rows`), straight from global. Row r
   // belongs to kv head kvh + r / G and is non-zero only in that head's kHeadDim columns.
-  uint32_t qf[kDim / 16][4];
-  {
+  // kQInSmem: the 16 x kDim tile goes to shared memory instead (published by the loop's first
+  // barrier), swizzled like the K/V rows.
+  uint32_t qf[Tr::kQInSmem ? 1 : kDim / 16][4];
+  const uint32_t smem_q = smem_addr(smem) + Tr::kPipeBytes;
+  if constexpr (Tr::kQInSmem) {
+    static_assert(kHeads == 1, "Q in shared memory serves one kv head per block");
+    const T* q = static_cast<const T*>(p.q) + row0 * kHeadDim;
+    for (int i = tid; i < 16 * Tr::kChunksPerRow; i += Tr::kThreads) {
+      const int r = i / Tr::kChunksPerRow, c = i % Tr::kChunksPerRow;
+      const uint4 x = r < rows ? *reinterpret_cast<const uint4*>(q + r * kHeadDim + c * 8)
+                               : make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + Tr::kPipeBytes + swizzle(r, c, Tr::kRowBytes)) = x;
+    }
+  } else {
     const T* q = static_cast<const T*>(p.q) + row0 * kHeadDim;
 #pragma unroll
     for (int kk = 0; kk < kDim / 16; ++kk) {
@@ -198,6 +223,7 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
   // ldmatrix lane addresses: K plain (two n8 key tiles per x4), V transposed (two n8 d tiles).
   const int k_row = warp * 16 + (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
   const int v_row = warp * 16 + (lane & 15), v_chunk = lane >> 4;
+  const int q_row = lane & 15;  // kQInSmem: A operand rows lane % 16, chunk lane / 16 (= v_chunk)
 
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 1; ++s) {
@@ -220,11 +246,17 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int kk = 0; kk < kDim / 16; ++kk) {
-      uint32_t kf[4];
+      uint32_t kf[4], a[4];  // a: Q's k16 block kk (register copies fold away)
+      if constexpr (Tr::kQInSmem) {
+        ldmatrix_x4(a, smem_q + swizzle(q_row, 2 * kk + v_chunk, Tr::kRowBytes));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
+      }
       ldmatrix_x4(kf, sk + swizzle(k_row, 2 * kk + k_chunk, Tr::kRowBytes));
       const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
-      mma_m16n8k16<T>(s[0], qf[kk], b0);
-      mma_m16n8k16<T>(s[1], qf[kk], b1);
+      mma_m16n8k16<T>(s[0], a, b0);
+      mma_m16n8k16<T>(s[1], a, b1);
     }
     const int tile_start = split_start + j * Tr::kBlockN;
     const bool ragged = tile_start + Tr::kBlockN > split_end;
@@ -376,7 +408,9 @@ inline int decode_heads_per_block(int head_dim, int num_q_heads, int num_kv_head
 void launch_decode_partial_hdim64(const DecodeParams& params, bool bf16, int heads_per_block, int num_seqs,
                                   cudaStream_t stream);
 void launch_decode_partial_hdim128(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
+void launch_decode_partial_hdim256(const DecodeParams& params, bool bf16, int num_seqs, cudaStream_t stream);
 int decode_partial_ctas_per_sm_hdim64(bool bf16, int heads_per_block);
 int decode_partial_ctas_per_sm_hdim128(bool bf16);
+int decode_partial_ctas_per_sm_hdim256(bool bf16);
 
 }  // namespace flashserve::cuda::detail

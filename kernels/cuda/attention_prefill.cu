@@ -1,8 +1,8 @@
 // Host launcher of the prefill attention kernels: validates the arguments at the API edge,
 // fills the parameter block and dispatches on (kernel, head_dim, dtype, variant): the Hopper
 // kernel (kernels/cuda/sm90/, compiled when the build has sm_90a) on compute capability 9.x,
-// the mma.sync kernel elsewhere; on the Hopper kernel, the contiguous fresh-prompt variant when
-// the caller passes its K/V rows.
+// the mma.sync kernel elsewhere and for head_dim 256 (the Hopper kernel has 64 and 128 only); on
+// the Hopper kernel, the contiguous fresh-prompt variant when the caller passes its K/V rows.
 #include "kernels/attention_prefill.h"
 
 #include <cmath>
@@ -25,8 +25,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const void* q,
                           const void* k_cache, const void* v_cache, void* out, float* lse) {
   FS_CHECK(a.num_seqs >= 0 && num_tokens >= 0, "negative num_seqs or num_tokens");
-  FS_CHECK(a.head_dim == 64 || a.head_dim == 128, "prefill attention supports head_dim 64 and 128, got ",
-           a.head_dim);
+  FS_CHECK(a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256,
+           "prefill attention supports head_dim 64, 128 and 256, got ", a.head_dim);
   FS_CHECK(a.num_q_heads > 0 && a.num_kv_heads > 0 && a.num_q_heads % a.num_kv_heads == 0,
            "num_kv_heads ", a.num_kv_heads, " must divide num_q_heads ", a.num_q_heads);
   FS_CHECK(a.block_size > 0 && a.max_blocks_per_seq >= 0, "bad block_size ", a.block_size,
@@ -64,8 +64,9 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
 // prefill_v3.jsonl (docs/prefill_attention.md): 4-warp CTAs with 32 rows per warp (BLOCK_N 48
 // for d128, 128 for d64) win when the grid holds at least two CTAs per SM; below that (one
 // short chunk, e.g. 512 queries x 32 heads = 128 CTAs) too few warps run, and 8 warps of 16
-// rows (d128) or 64-row CTAs (d64) are faster.
+// rows (d128) or 64-row CTAs (d64) are faster. d256 has one default shape (traits file).
 int prefill_default_variant(int head_dim, int num_tokens, int num_seqs, int num_q_heads) {
+  if (head_dim == 256) return PrefillVariants<256>::kLargeGridVariant;
   int device = 0, num_sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -79,20 +80,23 @@ int prefill_default_variant(int head_dim, int num_tokens, int num_seqs, int num_
 int prefill_num_variants(int head_dim) {
   if (head_dim == 64) return PrefillVariants<64>::kCount;
   if (head_dim == 128) return PrefillVariants<128>::kCount;
+  if (head_dim == 256) return PrefillVariants<256>::kCount;
   return 0;
 }
 
 const char* prefill_variant_name(int head_dim, int variant) {
   FS_CHECK(variant >= 0 && variant < prefill_num_variants(head_dim), "no prefill variant ",
            variant, " for head_dim ", head_dim);
-  return head_dim == 64 ? PrefillVariants<64>::kNames[variant] : PrefillVariants<128>::kNames[variant];
+  if (head_dim == 64) return PrefillVariants<64>::kNames[variant];
+  return head_dim == 128 ? PrefillVariants<128>::kNames[variant] : PrefillVariants<256>::kNames[variant];
 }
 
 size_t prefill_variant_smem_bytes(int head_dim, int variant) {
   size_t bytes = 0;
   auto get = [&](auto traits) { bytes = decltype(traits)::kSmemBytes; };
-  const bool known = head_dim == 64 ? dispatch_variant<64, true>(variant, get)
-                                    : head_dim == 128 && dispatch_variant<128, true>(variant, get);
+  const bool known = head_dim == 64    ? dispatch_variant<64, true>(variant, get)
+                     : head_dim == 128 ? dispatch_variant<128, true>(variant, get)
+                                       : head_dim == 256 && dispatch_variant<256, true>(variant, get);
   FS_CHECK(known, "no prefill variant ", variant, " for head_dim ", head_dim);
   return bytes;
 }
@@ -103,12 +107,15 @@ void attention_prefill_variant(int variant, const PagedAttentionArgs& args, int 
   const PrefillParams p = make_params(args, num_tokens, q, k_cache, v_cache, out, lse);
   if (num_tokens == 0 || args.num_seqs == 0) return;
   bool ran = false;
+  const int d = args.head_dim;
   if (dtype == DType::kBF16) {
-    ran = args.head_dim == 64 ? run_prefill_hdim64_bf16(variant, p, num_tokens, stream)
-                              : run_prefill_hdim128_bf16(variant, p, num_tokens, stream);
+    ran = d == 64    ? run_prefill_hdim64_bf16(variant, p, num_tokens, stream)
+          : d == 128 ? run_prefill_hdim128_bf16(variant, p, num_tokens, stream)
+                     : run_prefill_hdim256_bf16(variant, p, num_tokens, stream);
   } else if (dtype == DType::kF16) {
-    ran = args.head_dim == 64 ? run_prefill_hdim64_f16(variant, p, num_tokens, stream)
-                              : run_prefill_hdim128_f16(variant, p, num_tokens, stream);
+    ran = d == 64    ? run_prefill_hdim64_f16(variant, p, num_tokens, stream)
+          : d == 128 ? run_prefill_hdim128_f16(variant, p, num_tokens, stream)
+                     : run_prefill_hdim256_f16(variant, p, num_tokens, stream);
   } else {
     FS_THROW("prefill attention supports dtypes bf16 and f16, got ", dtype_name(dtype));
   }
@@ -178,6 +185,8 @@ void run_sm90(int variant, bool skip_kv_loads, const PagedAttentionArgs& args, i
               const void* q, const void* k_cache, const void* v_cache, void* out, float* lse,
               DType dtype, cudaStream_t stream, const FreshKv* fresh = nullptr) {
   const PrefillParams p = make_params(args, num_tokens, q, k_cache, v_cache, out, lse);
+  FS_CHECK(args.head_dim == 64 || args.head_dim == 128, "the Hopper prefill kernel serves head_dim 64 and 128, got ",
+           args.head_dim);
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
            "prefill attention supports dtypes bf16 and f16, got ", dtype_name(dtype));
   FS_CHECK(prefill_sm90_available(),
@@ -216,10 +225,14 @@ const char* prefill_default_kernel() { return prefill_sm90_available() ? "sm90" 
 // (docs/prefill_attention.md), so it runs wherever the Hopper kernel does.
 bool attention_prefill_reads_fresh_kv() { return detail::prefill_sm90_available(); }
 
+namespace {
+bool runs_sm90(int head_dim) { return detail::prefill_sm90_num_variants(head_dim) > 0 && detail::prefill_sm90_available(); }
+}  // namespace
+
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,
                        const void* k_cache, const void* v_cache, void* out, float* lse,
                        DType dtype, cudaStream_t stream, const FreshKv* fresh) {
-  if (detail::prefill_sm90_available()) {
+  if (runs_sm90(args.head_dim)) {
     // The contiguous variant is compiled for bf16 only; it gathers pages for chunked sequences.
     const bool contig = fresh != nullptr && dtype == DType::kBF16;
     const int variant = contig ? detail::prefill_sm90_contig_variant(args.head_dim) : 0;

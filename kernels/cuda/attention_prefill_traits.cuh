@@ -15,7 +15,7 @@
 
 namespace flashserve::cuda::detail {
 
-// kHeadDim: 64 or 128. kBlockM query rows per CTA, kBlockN keys per KV tile, kNumWarps warps
+// kHeadDim: 64, 128 or 256. kBlockM query rows per CTA, kBlockN keys per KV tile, kNumWarps warps
 // each owning kBlockM / kNumWarps consecutive rows (16 or 32: one or two m16 MMA tiles),
 // kStages K/V tiles in flight (cp.async ring), kQInRegs keeps the Q fragments in registers for
 // the whole KV loop (only sensible with 16 rows per warp), kMinBlocks CTAs per SM for
@@ -51,7 +51,7 @@ struct AttnPrefillTraits {
   static constexpr int kRowsOffset = kQBytes + 2 * kStages * kKvTileBytes;
   static constexpr size_t kSmemBytes = size_t(kRowsOffset) + size_t(kStages) * kBlockN * 4 + 1024;
 
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "16 or 32 rows per warp");
   static_assert(kRowsPerWarp * kNumWarps == kBlockM, "warps tile BLOCK_M exactly");
   static_assert(!kQInRegs || kMTiles == 1, "Q in registers only with 16 rows per warp");
@@ -144,6 +144,22 @@ struct PrefillVariants<64> {
   static constexpr int kSmallGridVariant = 1;  // m64n64w4s2q_b4
 };
 
+// head_dim 256 (Gemma 2/3): O alone is 128 fp32 registers per thread at 16 rows per warp, so Q
+// stays in shared memory and S is kept narrow. A 512-byte row makes every tile large: 64 query
+// rows (32 KB) with K and V tiles of 32 keys (16 KB each) in two stages come to 97 KiB, so two
+// 4-warp CTAs share an SM (and the tile fits the 99 KiB of sm_86/sm_89) with up to 255 registers
+// a thread; BLOCK_N 64 would need 160 KiB, one CTA of 4 warps per SM. 128 rows of 8 warps
+// (1 CTA per SM, half the K/V reads per query) is compiled for the benchmark to compare.
+template <>
+struct PrefillVariants<256> {
+  using List = TraitsList<AttnPrefillTraits<256, 64, 32, 4, 2, false, 2>,
+                          AttnPrefillTraits<256, 128, 32, 8, 2, false, 1>>;
+  static constexpr int kCount = List::kCount;
+  static constexpr const char* kNames[kCount] = {"m64n32w4s2_b2", "m128n32w8s2"};
+  static constexpr int kLargeGridVariant = 0;
+  static constexpr int kSmallGridVariant = 0;
+};
+
 template <class F, class T0, class... Ts>
 bool dispatch_in(int v, F& f, TraitsList<T0, Ts...>*) {
   if (v == 0) return f(T0{}), true;
@@ -174,5 +190,7 @@ bool run_prefill_hdim64_bf16(int variant, const PrefillParams& p, int num_tokens
 bool run_prefill_hdim64_f16(int variant, const PrefillParams& p, int num_tokens, cudaStream_t s);
 bool run_prefill_hdim128_bf16(int variant, const PrefillParams& p, int num_tokens, cudaStream_t s);
 bool run_prefill_hdim128_f16(int variant, const PrefillParams& p, int num_tokens, cudaStream_t s);
+bool run_prefill_hdim256_bf16(int variant, const PrefillParams& p, int num_tokens, cudaStream_t s);
+bool run_prefill_hdim256_f16(int variant, const PrefillParams& p, int num_tokens, cudaStream_t s);
 
 }  // namespace flashserve::cuda::detail

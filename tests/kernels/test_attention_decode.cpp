@@ -1,7 +1,7 @@
 // CUDA split-K decode attention (kernels/attention_decode.h) against the double CPU reference
 // (kernels/cpu/paged_attention_ref.h): ragged batches with kv_len 0..32k, shuffled block tables,
-// NaN in every cache slot no sequence owns, NaN-poisoned outputs and workspace, head_dim 64/128,
-// block sizes 8/16/32, group sizes 1-8, bf16/fp16, planned and forced split counts (1, empty
+// NaN in every cache slot no sequence owns, NaN-poisoned outputs and workspace, head_dim 64/128/256,
+// block sizes 8/16/32, group sizes 1-16, bf16/fp16, planned and forced split counts (1, empty
 // splits), large logits and tied keys, sliding windows (of 1 key, ragged, >= kv_len, over 32k
 // contexts) and soft-capping. The merge kernel alone: test_attention_decode_merge.cpp.
 // Thresholds: decode_tolerance.h.
@@ -157,7 +157,7 @@ DecodePlan make_plan(const Case& c, const Problem& p, int forced_splits) {
                                                       c.num_kv_heads, c.head_dim, c.block_size, c.dtype, -1, tuning,
                                                       c.window);
   EXPECT_EQ(plan.kv_heads_per_block,
-            c.kv_heads_per_block == 1 || c.head_dim == 128 || c.num_kv_heads % 2 != 0 ||
+            c.kv_heads_per_block == 1 || c.head_dim != 64 || c.num_kv_heads % 2 != 0 ||
                     2 * c.num_q_heads / c.num_kv_heads > 16
                 ? 1
                 : 2);
@@ -275,7 +275,7 @@ TEST(AttentionDecode, EmptySequencesAndEmptySplits) {
 
 TEST(AttentionDecode, LargeLogitsAndTiedKeys) {
   for (DType dt : {DType::kBF16, DType::kF16})
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
       run_case({.dtype = dt, .head_dim = d, .num_q_heads = 16, .kv_lens = {4097, 777, 64}, .splits = {0, 1, 6},
                 .q_scale = 20.f, .tied_keys = true, .seed = 10u + d});
 }
@@ -328,7 +328,7 @@ TEST(AttentionDecode, HeadDim64UnpairedByPlan) {
 // Small enough for compute-sanitizer (memcheck / racecheck / synccheck): both head dims, both
 // paths (one split writes the output, several go through the merge), a ragged last tile.
 TEST(AttentionDecode, SmallForSanitizer) {
-  for (int d : {64, 128}) run_case({.head_dim = d, .kv_lens = {300, 65, 1}, .splits = {1, 3}, .seed = 14u + d});
+  for (int d : {64, 128, 256}) run_case({.head_dim = d, .kv_lens = {300, 65, 1}, .splits = {1, 3}, .seed = 14u + d});
 }
 
 // Sliding windows: of one key, shorter than a tile or a block, not a multiple of either, longer
@@ -370,6 +370,42 @@ TEST(AttentionDecode, WindowCoveringTheSequenceIsFullAttention) {
   for (int s : {0, 1, 7}) {
     const DecodePlan plan = make_plan(full, pf, s);
     EXPECT_EQ(run_gpu(full, pf, plan).out, run_gpu(wide, pw, plan).out) << "splits " << s;
+  }
+}
+
+// head_dim 256 (Gemma 2/3: Q in shared memory, one block per SM): every block size and group
+// size 1..16 over edge lengths, planned and forced splits, both 16-bit types.
+TEST(AttentionDecode, HeadDim256Sweep) {
+  std::mt19937 rng(256);
+  uint32_t seed = 200;
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (int bs : {8, 16, 32})
+      for (int group : {1, 2, 3, 4, 8, 16}) {
+        std::vector<int> lens;
+        for (int b = 0; b < 3; ++b) lens.push_back(kEdgeLens[rng() % std::size(kEdgeLens)]);
+        const int forced[] = {2, 3, 5, 16};
+        run_case({.dtype = dt, .head_dim = 256, .block_size = bs, .num_q_heads = 2 * group, .num_kv_heads = 2,
+                  .kv_lens = lens, .splits = {0, 1, forced[seed % 4]}, .want_lse = seed % 5 != 0, .seed = seed});
+        ++seed;
+        if (HasFailure()) return;
+      }
+}
+
+// head_dim 256 at Gemma's shapes: 1B (4 q heads : 1 kv head) with its 512-key window over
+// several sequences of different lengths (kv_len 1, not a multiple of a tile or block, window
+// larger than, equal to and smaller than kv_len, 32k context); 2B (8 : 4, group 2 ... and group 1)
+// with soft-cap 50 at scale 1/16 and window 4096; one sequence split 256 ways.
+TEST(AttentionDecode, HeadDim256GemmaShapes) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    run_case({.dtype = dt, .head_dim = 256, .num_q_heads = 4, .num_kv_heads = 1,
+              .kv_lens = {1, 100, 512, 513, 1543, 32768}, .splits = {0, 1, 4, 9}, .window = 512, .seed = 210});
+    for (int hq : {4, 8})
+      for (int window : {0, 100, 4096})
+        run_case({.dtype = dt, .head_dim = 256, .num_q_heads = hq, .num_kv_heads = 4,
+                  .kv_lens = {9000, 777, 100, 65, 1}, .splits = {0, 1, 6}, .q_scale = 20.f, .window = window,
+                  .softcap = 50.f, .scale = 1.f / 16, .seed = 211u + hq + window});
+    run_case({.dtype = dt, .head_dim = 256, .num_q_heads = 16, .num_kv_heads = 4, .kv_lens = {8192},
+              .splits = {0, 32, 256}, .seed = 212});
   }
 }
 

@@ -1,6 +1,7 @@
 // The split-K decode merge kernel alone (kernels/attention_decode.h: attention_decode_merge)
 // against a double merge of the same fp32 states: empty (-inf) states whose o holds NaN, huge
-// offsets, every thread layout of the merge; and its determinism. Thresholds: decode_tolerance.h.
+// offsets, every thread layout of the merge, head_dim 64/128/256; and its determinism. Thresholds:
+// decode_tolerance.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +33,7 @@ TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
   std::normal_distribution<float> nd(0.5f, 1.f);
   std::uniform_real_distribution<float> ud(-60.f, 60.f);
   for (DType dt : {DType::kBF16, DType::kF16})
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
       for (int splits : {1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 65, 128, 129, 200, 256})
         for (int rows : {1, 37}) {
         std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
@@ -95,8 +96,9 @@ TEST(AttentionDecodeMerge, MatchesDoubleMergeWithEmptyStates) {
 TEST(AttentionDecodeMerge, RepeatedRunsAreBitwiseIdentical) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.5f, 1.f);
-  for (int splits : {7, 100}) {
-    const int rows = 9, d = 128;
+  for (int splits : {7, 100})
+    for (int d : {128, 256}) {
+    const int rows = 9;
     std::vector<float> o(size_t(rows) * splits * d), lse(size_t(rows) * splits);
     for (float& x : o) x = nd(rng);
     for (float& x : lse) x = 10.f * nd(rng);
@@ -105,8 +107,8 @@ TEST(AttentionDecodeMerge, RepeatedRunsAreBitwiseIdentical) {
     cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, a.ptr, d_lse_out.ptr, DType::kBF16, nullptr);
     cuda::attention_decode_merge(d_o.ptr, d_lse.ptr, rows, splits, d, b.ptr, nullptr, DType::kBF16, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(a.get(), b.get()) << "splits " << splits;
-  }
+    EXPECT_EQ(a.get(), b.get()) << "splits " << splits << " d" << d;
+    }
 }
 
 }  // namespace

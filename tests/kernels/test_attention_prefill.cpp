@@ -1,14 +1,15 @@
 // CUDA prefill attention vs the fp64 CPU reference: q_len 1..2500, chunked (q_len < kv_len),
-// causal and not, group sizes 1/4/8, head_dim 64/128, ragged batches with empty sequences,
+// causal and not, group sizes 1/4/8, head_dim 64/128/256, ragged batches with empty sequences,
 // block sizes 16/32/24 with shuffled tables, NaN in unowned cache slots, poisoned outputs,
 // large logits, fp16, tile edges, sliding windows (of 1 key, ragged, shorter than a chunk of a
 // long cached sequence, covering the sequence) and soft-capping (Gemma 2), every compiled tile
-// variant, determinism and argument checks;
+// variant, determinism and argument checks (head_dim 256: the mma.sync kernel only);
 // the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available,
 // with paged K/V and with its contiguous fresh-prompt variants given the step's own K/V rows).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -275,6 +276,61 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillSmall,
                          ::testing::Values(PrefillKernel::kFa2, PrefillKernel::kSm90, PrefillKernel::kSm90Contig),
                          param_name);
 
+// head_dim 256 (Gemma 2/3), which only the mma.sync kernel serves: kv_len 1, kv_len off the block
+// and tile sizes, ragged batches, chunks, GQA groups 4 (Gemma 3 1B), 2 (Gemma 2 2B) and 1, windows
+// smaller than, equal to and larger than kv_len (tiles before the window skipped), soft-cap 50.
+std::vector<PrefillCase> head_dim_256_cases() {
+  const DType f16 = DType::kF16;
+  return {
+      {.name = "d256_single_token", .seqs = {{1, 1}}, .num_q_heads = 4, .num_kv_heads = 1, .head_dim = 256},
+      {.name = "d256_ragged_g4", .seqs = {{0, 0}, {1, 65}, {63, 63}, {200, 517}, {16, 16}, {130, 130}},
+       .num_q_heads = 4, .num_kv_heads = 1, .head_dim = 256},
+      {.name = "d256_chunked_g2", .seqs = {{100, 1000}, {33, 77}}, .num_q_heads = 8, .num_kv_heads = 4,
+       .head_dim = 256},
+      {.name = "d256_noncausal_g1_bs32", .seqs = {{77, 333}, {5, 0}}, .num_q_heads = 4, .num_kv_heads = 4,
+       .head_dim = 256, .block_size = 32, .causal = false},
+      {.name = "d256_tile_edges_bs24", .seqs = {{64, 64}, {63, 127}, {65, 129}, {128, 128}, {32, 95}},
+       .num_q_heads = 4, .num_kv_heads = 1, .head_dim = 256, .block_size = 24},
+      {.name = "d256_large_logits", .seqs = {{300, 300}}, .num_q_heads = 4, .num_kv_heads = 1, .head_dim = 256,
+       .q_scale = 20.f},
+      {.name = "d256_f16_ragged", .seqs = {{33, 33}, {100, 450}, {1, 1}}, .num_q_heads = 8, .num_kv_heads = 4,
+       .head_dim = 256, .dtype = f16, .q_scale = 5.f},
+      {.name = "d256_win512_long_g4", .seqs = {{1500, 1500}}, .num_q_heads = 4, .num_kv_heads = 1,
+       .head_dim = 256, .window = 512},
+      {.name = "d256_win100_ragged", .seqs = {{300, 1000}, {1, 50}, {100, 100}, {70, 170}}, .num_q_heads = 4,
+       .num_kv_heads = 1, .head_dim = 256, .window = 100},
+      {.name = "d256_softcap50_g2", .seqs = {{300, 300}, {50, 900}}, .num_q_heads = 8, .num_kv_heads = 4,
+       .head_dim = 256, .q_scale = 20.f, .softcap = 50.f, .scale = 1.f / 16},
+      {.name = "d256_softcap_win512_f16", .seqs = {{500, 2000}, {64, 64}}, .num_q_heads = 4, .num_kv_heads = 1,
+       .head_dim = 256, .dtype = f16, .q_scale = 10.f, .window = 512, .softcap = 50.f, .scale = 1.f / 16},
+  };
+}
+
+// Each case on the public launcher, the mma.sync kernel's default and (bf16) every tile variant.
+TEST(AttentionPrefill, HeadDim256EveryVariant) {
+  int device = 0, smem_optin = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  for (PrefillCase c : head_dim_256_cases()) {
+    std::vector<std::pair<PrefillKernel, int>> runs = {{PrefillKernel::kLauncher, -1}, {PrefillKernel::kFa2, -1}};
+    if (c.dtype == DType::kBF16)  // fp16 compiles variant 0 only; 128-row tiles need > 99 KiB
+      for (int v = 0; v < cuda::detail::prefill_num_variants(256); ++v)
+        if (cuda::detail::prefill_variant_smem_bytes(256, v) <= size_t(smem_optin)) runs.push_back({PrefillKernel::kFa2, v});
+    for (const auto& [kernel, v] : runs) {
+      c.kernel = kernel;
+      c.variant = v;
+      const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
+      std::printf("%s\n", r.message.c_str());
+      EXPECT_TRUE(r.ok) << r.message;
+    }
+  }
+  std::vector<uint16_t> a, b;  // determinism
+  const PrefillCase c = head_dim_256_cases()[2];
+  ASSERT_TRUE(run_and_check(c, 7, &a).ok);
+  ASSERT_TRUE(run_and_check(c, 7, &b).ok);
+  EXPECT_EQ(a, b);
+}
+
 TEST(AttentionPrefill, RejectsUnsupportedArguments) {
   // Fake but aligned device pointers: every check fires before anything is launched.
   auto* fake = reinterpret_cast<int32_t*>(uintptr_t(256));
@@ -296,6 +352,11 @@ TEST(AttentionPrefill, RejectsUnsupportedArguments) {
   EXPECT_THROW(cuda::detail::attention_prefill_sm90(0, a, 8, fake, fake, fake, fake, nullptr,
                                                     DType::kF32, nullptr),
                Error);
+  a.head_dim = 256;  // the Hopper kernel serves 64 and 128 only
+  EXPECT_THROW(cuda::detail::attention_prefill_sm90(0, a, 8, fake, fake, fake, fake, nullptr,
+                                                    DType::kBF16, nullptr),
+               Error);
+  a.head_dim = 128;
   // Fresh K/V rows whose row stride is shorter than a token's kv heads (or not a multiple of 8).
   const cuda::FreshKv short_rows{.k = fake, .v = fake, .k_row_stride = 3, .v_row_stride = 256};
   EXPECT_THROW(cuda::detail::attention_prefill_sm90(std::max(cuda::detail::prefill_sm90_contig_variant(128), 0), a,

@@ -1,6 +1,7 @@
 // Split-K decode plan (kernels/decode_plan.h): a lone long sequence fills the GPU, a large batch
 // is not split, chunks are whole blocks and tiles, every key is covered, fixed plans are exact, a
-// sliding window plans window-sized work however long the context.
+// sliding window plans window-sized work however long the context (also at head_dim 256's one
+// block per SM).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -181,6 +182,20 @@ TEST(DecodePlan, SlidingWindowPlansTheWindow) {
   const std::vector<int32_t> one = {32768};
   EXPECT_LE(int64_t(plan_decode(one.data(), 1, 1, 16, h100(), 512).num_splits) * 64, 512 + 63);
   EXPECT_THROW(plan_decode(one.data(), 1, 1, 16, h100(), -1), Error);
+}
+
+// Gemma 3 1B at head_dim 256 (one kv head, one partial block per SM): a lone 32k full-attention
+// sequence splits to fill the SMs, its 512-key windowed layers split only the window.
+TEST(DecodePlan, HeadDim256OneBlockPerSm) {
+  const DecodePlanConfig c = h100(/*ctas_per_sm=*/1);
+  const std::vector<int32_t> lens = {32768};
+  const DecodePlan full = plan_decode(lens.data(), 1, 1, 16, c);
+  check_plan(lens, 1, 16, full, c);
+  EXPECT_GE(num_ctas(lens, 1, full), int64_t(0.8 * c.num_sms));
+  const DecodePlan win = plan_decode(lens.data(), 1, 1, 16, c, 512);
+  const std::vector<int32_t> span = {512};
+  check_plan(span, 1, 16, win, c);
+  EXPECT_LE(int64_t(win.num_splits) * win.chunk_len, 512 + 63);
 }
 
 TEST(DecodePlan, RejectsBadInput) {
