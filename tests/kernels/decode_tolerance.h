@@ -24,6 +24,9 @@ inline DecodeTolerance decode_tolerance(DType t) {
 
 // Merge kernel alone: fp32 partials, fp32 weights; only the output rounding to 16 bits remains.
 inline double merge_max_abs_frac(DType t) { return t == DType::kBF16 ? 8e-3 : 1e-3; }
+// Below fp16's smallest normal (6.1e-5) its spacing is fixed at 2^-24, so a tiny output rounds by
+// up to 2^-25 whatever its size: the relative bound above is floored at that step.
+inline double merge_abs_floor(DType t) { return t == DType::kF16 ? 0x1p-24 : 0.0; }
 constexpr double kMergeLseAbs = 1e-4;  // fp32 log2/exp2 of values up to |lse| ~ 1e3 (rel 1e-7)
 
 }  // namespace flashserve::test
