@@ -1,9 +1,11 @@
 // Backend::load_stacked_weight's default (backends/backend.h): the parts' host concatenation,
-// loaded as one weight. Checks that the parts can be stacked.
+// loaded as one weight (packed int4 parts as one packed weight). Checks that the parts can be
+// stacked.
 #include <cstring>
 #include <vector>
 
 #include "backends/backend.h"
+#include "weights/int4_weights.h"
 
 namespace flashserve {
 
@@ -31,6 +33,23 @@ TensorView stacked_view(std::span<const TensorView> parts) {
 TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>* bytes,
                            std::vector<float>* row_scales) {
   TensorView stacked = stacked_view(parts);
+  if (stacked.dtype == DType::kI4) {  // packed int4 parts
+    std::vector<const Int4Stored*> int4;
+    for (const TensorView& t : parts) int4.push_back(t.int4.get());
+    if (int4_stackable(int4)) {
+      stacked.int4 = std::make_shared<const Int4Stored>(stack_int4(int4));
+      return stacked;
+    }
+    stacked.dtype = DType::kF32;  // the others: their f32 values, part after part
+    bytes->clear();
+    for (const Int4Stored* p : int4) {
+      const std::vector<float> v = dequantize_int4(*p);
+      bytes->insert(bytes->end(), reinterpret_cast<const char*>(v.data()),
+                    reinterpret_cast<const char*>(v.data() + v.size()));
+    }
+    stacked.data = bytes->data();
+    return stacked;
+  }
   bytes->resize(size_t(stacked.numel()) * dtype_size(stacked.dtype));
   row_scales->clear();
   size_t at = 0;

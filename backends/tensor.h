@@ -33,6 +33,10 @@ struct Tensor {
   // kF8E4M3 weights (docs/FP8.md): one fp32 scale per row of dim 0, on the tensor's device;
   // row r of the weight is decode(codes[r, :]) * row_scale[r].
   const float* row_scale = nullptr;
+  // Block-wise FP8 weights (kF8E4M3 without row_scale, docs/QUANTIZATION.md): weight (r, c) is
+  // decode(codes[r, c]) * block_scale[(r / block_n) * block_scale_ld + c / block_k].
+  const float* block_scale = nullptr;
+  int block_n = 0, block_k = 0, block_scale_ld = 0;
   Int4Params int4;  // kI4 weights only
 
   Tensor() = default;
@@ -70,10 +74,13 @@ struct Tensor {
     FS_CHECK(ndim >= 1 && begin >= 0 && count >= 0 && begin + count <= shape[0], "rows ", begin,
              "+", count, " of ", ndim >= 1 ? shape[0] : 0);
     FS_CHECK(dtype != DType::kI4, "rows of an int4 weight cannot be viewed alone");
+    FS_CHECK(!block_scale || begin % block_n == 0, "rows of a block-wise FP8 weight start on a ",
+             "block of ", block_n, " rows, not at ", begin);
     Tensor t = *this;
     t.shape[0] = count;
     t.data = static_cast<char*>(data) + size_t(begin) * (bytes() / size_t(shape[0] ? shape[0] : 1));
     if (row_scale) t.row_scale = row_scale + begin;
+    if (block_scale) t.block_scale = block_scale + (begin / block_n) * block_scale_ld;
     return t;
   }
 

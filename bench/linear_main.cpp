@@ -12,8 +12,12 @@
 // --dtype int4 (docs/QUANTIZATION.md) does the same with packed int4 weights, group 128,
 // asymmetric (the int4 kernel up to m = 16, dequantize + cuBLASLt above): bytes = half a byte
 // per weight + 5 per group and row (f32 scale, u8 zero point).
+// --dtype block-fp8 (docs/QUANTIZATION.md) the same with block-wise FP8 weights, 128x128 blocks
+// (the block-FP8 skinny kernels up to m = 16, cuBLASLt's block-scaled FP8 GEMM above):
+// bytes = 1 per weight + 4 per block; records also carry the per-row FP8 weights' time from the
+// same run (fp8_us) and speedup_vs_fp8.
 //   bench_linear [--shapes tinyllama-1.1b,llama2-7b] [--rows 1,2,4,8,16] [--reps 20]
-//                [--dtype bf16|fp8|int4]
+//                [--dtype bf16|fp8|int4|block-fp8]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +35,8 @@
 #include "bench/record.h"
 #include "core/dtype.h"
 #include "backends/backend.h"
+#include "kernels/cpu/block_fp8_matmul_ref.h"
+#include "weights/block_fp8_weights.h"
 #include "weights/int4_weights.h"
 
 using namespace flashserve;
@@ -76,21 +82,38 @@ std::vector<int> parse_ints(const std::string& s) {
   return v;
 }
 
-// A random int4 weight [n, k] (group 128, zero points 0..15) as the loader gives it: the packed
-// form, and its f32 values in `values` for the view's data.
-TensorView random_int4(int64_t n, int64_t k, std::mt19937& rng, std::vector<float>* values) {
-  auto w = std::make_shared<Int4Weight>();
+// A random int4 weight [n, k] (group 128, zero points 0..15) as the loader gives it: packed,
+// its codes in compressed-tensors' words (Int4Packing::kRows), no values.
+TensorView random_int4(int64_t n, int64_t k, std::mt19937& rng) {
+  auto w = std::make_shared<Int4Stored>();
   w->rows = n;
   w->cols = k;
   w->group_size = 128;
-  w->packed.resize(size_t(n * k / 2));
-  for (auto& b : w->packed) b = uint8_t(rng());
+  auto words = std::make_shared<std::vector<uint8_t>>(w->word_bytes());
+  for (auto& b : *words) b = uint8_t(rng());
+  w->words = words->data();
+  w->owned = std::move(words);
   w->scales.assign(size_t(n * w->groups()), 0.05f / 8.f);
   w->zeros.resize(w->scales.size());
   for (auto& z : w->zeros) z = uint8_t(rng() % 16);
-  *values = dequantize_int4(*w);
-  TensorView v{DType::kF32, {n, k}, values->data()};
+  TensorView v{DType::kI4, {n, k}, nullptr};
   v.int4 = std::move(w);
+  return v;
+}
+
+// A random block-wise FP8 weight [n, k] (128x128 blocks, any non-NaN code) as the loader gives
+// it: the codes and scales, and its f32 values in `values`.
+TensorView random_block_fp8(int64_t n, int64_t k, std::mt19937& rng, std::vector<float>* values) {
+  auto w = std::make_shared<BlockFp8Weight>();
+  w->rows = n, w->cols = k, w->block_rows = 128, w->block_cols = 128;
+  w->codes.resize(size_t(n * k));
+  for (auto& c : w->codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
+  w->scales.assign(size_t((n + 127) / 128 * w->scale_cols()), 0.05f / 448.f);
+  values->resize(size_t(n * k));
+  ref::dequantize_block_fp8(values->data(), w->codes.data(), w->scales.data(), int(n), int(k), 128,
+                            128);
+  TensorView v{DType::kF32, {n, k}, values->data()};
+  v.block_fp8 = std::move(w);
   return v;
 }
 
@@ -113,14 +136,16 @@ int main(int argc, char** argv) {
           "M,M,..."))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--dtype", dtype, "fp8 / int4: also FP8 / int4 weights, against bf16 in the same run")
-      ->check(CLI::IsMember({"bf16", "fp8", "int4"}))->capture_default_str();
+  app.add_option("--dtype", dtype, "fp8 / int4 / block-fp8: also FP8 / int4 / block-wise FP8 "
+                 "weights, against bf16 in the same run")
+      ->check(CLI::IsMember({"bf16", "fp8", "int4", "block-fp8"}))->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) return rc;
   return bench::run_guarded("bench_linear", [&] {
     const bench::HwCeilings hw = bench::require_hw_ceilings();
     auto gemv = make_cuda_backend(0, 16);   // skinny-matmul kernel up to m = 16 (kGemvMaxRows)
     auto cublas = make_cuda_backend(0, 0);  // cuBLASLt always
-    const bool fp8 = dtype == "fp8", int4 = dtype == "int4", quant = fp8 || int4;
+    const bool fp8 = dtype == "fp8", int4 = dtype == "int4", block_fp8 = dtype == "block-fp8";
+    const bool quant = fp8 || int4 || block_fp8;
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (const Shape& s : shapes()) {
@@ -136,24 +161,31 @@ int main(int argc, char** argv) {
           for (auto& b : hw_w) b = float_to_bf16_bits(0.05f * u(rng));
           for (auto& b : hx) b = float_to_bf16_bits(u(rng));
           const bool with_quant = quant && !p.f32_out;  // lm_head stays bf16 in quantized models
-          std::vector<uint8_t> codes(with_quant && fp8 ? size_t(p.n * p.k) : 0);
+          std::vector<uint8_t> codes(with_quant && (fp8 || block_fp8) ? size_t(p.n * p.k) : 0);
           for (auto& c : codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
-          std::vector<float> scales(size_t(p.n), 0.05f / 448.f), int4_values;
-          const TensorView quant_view =
-              with_quant && int4 ? random_int4(p.n, p.k, rng, &int4_values)
-                                 : TensorView{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
-          double sec[3] = {0, 0, 0}, bytes[3];
-          Backend* bes[3] = {gemv.get(), cublas.get(), gemv.get()};
+          std::vector<float> scales(size_t(p.n), 0.05f / 448.f);
+          std::vector<float> block_values;
+          TensorView quant_view{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
+          if (with_quant && int4) quant_view = random_int4(p.n, p.k, rng);
+          if (with_quant && block_fp8) quant_view = random_block_fp8(p.n, p.k, rng, &block_values);
+          // Variant 3, with block-fp8 only: the per-row FP8 weights, for speedup_vs_fp8.
+          double sec[4] = {0, 0, 0, 0}, bytes[4];
+          Backend* bes[4] = {gemv.get(), cublas.get(), gemv.get(), gemv.get()};
           const double act = 2.0 * m * p.k + (p.f32_out ? 4.0 : 2.0) * m * p.n;  // x in, out
           bytes[0] = bytes[1] = 2.0 * p.n * p.k + act;
-          bytes[2] = int4 ? 0.5 * p.n * p.k + 5.0 * p.n * (p.k / 128) + act
-                          : 1.0 * p.n * p.k + 4.0 * p.n + act;
-          for (int b = 0; b < (with_quant ? 3 : 2); ++b) {
+          const double blocks = double((p.n + 127) / 128) * double((p.k + 127) / 128);
+          bytes[2] = int4        ? 0.5 * p.n * p.k + 5.0 * p.n * (p.k / 128) + act
+                     : block_fp8 ? 1.0 * p.n * p.k + 4.0 * blocks + act
+                                 : 1.0 * p.n * p.k + 4.0 * p.n + act;
+          bytes[3] = 1.0 * p.n * p.k + 4.0 * p.n + act;
+          for (int b = 0; b < (with_quant ? (block_fp8 ? 4 : 3) : 2); ++b) {
             const int copies = int(std::min(64.0, std::ceil(256e6 / (bytes[b] - act))));
             std::vector<Buffer> ws;
             for (int c = 0; c < copies; ++c) {
-              if (b == 2) {
-                ws.push_back(bes[b]->load_weight(quant_view));
+              if (b >= 2) {
+                ws.push_back(bes[b]->load_weight(
+                    b == 2 ? quant_view
+                           : TensorView{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()}));
                 continue;
               }
               ws.push_back(bes[b]->allocate(DType::kBF16, {p.n, p.k}));
@@ -188,6 +220,10 @@ int main(int argc, char** argv) {
           j["copy_gb_s"] = hw.copy_bytes_per_s / 1e9;
           j["speedup_vs_cublaslt"] = sec[1] / sec[main];
           if (with_quant) j["speedup_vs_bf16"] = std::min(sec[0], sec[1]) / sec[main];
+          if (with_quant && block_fp8) {
+            j["fp8_us"] = sec[3] * 1e6;
+            j["speedup_vs_fp8"] = sec[3] / sec[main];
+          }
           j["frac_of_copy_bw"] = bytes[main] / sec[main] / hw.copy_bytes_per_s;
           bench::print_record(j);
         }

@@ -2,7 +2,8 @@
 // Each repeat opens the folder (load_model: parsing, mapping, any conversion at load) and
 // uploads it (ModelRunner::create, with a small KV cache), then frees both. The first repeat
 // also warms the page cache, so the record keeps the median of the rest. GB/s is the folder's
-// checkpoint bytes (*.safetensors, *.bin) over the whole time.
+// checkpoint bytes (*.safetensors, *.bin) over the whole time; the record names the format the
+// checkpoint holds (int4 ones are converted by the backend as it loads them, a log line each).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "model/model_runner.h"
 #include "weights/loaded_model.h"
+#include "weights/quant_config.h"
 
 using namespace flashserve;
 
@@ -38,15 +40,27 @@ int64_t checkpoint_bytes(const std::string& dir) {
   return bytes;
 }
 
+// What the checkpoint holds: its quant_method for a quantized checkpoint (int4: gptq, awq,
+// compressed-tensors; fp8; fp8-block), else the embeddings' dtype (bf16, f16, f32), which
+// --quantize leaves as stored.
+std::string checkpoint_format(const LoadedModel& m) {
+  const QuantConfig& q = m.config().quant;
+  if (q.is_int4()) return q.method;
+  if (q.format == QuantFormat::kFp8) return "fp8";
+  if (q.format == QuantFormat::kBlockFp8) return "fp8-block";
+  return dtype_name(m.tensor("model.embed_tokens.weight").dtype);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, label, format = "bf16", backend = "cuda", quantize = "none";
+  std::string model, label, format, backend = "cuda", quantize = "none";
   int repeats = 4;
   CLI::App app{"Checkpoint load time from the page cache (a JSON line).", "bench_load"};
   app.add_option("--model", model, "checkpoint folder")->required();
   app.add_option("--label", label, "model shape name for the record");
-  app.add_option("--format", format, "what the checkpoint holds (bf16, gptq, awq, fp8-block, ..)");
+  app.add_option("--format", format, "what the checkpoint must hold (bf16, gptq, awq, "
+                 "compressed-tensors, fp8, fp8-block, ..); the record says what it does hold");
   app.add_option("--backend", backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   cli::add_quantize_flag(app, quantize);
   app.add_option("--repeats", repeats, "loads; the first warms the page cache")
@@ -57,10 +71,15 @@ int main(int argc, char** argv) {
     const int64_t bytes = checkpoint_bytes(model);
     FS_CHECK(bytes > 0, model, ": no *.safetensors or *.bin files");
     std::vector<double> open_s, upload_s, total_s;
+    std::string held, quantization;
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = Clock::now();
       auto loaded = load_model(model, LoadOptions{.quantize = parse_quantize(quantize)});
       const double opened = seconds_since(t0);
+      held = checkpoint_format(*loaded);
+      quantization = describe_quantization(loaded->config().quant);
+      if (!format.empty() && format != held)
+        FS_THROW(model, ": --format ", format, " but the checkpoint holds ", held);
       ModelRunnerOptions ro;
       ro.backend = backend;
       ro.kv_cache_tokens = 4096;
@@ -77,7 +96,8 @@ int main(int argc, char** argv) {
                                 {"gpu", backend == "cpu" ? "cpu" : bench::gpu_name()},
                                 {"command", command},
                                 {"model", label},
-                                {"format", format},
+                                {"format", held},
+                                {"quantization", quantization},
                                 {"quantize", quantize},
                                 {"checkpoint_bytes", bytes},
                                 {"open_s_median", bench::percentile(open_s, 0.5)},

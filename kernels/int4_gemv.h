@@ -12,8 +12,9 @@
 
 namespace flashserve::cuda {
 
-// The CUDA layout of an int4 weight [n, k] (n outputs, k inputs), made once at load from the
-// internal one (weights/int4_weights.h) by int4_gpu_layout:
+// The CUDA layout of an int4 weight [n, k] (n outputs, k inputs), made once at load on the GPU
+// from the checkpoint's words (kernels/int4_layout.h); int4_gpu_layout is its CPU twin, from the
+// internal layout (weights/int4_weights.h):
 //  - codes [n, int4_row_bytes(k)]: each row in units of 128 packed columns, 64 bytes a unit (the
 //    last one padded with code 0). Byte 16 t + 4 w of unit u is word w of quad lane t: packed
 //    columns c = 128 u + 32 w + 8 t + (0..7), column c + 2 s in bits 4 s..4 s+3 and column

@@ -31,8 +31,10 @@
 #include "core/error.h"
 #include "model/decode_graphs.h"
 #include "model/weight_rows.h"
+#include "weights/block_fp8_weights.h"
 #include "weights/int4_weights.h"
 #include "weights/load_progress.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 
@@ -98,6 +100,10 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
     progress.step(bytes);
   }
   progress.finish();
+  const std::string converted = backend_.take_conversion_report();  // int4 layouts made at load
+  if (!converted.empty())
+    std::fprintf(stderr, "flashserve: weights of %s%s: %s\n", model.path().c_str(), rank.c_str(),
+                 converted.c_str());
   load_layer_settings();
 }
 
@@ -112,18 +118,22 @@ Buffer LlamaModel::load_scaled(const TensorView& full, const std::string& name, 
 
 // Int4 projections (docs/QUANTIZATION.md) stack packed when they share columns, group size and
 // act-order permutation, so that one pass over the activations serves them all; otherwise the
-// stacked weight runs on its f32 values, as unquantized weights do (said once per weight).
-static std::shared_ptr<const Int4Weight> stack_int4_parts(const std::vector<TensorView>& parts,
-                                                          const std::string& name) {
-  std::vector<const Int4Weight*> int4;
+// stack runs as unquantized weights do (said once per weight): the backend makes it from the
+// packed parts (the CUDA backend on the GPU), or, where rows are rewritten or a part is not
+// int4, each packed part is replaced here by its f32 values (kept in `values`).
+static void unstackable_int4(std::vector<TensorView>& parts, std::vector<std::vector<float>>& values,
+                             bool rewritten, const std::string& name) {
+  std::vector<const Int4Stored*> int4;
   for (const TensorView& t : parts) int4.push_back(t.int4.get());
-  if (std::none_of(int4.begin(), int4.end(), [](const Int4Weight* w) { return w != nullptr; }))
-    return nullptr;
-  if (int4_stackable(int4)) return std::make_shared<const Int4Weight>(stack_int4(int4));
+  if (std::none_of(int4.begin(), int4.end(), [](const Int4Stored* w) { return w != nullptr; }) ||
+      int4_stackable(int4))
+    return;
   std::fprintf(stderr, "flashserve: %s: the projections stacked with it differ in group size or "
                "act-order permutation (or are not all int4): they run dequantized, not as int4\n",
                name.c_str());
-  return nullptr;
+  const bool all_int4 = std::find(int4.begin(), int4.end(), nullptr) == int4.end();
+  if (all_int4 && !rewritten) return;
+  for (size_t i = 0; i < parts.size(); ++i) parts[i] = unpacked_view(parts[i], &values[i]);
 }
 
 Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std::string>& names,
@@ -132,14 +142,21 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   std::vector<std::vector<char>> storage(names.size());
   for (size_t i = 0; i < names.size(); ++i)
     parts.push_back(shard_view(model.tensor(names[i]), names[i], storage[i]));
-  // Plain weights go to the backend part by part (no host copy); rewritten rows (partial
-  // rotary's order, Granite's factors) and the packed int4 form need the stacked host rows.
-  std::shared_ptr<const Int4Weight> int4 = stack_int4_parts(parts, names[0]);
-  if (order.empty() && factor.empty() && !int4) return backend_.load_stacked_weight(parts);
+  // Plain and packed int4 weights go to the backend part by part (no host copy); rewritten rows
+  // (partial rotary's order, Granite's factors) need the stacked host rows.
+  std::vector<std::vector<float>> values(names.size());
+  unstackable_int4(parts, values, !order.empty() || !factor.empty(), names[0]);
+  std::vector<const BlockFp8Weight*> fp8;  // block-wise FP8 parts stack packed where they can
+  for (const TensorView& t : parts) fp8.push_back(t.block_fp8.get());
+  std::shared_ptr<const BlockFp8Weight> block_fp8;
+  if (block_fp8_stackable(fp8))
+    block_fp8 = std::make_shared<const BlockFp8Weight>(stack_block_fp8(fp8));
+  if (order.empty() && factor.empty() && !block_fp8)
+    return backend_.load_stacked_weight(parts);
   std::vector<char> bytes;
   std::vector<float> row_scales;
   TensorView stacked = stacked_on_host(parts, &bytes, &row_scales);
-  stacked.int4 = std::move(int4);
+  stacked.block_fp8 = std::move(block_fp8);
   if (order.empty() && factor.empty()) return backend_.load_weight(stacked);
   HostRows rewritten;
   return backend_.load_weight(rewrite_rows(stacked, order, factor, &rewritten));
@@ -169,7 +186,8 @@ void LlamaModel::launch(const StepPlan& s, KvCache& cache, bool argmax) {
   launched_rows_ = launched_wanted_ = rows;
   // Graphs replay decode steps, which never want hidden states (those end a prompt).
   const bool pooled = s.num_hidden_rows > 0;
-  if (!(graph_max_batch_ > 0 && !pooled && launch_graph(s, cache))) {
+  const bool mega = mega_ && !pooled && launch_megakernel(s, cache, argmax);
+  if (!mega && !(graph_max_batch_ > 0 && !pooled && launch_graph(s, cache))) {
     const StepArgs st = upload_step(s, cache);
     bool identity = rows == int64_t(s.tokens.size());
     for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;

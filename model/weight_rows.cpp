@@ -12,6 +12,11 @@ namespace flashserve {
 TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
                         const std::vector<float>& factor, HostRows* out) {
   FS_CHECK(!w.shape.empty() && w.shape[0] > 0, "rewrite_rows: a weight without rows");
+  if (w.int4) {  // packed int4 (no values): its rows move and their scales scale, still packed
+    TensorView t = w;
+    t.int4 = std::make_shared<const Int4Stored>(rewrite_int4_rows(*w.int4, order, factor));
+    return t;
+  }
   FS_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
                w.dtype == DType::kF8E4M3,
            "rows of a ", dtype_name(w.dtype), " weight cannot be reordered or scaled at load");
@@ -44,7 +49,7 @@ TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
   t.dtype = dtype;
   t.data = out->bytes.data();
   t.row_scale = fp8 ? out->row_scale.data() : nullptr;
-  if (w.int4) t.int4 = std::make_shared<const Int4Weight>(rewrite_int4_rows(*w.int4, order, factor));
+  t.block_fp8 = nullptr;  // rows moved or scaled leave their blocks: the f32 values run
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 
@@ -81,6 +82,15 @@ WeightSplit weight_split(const ShardPlan& p, const ModelConfig& c, const std::st
 TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vector<char>& storage) {
   using K = WeightSplit::Kind;
   if (s.kind == K::kWhole) return full;
+  if (is_packed(full)) {  // a slice runs on its f32 values (docs/QUANTIZATION.md: no int4 under TP)
+    std::vector<float> values;
+    std::vector<char> cut;
+    TensorView out = slice_weight(unpacked_view(full, &values), s, cut);
+    const char* at = static_cast<const char*>(out.data);
+    storage.assign(at, at + size_t(out.numel()) * dtype_size(out.dtype));
+    out.data = storage.data();
+    return out;
+  }
   const int dim = s.kind == K::kRows ? 0 : 1;
   FS_CHECK(int(full.shape.size()) > dim && s.begin >= 0 && s.count >= 0 &&
                s.begin + s.count <= full.shape[size_t(dim)],
@@ -89,7 +99,7 @@ TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vecto
   const size_t elem = dtype_size(full.dtype);
   const int64_t cols = full.shape.size() > 1 ? full.numel() / full.shape[0] : 1;
   TensorView out = full;
-  out.int4 = nullptr;  // a slice runs on its f32 values (docs/QUANTIZATION.md: no int4 under TP)
+  out.block_fp8 = nullptr;  // nor block-wise FP8
   out.shape[size_t(dim)] = s.count;
   if (s.kind == K::kRows) {
     out.data = static_cast<const char*>(full.data) + size_t(s.begin * cols) * elem;

@@ -56,7 +56,8 @@ struct WeightSplit {
 WeightSplit weight_split(const ShardPlan& p, const ModelConfig& c, const std::string& name);
 
 // `full` cut by `split`. Rows are a view into the same memory (a memory-mapped file: only those
-// bytes are ever read); columns are copied into `storage`, which must outlive the view.
+// bytes are ever read); columns are copied into `storage`, which must outlive the view. A packed
+// weight (int4) is dequantized to f32 first and its slice copied into `storage`.
 TensorView slice_weight(const TensorView& full, const WeightSplit& split,
                         std::vector<char>& storage);
 

@@ -1,5 +1,5 @@
-// Block-wise FP8 weights: reading and checking a checkpoint's codes and block scales, and the
-// dequantized weight (block_fp8_weights.h).
+// Block-wise FP8 weights: reading and checking a checkpoint's codes and block scales, the
+// dequantized weight, and stacking (block_fp8_weights.h).
 #include "weights/block_fp8_weights.h"
 
 #include <cmath>
@@ -47,18 +47,41 @@ BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsE
   for (int64_t i = 0; i < rows * cols; ++i)
     if ((weight.data[i] & 0x7F) == 0x7F)  // E4M3 has no infinities: this is its NaN
       FS_THROW(path, ": tensor '", weight_name, "' holds a NaN code at element ", i);
-  w.codes = weight.data;
+  w.codes.assign(weight.data, weight.data + rows * cols);
   return w;
 }
 
 std::vector<float> dequantize_block_fp8(const BlockFp8Weight& w) {
   std::vector<float> out(size_t(w.rows * w.cols));
-  const int64_t bc = (w.cols + w.block_cols - 1) / w.block_cols;
+  const int64_t bc = w.scale_cols();
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t c = 0; c < w.cols; ++c)
       out[size_t(r * w.cols + c)] = fp8_e4m3_to_float(w.codes[r * w.cols + c]) *
                                     w.scales[size_t((r / w.block_rows) * bc + c / w.block_cols)];
   return out;
+}
+
+bool block_fp8_stackable(const std::vector<const BlockFp8Weight*>& parts) {
+  if (parts.empty()) return false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const BlockFp8Weight* p = parts[i];
+    if (!p || p->cols != parts[0]->cols || p->block_rows != parts[0]->block_rows ||
+        p->block_cols != parts[0]->block_cols)
+      return false;
+    if (i + 1 < parts.size() && p->rows % p->block_rows != 0) return false;
+  }
+  return true;
+}
+
+BlockFp8Weight stack_block_fp8(const std::vector<const BlockFp8Weight*>& parts) {
+  FS_CHECK(block_fp8_stackable(parts), "block-wise FP8 weights that cannot be stacked");
+  BlockFp8Weight s = *parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    s.rows += parts[i]->rows;
+    s.codes.insert(s.codes.end(), parts[i]->codes.begin(), parts[i]->codes.end());
+    s.scales.insert(s.scales.end(), parts[i]->scales.begin(), parts[i]->scales.end());
+  }
+  return s;
 }
 
 }  // namespace flashserve

@@ -2,7 +2,8 @@
 // FP8 "block" strategy): F8_E4M3 codes [rows, cols] and one fp32 scale per block of
 // block_rows x block_cols, the last blocks of a row or column possibly partial. Weight (r, c) is
 // decode(code[r, c]) * scale[r / block_rows, c / block_cols] (the HF name weight_scale_inv
-// notwithstanding, the scale multiplies).
+// notwithstanding, the scale multiplies). The codes are copied out of the mapped file, so the
+// packed form outlives the mapping (TensorView::block_fp8 carries it to the CUDA backend).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,9 @@ namespace flashserve {
 struct BlockFp8Weight {
   int64_t rows = 0, cols = 0;
   int64_t block_rows = 0, block_cols = 0;
-  const uint8_t* codes = nullptr;  // [rows, cols] E4M3, in the mapped file
-  std::vector<float> scales;       // [ceil(rows / block_rows), ceil(cols / block_cols)]
+  std::vector<uint8_t> codes;  // [rows, cols] E4M3
+  std::vector<float> scales;   // [ceil(rows / block_rows), ceil(cols / block_cols)]
+  int64_t scale_cols() const { return (cols + block_cols - 1) / block_cols; }
 };
 
 // The projection `weight_name` [rows, cols] from its F8_E4M3 entry and its scale entry
@@ -29,5 +31,12 @@ BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsE
 
 // The weight as f32 [rows, cols].
 std::vector<float> dequantize_block_fp8(const BlockFp8Weight& w);
+
+// Whether `parts` can be stacked into one weight (LlamaModel stacks q/k/v and gate/up): all
+// present, the same columns and block shape, and every part but the last a whole number of row
+// blocks, so that the stacked rows keep their blocks.
+bool block_fp8_stackable(const std::vector<const BlockFp8Weight*>& parts);
+// The rows of every part, one after another (block_fp8_stackable(parts) must hold).
+BlockFp8Weight stack_block_fp8(const std::vector<const BlockFp8Weight*>& parts);
 
 }  // namespace flashserve

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp8.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 
@@ -44,6 +45,11 @@ bool is_fp8_projection(const std::string& name) {
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale"; }
 
 std::vector<float> weight_values(const TensorView& w) {
+  if (is_packed(w)) {  // int4: dequantized
+    std::vector<float> values;
+    unpacked_view(w, &values);
+    return values;
+  }
   const int64_t n = w.numel();
   std::vector<float> out(static_cast<size_t>(n));
   switch (w.dtype) {

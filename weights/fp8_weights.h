@@ -33,7 +33,8 @@ struct Fp8Rows {
 // (naming `name`).
 Fp8Rows quantize_fp8_rows(const TensorView& w, const std::string& name, bool per_tensor = false);
 
-// w's values as fp32 (f32, f16, bf16; FP8 with its row scales: decode(q) * scale).
+// w's values as fp32 (f32, f16, bf16; FP8 with its row scales: decode(q) * scale; packed int4
+// dequantized, weights/packed_views.h).
 std::vector<float> weight_values(const TensorView& w);
 
 // The scales of FP8 weight `weight_name` ([rows, cols]) from its weight_scale entry, one per row;

@@ -127,19 +127,24 @@ struct ModelConfig {
   QuantConfig quant;  // the whole quantization_config (weights/quant_config.h)
 };
 
-struct Int4Weight;  // weights/int4_weights.h
+struct Int4Stored;  // weights/int4_weights.h
+struct BlockFp8Weight;  // weights/block_fp8_weights.h
 
 struct TensorView {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;  // points into a mapped file (or a loader-owned buffer)
+  const void* data = nullptr;  // points into a mapped file (or a loader-owned buffer); null if packed
   // kF8E4M3 weights only (weights/fp8_weights.h): one fp32 scale per row, row r of the weight
   // being decode(q[r, :]) * row_scale[r]. A checkpoint's per-tensor scale is expanded to rows.
   const float* row_scale = nullptr;  // [shape[0]]
-  // Int4 checkpoints' projections (docs/QUANTIZATION.md): `data` holds the dequantized f32
-  // weight, and this the packed form it came from, for backends that run int4 (CUDA). Views
-  // that cut a weight (tensor-parallel slices) drop it and carry only the f32 values.
-  std::shared_ptr<const Int4Weight> int4 = nullptr;
+  // Int4 checkpoints' projections (docs/QUANTIZATION.md): dtype kI4, no `data`, and this the
+  // weight as the checkpoint packs it; each backend converts it when it loads it, and whoever
+  // needs values asks weights/packed_views.h (which dequantizes to f32).
+  std::shared_ptr<const Int4Stored> int4 = nullptr;
+  // Block-wise FP8 checkpoints' projections: `data` holds the dequantized f32 weight and this
+  // the codes and block scales it came from, for the CUDA backend's block-FP8 kernels; cut views
+  // and rewritten rows drop it.
+  std::shared_ptr<const BlockFp8Weight> block_fp8 = nullptr;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;

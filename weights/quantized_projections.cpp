@@ -1,6 +1,6 @@
-// Int4 and block-wise FP8 projections dequantized at load (quantized_projections.h): the
-// checkpoint's tensors are looked up first (the lookup maps shards, so one thread), then every
-// projection is converted on every core.
+// Int4 and block-wise FP8 projections read at load (quantized_projections.h): the checkpoint's
+// tensors are looked up first (the lookup maps shards, so one thread), then every projection is
+// read on every core (int4: scales, zero points and g_idx checked, the codes left in the file).
 #include "weights/quantized_projections.h"
 
 #include <algorithm>
@@ -25,7 +25,8 @@ struct Job {
   std::map<std::string, const SafetensorsEntry*> entries;
   std::string path;  // the file of its main tensor
   std::vector<float> values;  // the result, [rows, cols]
-  std::shared_ptr<const Int4Weight> int4;  // int4 formats: the packed form values came from
+  std::shared_ptr<const Int4Stored> int4;  // int4 formats: the weight as stored (no values)
+  std::shared_ptr<const BlockFp8Weight> block_fp8;  // block-wise FP8: the codes and scales
 };
 
 // The tensor holding the codes, by format: the one whose absence means "not quantized here".
@@ -39,18 +40,18 @@ void convert(const QuantConfig& q, Job& job) {
     const std::string scale = q.scale_suffix;
     if (!job.entries[scale])
       FS_THROW(job.path, ": missing tensor '", job.module, ".", scale, "' (block-wise FP8 scales)");
-    const BlockFp8Weight w = read_block_fp8(*job.entries["weight"], *job.entries[scale], job.name,
-                                            job.module + "." + scale, job.rows, job.cols,
-                                            q.block_rows, q.block_cols, job.path);
-    job.values = dequantize_block_fp8(w);
+    job.block_fp8 = std::make_shared<const BlockFp8Weight>(
+        read_block_fp8(*job.entries["weight"], *job.entries[scale], job.name,
+                       job.module + "." + scale, job.rows, job.cols, q.block_rows, q.block_cols,
+                       job.path));
+    job.values = dequantize_block_fp8(*job.block_fp8);
     return;
   }
   const Int4Source src{job.module, job.path, [&](const std::string& suffix) {
                          auto it = job.entries.find(suffix);
                          return it == job.entries.end() ? nullptr : it->second;
                        }};
-  job.int4 = std::make_shared<const Int4Weight>(read_int4(q, src, job.rows, job.cols));
-  job.values = dequantize_int4(*job.int4);
+  job.int4 = std::make_shared<const Int4Stored>(read_int4_stored(q, src, job.rows, job.cols));
 }
 
 }  // namespace
@@ -91,24 +92,31 @@ void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const
   // The projections are independent: converted on every core (a 7B model: 6.5e9 weights).
   for_each_on_every_core(jobs.size(), [&](size_t i) { convert(q, jobs[i]); });
   for (Job& job : jobs) {
+    TensorView& t = model.tensors_[job.name];
+    t.shape = {job.rows, job.cols};
+    if (job.int4) {  // packed: weights/packed_views.h gives values to whoever needs them
+      t.dtype = DType::kI4;
+      t.data = nullptr;
+      t.int4 = std::move(job.int4);
+      continue;
+    }
     model.owned_.push_back(std::make_unique<float[]>(job.values.size()));
     std::copy(job.values.begin(), job.values.end(), model.owned_.back().get());
     std::vector<float>().swap(job.values);
-    TensorView& t = model.tensors_[job.name];
     t.dtype = DType::kF32;
-    t.shape = {job.rows, job.cols};
     t.data = model.owned_.back().get();
-    t.int4 = std::move(job.int4);
+    t.block_fp8 = std::move(job.block_fp8);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (q.is_int4())
-    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (packed for the CUDA "
-                 "backend's int4 kernels; dequantized to f32 for the CPU backend)\n",
-                 model.path().c_str(), describe_quantization(q).c_str(), jobs.size(), s);
+    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (kept as stored: "
+                 "the backend converts them as it loads them)\n", model.path().c_str(),
+                 describe_quantization(q).c_str(), jobs.size(), s);
   else
-    std::fprintf(stderr, "flashserve: %s: %s: %zu projections dequantized to f32 at load in %.2f "
-                 "s (no block-FP8 matmul kernel yet; the backend holds them in its compute "
-                 "dtype)\n", model.path().c_str(), describe_quantization(q).c_str(), jobs.size(), s);
+    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (codes and block "
+                 "scales kept for the CUDA backend's block-FP8 kernels; dequantized to f32 for "
+                 "the CPU backend)\n", model.path().c_str(), describe_quantization(q).c_str(),
+                 jobs.size(), s);
 }
 
 }  // namespace flashserve

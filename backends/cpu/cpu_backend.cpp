@@ -1,10 +1,13 @@
 // The CPU backend: plain fp32 loops over host memory. Weights are converted to f32 at load (FP8
-// weights dequantized: the reference the CUDA kernels are checked against, docs/FP8.md).
+// and int4 weights dequantized: the reference the CUDA kernels are checked against, docs/FP8.md,
+// docs/QUANTIZATION.md).
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
 // ranges of query rows; each output element is computed by the same code whatever the split, so results
 // do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -19,6 +22,7 @@
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cpu/rope_kv_write_ref.h"
 #include "parallel/reduction_order.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 namespace {
@@ -85,7 +89,16 @@ class CpuBackend final : public Backend {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
-  Buffer load_weight(const TensorView& w) override {
+  Buffer load_weight(const TensorView& stored) override {
+    // A packed (int4) weight runs on its f32 values, dequantized here: the reference the int4
+    // kernels' twin is checked against (docs/QUANTIZATION.md).
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> values;
+    const TensorView w = unpacked_view(stored, &values);
+    if (is_packed(stored)) {
+      ++unpacked_weights_;
+      unpacked_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     FS_CHECK(w.shape.size() >= 1 && w.shape.size() <= 4 && w.data, "bad weight view");
     Buffer b = allocate(DType::kF32, {w.numel()});
     b.tensor.ndim = int(w.shape.size());
@@ -117,6 +130,15 @@ class CpuBackend final : public Backend {
         FS_THROW("weights of dtype ", dtype_name(w.dtype), " are not supported");
     }
     return b;
+  }
+
+  std::string take_conversion_report() override {
+    if (unpacked_weights_ == 0) return "";
+    char line[128];
+    std::snprintf(line, sizeof line, "%lld int4 weights dequantized to f32 in %.2f s",
+                  static_cast<long long>(unpacked_weights_), unpacked_s_);
+    unpacked_weights_ = 0, unpacked_s_ = 0;
+    return line;
   }
 
   void copy_from_host(Tensor dst, const void* src) override {
@@ -337,6 +359,8 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   std::vector<float> kv_tmp_;  // qkv_rope_write_kv: this step's k and v, split out
+  int64_t unpacked_weights_ = 0;  // packed weights dequantized since the last report
+  double unpacked_s_ = 0;
 };
 
 }  // namespace

@@ -60,6 +60,9 @@ std::string CudaBackend::name() const {
   if (int4_weights_ > 0)
     s += ", int4 packed (" + std::to_string(int4_weights_) + " matrices: int4 GEMV up to " +
          std::to_string(cuda::kInt4GemvMaxRows) + " rows, dequantize + bf16 cuBLASLt GEMM above)";
+  if (block_fp8_weights_ > 0)
+    s += ", block-FP8 (" + std::to_string(block_fp8_weights_) + " matrices: skinny kernels up " +
+         "to 16 rows, block-scaled FP8 cuBLASLt GEMM or dequantize + bf16 GEMM above)";
   s += "; matmul: ";
   if (gemv_max_rows_ > 0)
     s += "skinny-matmul kernel up to " + rows + " rows (with the add + norm fused in where it " +
@@ -76,7 +79,7 @@ std::string CudaBackend::name() const {
   s += prefill_reads_fresh_kv_
            ? "; attention: Hopper prefill (fresh prompts' K/V read from the step's own rows)"
            : "; attention: FA2 prefill";
-  return s + " + split-K decode for head_dim 64/128, generic fp32 kernel otherwise)";
+  return s + " + split-K decode for head_dim 64/128/256, generic fp32 kernel otherwise)";
 }
 
 size_t CudaBackend::memory_available() const {
@@ -99,9 +102,10 @@ std::shared_ptr<void> CudaBackend::allocate_bytes(size_t bytes) {
 }
 
 Buffer CudaBackend::load_weight(const TensorView& w) {
+  if (w.int4) return load_int4_weight({&w, 1});  // packed: no data
   FS_CHECK(w.shape.size() >= 1 && w.shape.size() <= 4 && w.data, "bad weight view");
-  if (w.dtype == DType::kF8E4M3) return load_fp8_weight(w);
-  if (w.int4) return load_int4_weight(w);
+  if (w.dtype == DType::kF8E4M3) return load_fp8_weight({&w, 1});
+  if (w.block_fp8) return load_block_fp8_weight(w);
   const int64_t n = w.numel();
   Buffer b = allocate(DType::kBF16, {n});
   b.tensor.ndim = int(w.shape.size());
@@ -134,6 +138,8 @@ Buffer CudaBackend::load_weight(const TensorView& w) {
 // whole, as one weight.
 Buffer CudaBackend::load_stacked_weight(std::span<const TensorView> parts) {
   const TensorView stacked = stacked_view(parts);
+  if (stacked.dtype == DType::kI4) return load_int4_weight(parts);  // each part laid out in place
+  if (stacked.dtype == DType::kF8E4M3) return load_fp8_weight(parts);  // likewise
   if (stacked.dtype != DType::kBF16) return Backend::load_stacked_weight(parts);
   Buffer b = allocate(DType::kBF16, {stacked.numel()});
   b.tensor.ndim = int(stacked.shape.size());
@@ -146,11 +152,14 @@ Buffer CudaBackend::load_stacked_weight(std::span<const TensorView> parts) {
   return b;
 }
 
-// An FP8 weight on the device: the codes, then (16-byte aligned) one fp32 scale per row, in
-// one allocation. The bf16 scratch that larger steps dequantize into grows here, at load, to
-// the largest FP8 weight, so that no step (nor a recorded graph) ever reallocates it.
-Buffer CudaBackend::load_fp8_weight(const TensorView& w) {
-  FS_CHECK(w.shape.size() == 2 && w.row_scale, "an FP8 weight needs 2 dims and row scales");
+// An FP8 weight on the device, from its parts stacked by rows (one part: the weight itself): the
+// codes, then (16-byte aligned) one fp32 scale per row, in one allocation, each part's codes and
+// scales sent straight to their rows. The bf16 scratch that larger steps dequantize into grows
+// here, at load, to the largest FP8 weight, so that no step (nor a recorded graph) ever
+// reallocates it.
+Buffer CudaBackend::load_fp8_weight(std::span<const TensorView> parts) {
+  const TensorView w = stacked_view(parts);
+  FS_CHECK(w.shape.size() == 2 && parts[0].row_scale, "an FP8 weight needs 2 dims and row scales");
   FS_CHECK(w.shape[1] % 8 == 0, "FP8 weights on the GPU need rows of a multiple of 8 values; "
            "this one has ", w.shape[1], " (under tensor parallelism a row is this rank's shard "
            "of the weight, so the shard's width must be a multiple of 8 too: use a "
@@ -162,8 +171,14 @@ Buffer CudaBackend::load_fp8_weight(const TensorView& w) {
   b.storage = allocate_bytes(codes + size_t(rows) * 4);
   b.tensor.data = b.storage.get();
   b.tensor.row_scale = reinterpret_cast<const float*>(static_cast<char*>(b.storage.get()) + codes);
-  upload(b.tensor.data, w.data, size_t(n));
-  upload(const_cast<float*>(b.tensor.row_scale), w.row_scale, size_t(rows) * 4);
+  char* at = static_cast<char*>(b.tensor.data);
+  float* scale = const_cast<float*>(b.tensor.row_scale);
+  for (const TensorView& p : parts) {
+    upload(at, p.data, size_t(p.numel()));
+    upload(scale, p.row_scale, size_t(p.shape[0]) * 4);
+    at += p.numel();
+    scale += p.shape[0];
+  }
   if (size_t(n) * 2 > fp8_scratch_bytes_) {
     fp8_scratch_ = nullptr;
     fp8_scratch_ = allocate_bytes(size_t(n) * 2);

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> allocate_bytes(size_t bytes) override;
   Buffer load_weight(const TensorView& w) override;
   Buffer load_stacked_weight(std::span<const TensorView> parts) override;
+  std::string take_conversion_report() override;  // cuda_int4.cpp
   void copy_from_host(Tensor dst, const void* src) override;
   void copy_to_host(void* dst, const Tensor& src) override;
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -116,10 +117,20 @@ class CudaBackend final : public Backend {
                        int64_t k);
   const GemmPlan* gemm_plan(int m, int n, int k, DType out_dtype, bool fp8);
   static void destroy(GemmPlan& p);
-  Buffer load_fp8_weight(const TensorView& w);  // cuda_backend.cpp
+  Buffer load_fp8_weight(std::span<const TensorView> parts);  // cuda_backend.cpp: one or a stack
   // cuda_int4.cpp: int4 weights (docs/QUANTIZATION.md, kernels/int4_gemv.h)
-  Buffer load_int4_weight(const TensorView& w);
+  Buffer load_int4_weight(std::span<const TensorView> parts);  // one projection or a stack
+  Buffer lay_out_int4(const std::vector<const Int4Stored*>& parts);  // int4_stackable parts
+  Buffer int4_as_bf16(const std::vector<const Int4Stored*>& parts);  // the others
   void matmul_int4(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k);
+  // cuda_block_fp8.cpp: block-wise FP8 weights (docs/QUANTIZATION.md, kernels/block_fp8.h)
+  Buffer load_block_fp8_weight(const TensorView& w);
+  void matmul_block_fp8(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
+                        int64_t k);
+  bool matmul_block_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
+                             int64_t k);
+  const GemmPlan* block_fp8_plan(int m, int n, int k, DType out_dtype, const float* w_scale,
+                                 const float* x_scale);
   void upload(void* dst, const void* src, size_t bytes);  // cuda_backend.cpp: a weight's bytes
   // cuda_attention.cpp
   static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a);
@@ -154,13 +165,17 @@ class CudaBackend final : public Backend {
   // cores (compute capability 8.9 and up); others dequantize instead (weight-only numerics).
   bool fp8_gemm_ = false;
   // [largest FP8 or int4 weight] bf16, see load_fp8_weight and load_int4_weight; matmul_fp8_gemm
-  // puts x's codes and scales here
+  // puts x's codes and scales here; load_int4_weight stages a checkpoint's words here
   std::shared_ptr<void> fp8_scratch_;
   size_t fp8_scratch_bytes_ = 0;
   int64_t fp8_weights_ = 0;  // FP8 weights loaded (name() says what runs)
   int64_t int4_weights_ = 0;  // int4 weights loaded (name() too)
+  int64_t int4_converted_ = 0;  // int4 weights loaded since take_conversion_report,
+  double int4_converted_bytes_ = 0, int4_convert_s_ = 0;  // their stored bytes and load time
   std::shared_ptr<void> int4_x_;  // [kInt4GemvMaxRows, largest int4 k] bf16: act-order's gathered x
   size_t int4_x_bytes_ = 0;
+  int64_t block_fp8_weights_ = 0;  // block-wise FP8 weights loaded (name() too)
+  bool block_fp8_fallback_said_ = false;  // the dequantize fallback's log line, once
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;

@@ -1,5 +1,6 @@
 // The CUDA backend's int4 weights (docs/QUANTIZATION.md): a loaded int4 projection
-// (TensorView::int4) goes up once in the layout of kernels/int4_gemv.h as a kI4 tensor, and its
+// (TensorView::int4) goes up as its checkpoint stores it and the GPU lays it out once in the
+// layout of kernels/int4_gemv.h (kernels/int4_layout.h), a kI4 tensor; its
 // matmuls run the int4 skinny kernel up to kInt4GemvMaxRows rows (act-order weights gather x into
 // their column order first), or, above, dequantize the weight into the bf16 scratch and run the
 // bf16 cuBLASLt GEMM. Compiles to nothing unless FLASHSERVE_HAS_CUDA.
@@ -7,8 +8,14 @@
 
 #ifdef FLASHSERVE_HAS_CUDA
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
 #include "backends/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/int4_gemv.h"
+#include "kernels/int4_layout.h"
 #include "weights/int4_weights.h"
 
 namespace flashserve {
@@ -17,44 +24,130 @@ namespace {
 size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 }  // namespace
 
-// One allocation: codes, scales, zeros and (act-order) the permutation, each 16-byte aligned. The
-// bf16 scratch that larger steps dequantize into, and act-order's gathered x, grow here, at
-// load, so that no step (nor a recorded graph) ever reallocates them.
-Buffer CudaBackend::load_int4_weight(const TensorView& w) {
-  const Int4Weight& q = *w.int4;
-  FS_CHECK(w.shape.size() == 2 && w.shape[0] == q.rows && w.shape[1] == q.cols,
-           "an int4 weight's view and packed form disagree on its shape");
-  const int n = int(q.rows), k = int(q.cols), group_size = int(q.group_size);
-  const cuda::Int4GpuLayout l = cuda::int4_gpu_layout(q.packed.data(), q.scales.data(),
-                                                      q.zeros.data(), n, k, group_size);
-  const size_t codes = align16(l.codes.size()), scales = align16(l.scales.size() * 4),
-               zeros = align16(l.zeros.size()), perm = q.perm.size() * 4;
+// Int4 parts that stack (one projection, or q/k/v or gate/up with one permutation) load packed;
+// the others (act-order checkpoints give each projection its own permutation) become one bf16
+// weight. Act-order's gathered x grows here, at load, so that no step (nor a recorded graph)
+// ever reallocates it.
+Buffer CudaBackend::load_int4_weight(std::span<const TensorView> parts) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<const Int4Stored*> int4;
+  for (const TensorView& t : parts) {
+    FS_CHECK(t.int4 && t.shape.size() == 2 && t.shape[0] == t.int4->rows &&
+                 t.shape[1] == t.int4->cols,
+             "an int4 weight's view and packed form disagree on its shape");
+    int4.push_back(t.int4.get());
+  }
+  Buffer b;
+  if (int4_stackable(int4)) {
+    b = lay_out_int4(int4);
+    const size_t x_bytes = size_t(cuda::kInt4GemvMaxRows) * b.tensor.dim(1) * 2;
+    if (b.tensor.int4.perm && x_bytes > int4_x_bytes_) {
+      int4_x_ = nullptr;
+      int4_x_ = allocate_bytes(x_bytes);
+      int4_x_bytes_ = x_bytes;
+    }
+    ++int4_weights_;
+  } else {
+    b = int4_as_bf16(int4);
+  }
+  ++int4_converted_;
+  int4_convert_s_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return b;
+}
+
+// One allocation: codes, scales, zeros and (act-order) the permutation, each 16-byte aligned.
+// The parts go up as their checkpoint stores them, through the bf16 scratch (grown here first:
+// idle while loading; it grows to the largest int4 weight, which larger steps dequantize into),
+// and the GPU writes each part's rows of the layout: int4_layout_codes for the codes, strided
+// copies for its columns of the group-major scales and zero points.
+Buffer CudaBackend::lay_out_int4(const std::vector<const Int4Stored*>& int4) {
+  const Int4Stored& first = *int4[0];
+  int64_t rows = 0;
+  for (const Int4Stored* p : int4) rows += p->rows;
+  const int n = int(rows), k = int(first.cols), group_size = int(first.group_size);
+  const int groups = k / group_size, row_bytes = cuda::int4_row_bytes(k);
+  const size_t codes = align16(size_t(n) * row_bytes), scales = align16(size_t(groups) * n * 4),
+               zeros = align16(size_t(groups) * n), perm = first.perm.size() * 4;
+  size_t staging = size_t(n) * k * 2;  // the scratch's size for this weight, at least
+  for (const Int4Stored* p : int4)
+    staging = std::max(staging, align16(p->word_bytes()) + align16(p->scales.size() * 4) +
+                                    p->zeros.size());
+  if (staging > fp8_scratch_bytes_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier weights' staging has been read
+    fp8_scratch_ = nullptr;
+    fp8_scratch_ = allocate_bytes(staging);
+    fp8_scratch_bytes_ = staging;
+  }
   Buffer b;
   b.storage = allocate_bytes(codes + scales + zeros + perm);
   char* base = static_cast<char*>(b.storage.get());
-  b.tensor = Tensor(base, DType::kI4, Device::kCuda, {q.rows, q.cols});
+  b.tensor = Tensor(base, DType::kI4, Device::kCuda, {rows, first.cols});
   b.tensor.int4.scales = reinterpret_cast<const float*>(base + codes);
   b.tensor.int4.zeros = reinterpret_cast<const uint8_t*>(base + codes + scales);
   b.tensor.int4.perm = perm ? reinterpret_cast<const int32_t*>(base + codes + scales + zeros)
                             : nullptr;
   b.tensor.int4.group_size = group_size;
-  upload(base, l.codes.data(), l.codes.size());
-  upload(base + codes, l.scales.data(), l.scales.size() * 4);
-  upload(base + codes + scales, l.zeros.data(), l.zeros.size());
-  if (perm) upload(base + codes + scales + zeros, q.perm.data(), perm);
-  if (size_t(n) * k * 2 > fp8_scratch_bytes_) {
-    fp8_scratch_ = nullptr;
-    fp8_scratch_ = allocate_bytes(size_t(n) * k * 2);
-    fp8_scratch_bytes_ = size_t(n) * k * 2;
+  if (perm) upload(base + codes + scales + zeros, first.perm.data(), perm);
+  char* words = static_cast<char*>(fp8_scratch_.get());
+  int64_t row0 = 0;
+  for (const Int4Stored* p : int4) {
+    // Stream order keeps each part's staging until the previous part's kernel and copies ran.
+    char* part_scales = words + align16(p->word_bytes());
+    char* part_zeros = part_scales + align16(p->scales.size() * 4);
+    upload(words, p->words, p->word_bytes());
+    upload(part_scales, p->scales.data(), p->scales.size() * 4);
+    upload(part_zeros, p->zeros.data(), p->zeros.size());
+    cuda::int4_layout_codes(reinterpret_cast<uint8_t*>(base) + size_t(row0) * row_bytes,
+                            reinterpret_cast<const uint32_t*>(words), p->packing,
+                            b.tensor.int4.perm, int(p->rows), k, stream_);
+    CUDA_CHECK(cudaMemcpy2DAsync(base + codes + size_t(row0) * 4, size_t(n) * 4, part_scales,
+                                 size_t(p->rows) * 4, size_t(p->rows) * 4, size_t(groups),
+                                 cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaMemcpy2DAsync(base + codes + scales + size_t(row0), size_t(n), part_zeros,
+                                 size_t(p->rows), size_t(p->rows), size_t(groups),
+                                 cudaMemcpyDeviceToDevice, stream_));
+    row0 += p->rows;
+    int4_converted_bytes_ += double(p->word_bytes() + p->scales.size() * 4 + p->zeros.size());
   }
-  const size_t x_bytes = size_t(cuda::kInt4GemvMaxRows) * k * 2;
-  if (perm && x_bytes > int4_x_bytes_) {
-    int4_x_ = nullptr;
-    int4_x_ = allocate_bytes(x_bytes);
-    int4_x_bytes_ = x_bytes;
-  }
-  ++int4_weights_;
   return b;
+}
+
+// Each part laid out alone, then dequantized into its rows (int4_dequantize_bf16: every value
+// rounded once, the bf16 weight its f32 values would give).
+Buffer CudaBackend::int4_as_bf16(const std::vector<const Int4Stored*>& int4) {
+  int64_t rows = 0;
+  for (const Int4Stored* p : int4) {
+    FS_CHECK(p && p->cols == int4[0]->cols, "int4 weights of different columns cannot be stacked");
+    rows += p->rows;
+  }
+  const int64_t k = int4[0]->cols;
+  Buffer b = allocate(DType::kBF16, {rows, k});
+  char* at = static_cast<char*>(b.tensor.data);
+  for (const Int4Stored* p : int4) {
+    const Buffer part = lay_out_int4({p});
+    const Int4Params& q = part.tensor.int4;
+    cuda::int4_dequantize_bf16(at, static_cast<const uint8_t*>(part.tensor.data), q.scales,
+                               q.zeros, q.perm, int(p->rows), int(k), q.group_size, stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `part` is freed
+    at += size_t(p->rows * k) * 2;
+  }
+  return b;
+}
+
+// The GPU work queued by the loads is part of their time: waited for here.
+std::string CudaBackend::take_conversion_report() {
+  if (int4_converted_ == 0) return "";
+  const auto start = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const double s = int4_convert_s_ +
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char line[200];
+  std::snprintf(line, sizeof line, "%lld int4 weights (%.2f GB as stored) uploaded and laid out "
+                "on the GPU in %.2f s (%.1f GB/s)", static_cast<long long>(int4_converted_),
+                int4_converted_bytes_ / 1e9, s, int4_converted_bytes_ / 1e9 / std::max(s, 1e-9));
+  int4_converted_ = 0, int4_convert_s_ = 0, int4_converted_bytes_ = 0;
+  return line;
 }
 
 // The skinny kernel up to kInt4GemvMaxRows rows (whatever gemv_max_rows says, unless it is 0:

@@ -1,7 +1,7 @@
 // The CUDA backend's matmuls (backends/cuda/cuda_backend.h): cuBLASLt (bf16 inputs, fp32
 // accumulation; one descriptor set + heuristic per shape, cached), the skinny-matmul kernels for
 // decode steps (kernels/gemv.h), FP8 weights as the W8A8 GEMM or dequantized, and the fused
-// add + norm + matmul. Int4 weights go to cuda_int4.cpp.
+// add + norm + matmul. Int4 weights go to cuda_int4.cpp, block-wise FP8 to cuda_block_fp8.cpp.
 #include "backends/backend.h"
 
 #ifdef FLASHSERVE_HAS_CUDA
@@ -27,6 +27,12 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w) {
     FS_CHECK(x.numel() == m * k && out.numel() == m * n, "matmul: x ", x.numel(), " w ", n, "x",
              k, " out ", out.numel());
     return matmul_int4(out, x, w, m, n, k);
+  }
+  if (w.block_scale) {  // block-wise FP8: cuda_block_fp8.cpp
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.numel() / k;
+    FS_CHECK(x.numel() == m * k && out.numel() == m * n, "matmul: x ", x.numel(), " w ", n, "x",
+             k, " out ", out.numel());
+    return matmul_block_fp8(out, x, w, m, n, k);
   }
   const bool fp8 = w.dtype == DType::kF8E4M3;
   if (!fp8) expect_bf16(w, "matmul w");

@@ -18,7 +18,10 @@
 // before it finishes. Rows past n are clamped onto row n - 1 (read, never stored); the columns of
 // a last partial unit are zero in both operands. FP8 weights (kFp8, docs/FP8.md): each thread
 // loads its 8 columns as 8 bytes of E4M3 codes and widens them to the same bf16 fragment in
-// registers (exact), and the epilogue multiplies each output by its row's scale. Included by
+// registers (exact), and the epilogue multiplies each output by its row's scale. Block-wise FP8
+// weights (kBlock, kernels/block_fp8.h): a 16-row tile lies in one block of rows and a 32-column
+// unit in one block of columns, so each unit's two mmas go into fresh accumulators that are then
+// added times the block's scale (fp32 FMAs, no epilogue scale). Included by
 // gemv.cu, gemv_fused.cu and gemv_fp8.cu, which instantiate it. docs/decode.md has the measurements (and what did not pay: an L2 bulk prefetch
 // of the block's rows, a SwiGLU prologue).
 #pragma once
@@ -43,6 +46,8 @@ struct Args {
   void* out;           // [m, n] bf16 or f32
   const void* w;       // [n, k] bf16, or E4M3 codes (kFp8)
   const float* w_scale;  // kFp8: [n] the rows' scales
+  const float* w_block_scale;  // kBlock: [ceil(n / block_n), block_scale_ld]
+  int block_n, block_k, block_scale_ld;  // kBlock: block_n a multiple of 16, block_k of 32
   const bf16* x;       // kPlain: [m, k]; kAddNorm: the residual [m, k]
   const bf16* delta;   // kAddNorm: [m, k] added to the residual, or null (x used as is)
   bf16* x_out;         // kAddNorm: [m, k] receives x + delta (block 0 writes it), or null
@@ -151,8 +156,10 @@ __device__ void add_norm_prologue(const Args& a, bf16* h) {
 
 // kNT n8 tiles of x rows (m <= 8 kNT); kTiles 16-row tiles of w per block; kWarps warps over k,
 // each taking kUnroll 32-column units per round (all their loads in flight at once); kFp8: w
-// holds E4M3 codes and a.w_scale their rows' scales.
-template <int kNT, int kTiles, int kWarps, int kUnroll, Prologue P, class Out, bool kFp8>
+// holds E4M3 codes and a.w_scale their rows' scales; kBlock (with kFp8): a.w_block_scale their
+// blocks' scales instead.
+template <int kNT, int kTiles, int kWarps, int kUnroll, Prologue P, class Out, bool kFp8,
+          bool kBlock = false>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const __grid_constant__ Args a) {
   constexpr int kThreads = kWarps * 32, kRows = 16 * kTiles, kOut = kTiles * kNT * 4;
@@ -230,12 +237,27 @@ __global__ void __launch_bounds__(kWarps * 32)
         const uint4 w0 = widen(wv[j][i][0]);  // row g
         const uint4 w1 = widen(wv[j][i][1]);  // row g + 8
         const uint32_t a_lo[4] = {w0.x, w1.x, w0.y, w1.y}, a_hi[4] = {w0.z, w1.z, w0.w, w1.w};
+        float scale = 1.f;  // kBlock: the unit's block (past k: any, its products are zeros)
+        if constexpr (kBlock) {
+          const int col = min((first + warp * kUnroll + j) * 32, k - 1);
+          const int row = min(row0 + 16 * i, a.n - 1);
+          scale = __ldg(a.w_block_scale + size_t(row / a.block_n) * a.block_scale_ld +
+                        col / a.block_k);
+        }
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
           const uint4& xx = xv[j][nt];
           const uint32_t b_lo[2] = {xx.x, xx.y}, b_hi[2] = {xx.z, xx.w};
-          detail::mma_m16n8k16<bf16>(acc[i][nt], a_lo, b_lo);
-          detail::mma_m16n8k16<bf16>(acc[i][nt], a_hi, b_hi);
+          if constexpr (kBlock) {
+            float unit[4] = {0.f, 0.f, 0.f, 0.f};
+            detail::mma_m16n8k16<bf16>(unit, a_lo, b_lo);
+            detail::mma_m16n8k16<bf16>(unit, a_hi, b_hi);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[i][nt][c] = fmaf(unit[c], scale, acc[i][nt][c]);
+          } else {
+            detail::mma_m16n8k16<bf16>(acc[i][nt], a_lo, b_lo);
+            detail::mma_m16n8k16<bf16>(acc[i][nt], a_hi, b_hi);
+          }
         }
       }
   }
@@ -257,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     // 8 nt + 2 (l % 4) (+ 1 for odd c): the m16n8 C fragment layout.
     const int c = e % 4, nt = (e / 4) % kNT, i = e / 4 / kNT;
     const int row = row0 + 16 * i + l / 4 + 8 * (c / 2), col = 8 * nt + 2 * (l % 4) + c % 2;
-    if constexpr (kFp8)
+    if constexpr (kFp8 && !kBlock)
       if (row < a.n) s *= a.w_scale[row];
     if (row < a.n && col < a.m) store_out(out + size_t(col) * a.n + row, s);
   }
@@ -292,12 +314,13 @@ inline size_t dynamic_smem(Prologue p, int m, int k) {
 }
 
 // Launches the kernel for a.m rows (1..kMaxRows) with programmatic dependent launch; the
-// caller has checked shapes and alignment (kFp8: w 8-byte aligned, k a multiple of 8).
-template <Prologue P, class Out, bool kFp8 = false>
+// caller has checked shapes and alignment (kFp8: w 8-byte aligned, k a multiple of 8; kBlock:
+// the block shape).
+template <Prologue P, class Out, bool kFp8 = false, bool kBlock = false>
 void launch(const Args& a, cudaStream_t stream) {
   constexpr int kU = kFp8 ? kUnrollFp8 : kUnroll;
-  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kU, P, Out, kFp8>
-                         : skinny_gemm_kernel<2, kTiles, kWarps, kU, P, Out, kFp8>;
+  auto kernel = a.m <= 8 ? skinny_gemm_kernel<1, kTiles, kWarps, kU, P, Out, kFp8, kBlock>
+                         : skinny_gemm_kernel<2, kTiles, kWarps, kU, P, Out, kFp8, kBlock>;
   const size_t smem = dynamic_smem(P, a.m, a.k);
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

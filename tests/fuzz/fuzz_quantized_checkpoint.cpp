@@ -2,17 +2,19 @@
 // quantized_projections.cpp): the first byte picks one of the committed one-layer checkpoints'
 // config.json (GPTQ act-order, AWQ, compressed-tensors, block-wise FP8; tests/weights/data/
 // quantized/), the rest is its model.safetensors. Any input either loads, every int4 projection
-// then holding finite f32 values, or throws flashserve::Error.
+// then packed with finite values, or throws flashserve::Error.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "core/error.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "weights/llama_tensors.h"
 #include "weights/loaded_model.h"
+#include "weights/packed_views.h"
 #include "weights/quant_config.h"
 
 using namespace flashserve;
@@ -53,13 +55,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [name, shape] : llama_tensor_shapes(model->config())) {
       const TensorView& t = model->tensor(name);
       FUZZ_ASSERT(t.shape == shape, "shape");
-      // Int4 projections are always dequantized; others (and block-FP8 projections kept in
-      // bf16) are as stored, NaNs included.
+      // Int4 projections are always packed, with finite values; others (and block-FP8
+      // projections kept in bf16) are as stored, NaNs included.
       if (!model->config().quant.is_int4() || !stores_quantized(model->config().quant, name))
         continue;
-      FUZZ_ASSERT(t.dtype == DType::kF32, "an int4 projection not dequantized");
-      const float* v = static_cast<const float*>(t.data);
-      for (int64_t i = 0; i < t.numel(); ++i) FUZZ_ASSERT(std::isfinite(v[i]), "non-finite weight");
+      FUZZ_ASSERT(t.dtype == DType::kI4 && t.int4, "an int4 projection not packed");
+      std::vector<float> values;
+      const TensorView f = unpacked_view(t, &values);
+      const float* v = static_cast<const float*>(f.data);
+      for (int64_t i = 0; i < f.numel(); ++i) FUZZ_ASSERT(std::isfinite(v[i]), "non-finite weight");
     }
   } catch (const Error&) {
   }

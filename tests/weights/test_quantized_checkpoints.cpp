@@ -6,8 +6,10 @@
 // --act-order; awq: awq --group-size 32; ct_group_asym: ct --group-size 32 --asym --act-order;
 // ct_channel_sym: ct --group-size -1 --ignore mlp.down_proj; block_fp8: block-fp8 --block-size
 // 16; ct_fp8: ct-fp8). Codes and zero points must match exactly, scales and dequantized
-// weights bit for bit; the matmul twins against dequantize-then-multiply; malformed files and
-// unsupported settings fail with messages naming the tensor or setting.
+// weights bit for bit (int4 views stay packed, their values asked of weights/packed_views.h);
+// stacking and row rewrites of the packed form; the matmul twins against
+// dequantize-then-multiply; malformed files and unsupported settings fail with messages naming
+// the tensor or setting.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,7 @@
 #include "weights/block_fp8_weights.h"
 #include "weights/hf_config.h"
 #include "weights/int4_weights.h"
+#include "weights/packed_views.h"
 #include "weights/safetensors.h"
 #include "weights/safetensors_writer.h"
 
@@ -54,10 +57,13 @@ struct File {
   }
 };
 
+// A tensor's values: f32 views as they are, packed (int4) ones dequantized as backends ask.
 std::vector<float> as_floats(const TensorView& t) {
-  EXPECT_EQ(t.dtype, DType::kF32);
-  const float* p = static_cast<const float*>(t.data);
-  return std::vector<float>(p, p + t.numel());
+  std::vector<float> values;
+  const TensorView v = unpacked_view(t, &values);
+  EXPECT_EQ(v.dtype, DType::kF32);
+  const float* p = static_cast<const float*>(v.data);
+  return std::vector<float>(p, p + v.numel());
 }
 
 // out[i, j] = sum_c x[i, c] w[j, c] in double.
@@ -118,7 +124,9 @@ void check_int4_folder(const std::string& folder, bool act_order) {
         const size_t g = size_t(r * groups + g_idx[size_t(c)]);
         deq[size_t(r * cols + c)] = float(int(codes[size_t(r * cols + c)]) - int(zeros[g])) * scales[g];
       }
-    EXPECT_EQ(as_floats(model->tensor(module + ".weight")), deq) << module;
+    const TensorView& view = model->tensor(module + ".weight");
+    EXPECT_TRUE(view.dtype == DType::kI4 && view.int4 && !view.data) << module;  // kept packed
+    EXPECT_EQ(as_floats(view), deq) << module;
     // The internal layout: columns ordered by group once, codes and zero points exact.
     const Int4Source src{module, dir, [&](const std::string& s) { return ckpt.find(module + "." + s); }};
     const Int4Weight w = read_int4(q, src, rows, cols);
@@ -172,6 +180,45 @@ TEST(QuantizedCheckpoints, GptqV2ZeroPointsHaveNoOffset) {
 }
 
 TEST(QuantizedCheckpoints, AwqGemm) { check_int4_folder("awq", false); }
+
+// Stacking (q/k/v) and row rewrites (partial rotary's order, Granite's factors) on the packed
+// form, for each word packing: the same values as the dequantized rows stacked, reordered and
+// scaled, with each scale multiplied by its row's factor.
+TEST(QuantizedCheckpoints, Int4StackAndRewriteRows) {
+  for (const char* folder : {"gptq_asym_actorder", "awq", "ct_group_asym"}) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(kData + folder);
+    std::vector<const Int4Stored*> parts;
+    std::vector<float> want;
+    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}) {
+      const TensorView& t = model->tensor(std::string("model.layers.0.") + p + ".weight");
+      parts.push_back(t.int4.get());
+      const std::vector<float> v = as_floats(t);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    ASSERT_TRUE(int4_stackable(parts));
+    const Int4Stored stacked = stack_int4(parts);
+    EXPECT_EQ(dequantize_int4(stacked), want);
+    const int64_t rows = stacked.rows, cols = stacked.cols;
+    std::vector<int> order(static_cast<size_t>(rows));
+    std::vector<float> factor(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      order[size_t(r)] = int((r * 5 + 3) % rows);
+      factor[size_t(r)] = 0.5f + 0.25f * float(r % 3);
+    }
+    ASSERT_NE(rows % 5, 0);  // so 5 r + 3 is a permutation of the rows
+    const Int4Stored rewritten = rewrite_int4_rows(stacked, order, factor);
+    const Int4Weight in = unpack_int4(stacked), out = unpack_int4(rewritten);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t s = order[size_t(r)], g = j / in.group_size, groups = in.groups();
+        ASSERT_EQ(out.code(r, j), in.code(s, j));
+        ASSERT_EQ(out.zeros[size_t(r * groups + g)], in.zeros[size_t(s * groups + g)]);
+        ASSERT_EQ(out.scales[size_t(r * groups + g)],
+                  in.scales[size_t(s * groups + g)] * factor[size_t(r)]);
+      }
+  }
+}
 TEST(QuantizedCheckpoints, CompressedTensorsGroupAsymmetricActOrder) {
   check_int4_folder("ct_group_asym", true);
 }
@@ -200,7 +247,7 @@ TEST(QuantizedCheckpoints, BlockFp8) {
     const int m = 2;
     const std::vector<float> x = random_x(m, cols, 6);
     std::vector<float> out(size_t(m * rows));
-    ref::matmul_block_fp8(out.data(), x.data(), w.codes, w.scales.data(), m, rows, cols, 16, 16);
+    ref::matmul_block_fp8(out.data(), x.data(), w.codes.data(), w.scales.data(), m, rows, cols, 16, 16);
     expect_close(out, matmul(x, deq, m, rows, cols), 1e-6);
   }
 }
