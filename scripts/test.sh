@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (the README's test command; .ci/run calls it). Each test
 # runs once, in the strictest build that can run it:
-#  1. release build: the product, the benchmarks and the CUDA code (compiled when nvcc exists),
-#     and the tests that need release speed or memory: soak, load, the Node clients, the
-#     container, the slow fault tests; `gpu` tests run on a GPU and report SKIPPED elsewhere.
-#     The container test (mostly downloads) starts first and runs beside everything else;
+#  1. release build (clang, unity): the product, the benchmarks and the CUDA code (compiled when
+#     nvcc exists), and the tests that need release speed or memory: soak, load, the Node
+#     clients, the container, the slow fault tests; `gpu` tests run on a GPU and report SKIPPED
+#     elsewhere. The container test (mostly downloads) starts first and runs beside everything
+#     else;
 #  2. AddressSanitizer + UndefinedBehaviorSanitizer build: unit, cpu and server tests, then each
 #     libFuzzer target for FS_FUZZ_SECONDS (default 10) on its seeds, from the same instrumented
 #     libraries;
 #  3. ThreadSanitizer build: the engine thread and the server (handler threads, cancellation).
-# Both sanitizer builds use clang, at -O1, as unity builds.
+# The sanitizer builds use clang too, at -O1, as unity builds.
 # FS_TEST_STAGES picks stages (default "release asan tsan"). Prints each stage's time (build
 # and tests); docs/CONVENTIONS.md#ci-time has the measured ones and what keeps them short.
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
@@ -141,9 +142,11 @@ if stage release; then
   build="$FS_ROOT/build/release"
   # No GPU runs CI: one architecture proves the CUDA code compiles, as PTX only (no ptxas: about
   # a third less per file) except the Hopper-only kernels, which need sm_90a code. The benchmark
-  # programs must build, not run fast: -O0.
-  fs_configure "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO \
-    -DCMAKE_CUDA_ARCHITECTURES=90a-virtual -DFLASHSERVE_BENCH_UNOPTIMIZED=ON $pch
+  # programs must build, not run fast: -O0. The C++ is a clang unity build, as in the sanitizer
+  # stages (which also proves the CUDA backend's host files unity-clean).
+  CC=clang CXX=clang++ fs_configure "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_CUDA_ARCHITECTURES=90a-virtual \
+    -DFLASHSERVE_BENCH_UNOPTIMIZED=ON $pch
   # The container test builds its own image (downloads, then a niced compile): it needs nothing
   # from this tree's build, so it runs from now until the end, beside the other stages.
   run_ctest "$build" docker --output-on-failure -R '^test_docker$' >"$build/docker.log" 2>&1 &

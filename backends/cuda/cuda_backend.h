@@ -33,6 +33,9 @@
 
 namespace flashserve {
 
+// Bytes rounded up to 16: where the parts of one weight allocation (codes, scales, ...) start.
+constexpr size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 // Left free after the weights for activations, cuBLASLt, attention workspaces and the CUDA
 // context's own growth; the KV cache may take a fraction of the rest.

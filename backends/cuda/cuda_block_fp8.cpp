@@ -19,7 +19,6 @@
 namespace flashserve {
 
 namespace {
-size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 constexpr int kLtBlock = 128;  // the only block shape cuBLASLt's block-scaled GEMM takes
 
 // A block-scaled plan's scale pointers (A: the weight's, B: x's), device memory.

@@ -20,10 +20,6 @@
 
 namespace flashserve {
 
-namespace {
-size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
-}  // namespace
-
 // Int4 parts that stack (one projection, or q/k/v or gate/up with one permutation) load packed;
 // the others (act-order checkpoints give each projection its own permutation) become one bf16
 // weight. Act-order's gathered x grows here, at load, so that no step (nor a recorded graph)
