@@ -157,7 +157,7 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   // The launcher is named for its K/V source: the page gather, or the step's fresh rows.
   std::vector<Impl> impls = {{"flashserve", 5, -1}, {"flashserve:fa2", 1, -1}};
   const bool sm90_head_dim = fd::prefill_sm90_num_variants(d) > 0;  // the Hopper kernel: d64/d128
-  if (flashserve::cuda::attention_prefill_reads_fresh_kv() && sm90_head_dim)
+  if (flashserve::cuda::attention_prefill_reads_fresh_kv(d))
     impls.push_back({"flashserve:kv_contig", 0, -1});
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});

@@ -48,9 +48,10 @@ void attention_prefill(const PagedAttentionArgs& args, int num_tokens,
                        float* lse,           // [num_tokens, num_q_heads] base 2, or nullptr
                        DType dtype, cudaStream_t stream, const FreshKv* fresh = nullptr);
 
-// True where attention_prefill reads an offered FreshKv (the Hopper kernel runs on the current
-// device): a caller keeps its turned K rows for it only then.
-bool attention_prefill_reads_fresh_kv();
+// True where attention_prefill reads an offered FreshKv at this head_dim (the Hopper kernel runs
+// on the current device and serves the head_dim: 64 or 128): a caller keeps its turned K rows
+// for it only then.
+bool attention_prefill_reads_fresh_kv(int head_dim);
 
 
 }  // namespace flashserve::cuda

@@ -40,7 +40,7 @@ CudaBackend::CudaBackend(int device, int gemv_max_rows)
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   gpu_name_ = prop.name;
   fp8_gemm_ = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
-  prefill_reads_fresh_kv_ = cuda::attention_prefill_reads_fresh_kv();
+  prefill_reads_fresh_kv_ = cuda::attention_prefill_reads_fresh_kv(128);  // the Hopper kernel runs here
 }
 
 CudaBackend::~CudaBackend() {
@@ -77,7 +77,7 @@ std::string CudaBackend::name() const {
                    : "dequantize + bf16 cuBLASLt GEMM";
   }
   s += prefill_reads_fresh_kv_
-           ? "; attention: Hopper prefill (fresh prompts' K/V read from the step's own rows)"
+           ? "; attention: Hopper prefill for head_dim 64/128 (fresh prompts' K/V read from the step's own rows), FA2 otherwise"
            : "; attention: FA2 prefill";
   return s + " + split-K decode for head_dim 64/128/256, generic fp32 kernel otherwise)";
 }
@@ -315,7 +315,7 @@ void CudaBackend::qkv_rope_write_kv(Tensor q, Tensor k_cache, Tensor v_cache, co
   fresh_ = {};
   void* k_rows = nullptr;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (n > 1 && prefill_reads_fresh_kv_ &&
+  if (n > 1 && prefill_reads_fresh_kv_ && cuda::attention_prefill_reads_fresh_kv(int(d)) &&
       cudaStreamIsCapturing(stream_, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
     const size_t bytes = size_t(n) * hkv * d * 2;
     if (bytes > fresh_k_bytes_) fresh_k_ = allocate_bytes(bytes), fresh_k_bytes_ = bytes;

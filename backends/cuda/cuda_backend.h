@@ -163,7 +163,7 @@ class CudaBackend final : public Backend {
   size_t fresh_k_bytes_ = 0;
   cuda::FreshKv fresh_;  // set by qkv_rope_write_kv, taken by the next paged_attention
   int64_t fresh_tokens_ = 0;
-  bool prefill_reads_fresh_kv_ = false;  // cuda::attention_prefill_reads_fresh_kv() on this GPU
+  bool prefill_reads_fresh_kv_ = false;  // the Hopper prefill kernel runs on this GPU
   // FP8 steps above the skinny kernels as W8A8 GEMMs (matmul_fp8_gemm) on GPUs with FP8 tensor
   // cores (compute capability 8.9 and up); others dequantize instead (weight-only numerics).
   bool fp8_gemm_ = false;

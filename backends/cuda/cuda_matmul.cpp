@@ -79,7 +79,7 @@ void CudaBackend::matmul(Tensor out, const Tensor& x, const Tensor& w) {
 bool CudaBackend::matmul_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
                      int64_t k) {
   if (!fp8_gemm_ || k % 16 != 0 || n % 16 != 0 || !fp8_scratch_) return false;
-  const auto scales_at = [k](int64_t rows) { return (size_t(rows * k) + 15) / 16 * 16; };
+  const auto scales_at = [k](int64_t rows) { return align16(size_t(rows * k)); };
   int64_t cap = int64_t(fp8_scratch_bytes_) / (k + 4) - 4;  // rows of codes + scales
   cap -= cap > 16 ? cap % 16 : 0;
   const int64_t chunk = std::min(m, cap);

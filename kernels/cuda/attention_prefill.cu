@@ -221,13 +221,13 @@ const char* prefill_default_kernel() { return prefill_sm90_available() ? "sm90" 
 
 }  // namespace detail
 
-// The contiguous K/V path measured faster than the page gather for fresh prompts on the H100
-// (docs/prefill_attention.md), so it runs wherever the Hopper kernel does.
-bool attention_prefill_reads_fresh_kv() { return detail::prefill_sm90_available(); }
-
 namespace {
 bool runs_sm90(int head_dim) { return detail::prefill_sm90_num_variants(head_dim) > 0 && detail::prefill_sm90_available(); }
 }  // namespace
+
+// The contiguous K/V path measured faster than the page gather for fresh prompts on the H100
+// (docs/prefill_attention.md), so it runs wherever the Hopper kernel does.
+bool attention_prefill_reads_fresh_kv(int head_dim) { return runs_sm90(head_dim); }
 
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,
                        const void* k_cache, const void* v_cache, void* out, float* lse,

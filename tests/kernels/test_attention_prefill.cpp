@@ -96,7 +96,7 @@ TEST(AttentionPrefill, MatchesReferencePublicLauncher) {
   // The cases offer the fresh K/V rows; the launcher reads them on the Hopper kernel (the paged
   // path of the same kernel is its variant 0, checked by the Sm90 cases below).
   std::printf("launcher runs the %s kernel, K/V %s\n", cuda::detail::prefill_default_kernel(),
-              cuda::attention_prefill_reads_fresh_kv() ? "contig (fresh prompts)" : "paged");
+              cuda::attention_prefill_reads_fresh_kv(128) ? "contig (fresh prompts)" : "paged");
   for (const PrefillCase& c : default_cases()) {
     const CheckResult r = run_and_check(c, seed_of(c.name, 0));
     std::printf("%s\n", r.message.c_str());
