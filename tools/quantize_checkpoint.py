@@ -7,7 +7,8 @@ block-wise FP8. Each layout is written from the format's published description.
 Weights are quantized by round-to-nearest per group (no calibration data, no GPTQ error
 feedback): the files have each format's layout and metadata, not a calibrated model's quality.
 Act-order (--act-order) orders the columns by falling norm, a stand-in for GPTQ's Hessian order,
-and writes g_idx. Only the seven projections of each layer are quantized; lm_head never is.
+and writes g_idx; projections that read the same input (q/k/v, gate/up) share one order, as
+they share GPTQ's Hessian. Only the seven projections of each layer are quantized; lm_head never is.
 
 Needs only the Python standard library and numpy (runs where torch is installed too).
 
@@ -151,19 +152,30 @@ def scale_store(dtype, s):
     return (dtype, bf16_bits(s) if dtype == "BF16" else s.astype(np.float16))
 
 
-def group_index(w, group_size, act_order):
+def group_index(w, group_size, col_norm):
+    """g_idx of weight w [out, in]: columns in order (col_norm None), or by falling col_norm."""
     in_features = w.shape[1]
     gs = in_features if group_size == -1 else group_size
     perm = np.arange(in_features)
-    if act_order:  # falling column norm, stable
-        perm = np.argsort(-np.linalg.norm(w, axis=0), kind="stable")
+    if col_norm is not None:  # falling column norm, stable
+        perm = np.argsort(-col_norm, kind="stable")
     g_idx = np.empty(in_features, np.int32)
     g_idx[perm] = np.arange(in_features) // gs
     return g_idx, in_features // gs
 
 
-def quantize_module(fmt, module, w, args, out, expected):
-    """Adds the quantized tensors of `module` (weight w [out, in], f32) to `out`."""
+def input_group(module):
+    """The name shared by the projections that read `module`'s input (q/k/v, gate/up)."""
+    for members, group in ((("q_proj", "k_proj", "v_proj"), "qkv"), (("gate_proj", "up_proj"), "gate_up")):
+        for m in members:
+            if module.endswith("." + m):
+                return module[:-len(m)] + group
+    return module
+
+
+def quantize_module(fmt, module, w, args, out, expected, col_norm=None):
+    """Adds the quantized tensors of `module` (weight w [out, in], f32) to `out`; col_norm [in]:
+    the act-order column norms of its input group."""
     rows, cols = w.shape
     if fmt in ("block-fp8", "ct-fp8"):
         if fmt == "ct-fp8":  # one scale per output channel
@@ -186,7 +198,8 @@ def quantize_module(fmt, module, w, args, out, expected):
             full = np.repeat(np.repeat(s, b, 0), b, 1)[:rows, :cols]
             expected[module + ".dequantized"] = ("F32", e4m3_decode(codes) * full)
         return
-    g_idx, groups = group_index(w, args.group_size, args.act_order and fmt != "awq")
+    act_order = args.act_order and fmt != "awq"
+    g_idx, groups = group_index(w, args.group_size, col_norm if act_order else None)
     sym = args.sym and fmt != "awq"
     if fmt == "gptq":
         codes, scales, zeros = quantize_int4(w, g_idx, groups, sym, "F16", min_zero=1)
@@ -309,12 +322,21 @@ def main():
     else:
         config, tensors = tiny_model(args.tiny)
     out, expected = {}, ({} if args.expected else None)
+    quantized = {name[:-len(".weight")]: (dtype, arr) for name, (dtype, arr) in tensors.items()
+                 if any(name[:-len(".weight")].endswith("." + p) for p in PROJECTIONS)
+                 and not is_ignored(name[:-len(".weight")], args.ignore)}
+    # Column norms over each input group's rows (sum of squares, then the root).
+    sq = {}
+    for module, (dtype, arr) in quantized.items():
+        w = to_f32(dtype, arr)
+        sq[input_group(module)] = sq.get(input_group(module), 0) + (w * w).sum(axis=0)
     for name, (dtype, arr) in tensors.items():
         module = name[:-len(".weight")]
-        if not any(module.endswith("." + p) for p in PROJECTIONS) or is_ignored(module, args.ignore):
+        if module not in quantized:
             out[name] = (dtype, arr)
             continue
-        quantize_module(args.format, module, to_f32(dtype, arr), args, out, expected)
+        quantize_module(args.format, module, to_f32(dtype, arr), args, out, expected,
+                        np.sqrt(sq[input_group(module)]))
     config["quantization_config"] = quantization_config(args, args.ignore)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
