@@ -71,7 +71,7 @@ inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_head
 TensorView stacked_view(std::span<const TensorView> parts);
 // `parts` stacked into host memory: the rows in *bytes, FP8 row scales in *row_scales; the view
 // points into them. Packed int4 parts give a packed int4 view where they are int4_stackable, else
-// their f32 values.
+// their f32 values; block-wise FP8 parts their f32 values.
 TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>* bytes,
                            std::vector<float>* row_scales);
 
@@ -99,8 +99,8 @@ class Backend {
   // concatenated), as load_weight would load their host concatenation. This default makes that
   // copy; a backend that can place each part straight into the device buffer overrides it.
   virtual Buffer load_stacked_weight(std::span<const TensorView> parts);
-  // What converting the packed (int4) weights loaded since the last call took, for the log
-  // ("224 int4 weights (3.5 GB as stored) laid out on the GPU in 0.25 s"); "" if none came.
+  // What converting the packed (int4, block-FP8) weights loaded since the last call took, for
+  // the log ("224 int4 weights (3.5 GB as stored) laid out on the GPU in 0.25 s"); "" if none came.
   virtual std::string take_conversion_report() { return ""; }
   virtual void copy_from_host(Tensor dst, const void* src) = 0;  // src holds dst.bytes()
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;   // waits for pending ops

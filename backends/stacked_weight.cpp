@@ -1,11 +1,13 @@
 // Backend::load_stacked_weight's default (backends/backend.h): the parts' host concatenation,
-// loaded as one weight (packed int4 parts as one packed weight). Checks that the parts can be
-// stacked.
+// loaded as one weight (packed int4 parts as one packed weight; block-wise FP8 parts as their
+// f32 values, which is what a backend without block-FP8 kernels runs). Checks that the parts
+// can be stacked.
 #include <cstring>
 #include <vector>
 
 #include "backends/backend.h"
 #include "weights/int4_weights.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 
@@ -14,13 +16,15 @@ TensorView stacked_view(std::span<const TensorView> parts) {
   const TensorView& first = parts[0];
   TensorView stacked;
   stacked.dtype = first.dtype;
+  stacked.to_fp8 = first.to_fp8;  // rows quantize alone: the stack's FP8 is its parts' stacked
   int64_t rows = 0;
   for (const TensorView& t : parts) {
     // Matrices [rows, k] with one k, or vectors [rows] (the projections' biases).
     const bool same_rows =
         t.shape.size() == first.shape.size() &&
         (t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[1] == first.shape[1]));
-    FS_CHECK(same_rows && t.dtype == first.dtype && !t.row_scale == !first.row_scale,
+    FS_CHECK(same_rows && t.dtype == first.dtype && !t.row_scale == !first.row_scale &&
+                 t.to_fp8 == first.to_fp8,
              "cannot stack weights of shapes ", shape_str(first.shape), " and ",
              shape_str(t.shape), " (the shape, dtype or scales differ)");
     rows += t.shape[0];
@@ -46,6 +50,18 @@ TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>*
       const std::vector<float> v = dequantize_int4(*p);
       bytes->insert(bytes->end(), reinterpret_cast<const char*>(v.data()),
                     reinterpret_cast<const char*>(v.data() + v.size()));
+    }
+    stacked.data = bytes->data();
+    return stacked;
+  }
+  if (parts[0].block_fp8) {  // block-wise FP8 (a backend that runs it packed stacks it itself)
+    bytes->resize(size_t(stacked.numel()) * 4);  // dtype kF32, that of every part's values
+    char* at = bytes->data();
+    for (const TensorView& t : parts) {
+      std::vector<float> values;
+      const TensorView v = unpacked_view(t, &values);
+      std::memcpy(at, v.data, size_t(v.numel()) * 4);
+      at += size_t(v.numel()) * 4;
     }
     stacked.data = bytes->data();
     return stacked;

@@ -10,8 +10,10 @@
 // dtype "fp8", its time as us, bytes = 1 per weight + 4 per row scale, and the bf16 kernel's and
 // cuBLASLt's times from the same run with speedup_vs_bf16 (against the faster of the two).
 // --dtype int4 (docs/QUANTIZATION.md) does the same with packed int4 weights, group 128,
-// asymmetric (the int4 kernel up to m = 16, dequantize + cuBLASLt above): bytes = half a byte
-// per weight + 5 per group and row (f32 scale, u8 zero point).
+// asymmetric (the int4 skinny kernel up to m = 16, the int4 GEMM above), and records the same
+// weights on the cuBLASLt backend (dequantize + cuBLASLt at every m) as dequant_cublaslt_us and
+// speedup_vs_dequant_cublaslt: bytes = half a byte per weight + 5 per group and row (f32 scale,
+// u8 zero point).
 // --dtype block-fp8 (docs/QUANTIZATION.md) the same with block-wise FP8 weights, 128x128 blocks
 // (the block-FP8 skinny kernels up to m = 16, cuBLASLt's block-scaled FP8 GEMM above):
 // bytes = 1 per weight + 4 per block; records also carry the per-row FP8 weights' time from the
@@ -106,11 +108,12 @@ TensorView random_int4(int64_t n, int64_t k, std::mt19937& rng) {
 TensorView random_block_fp8(int64_t n, int64_t k, std::mt19937& rng, std::vector<float>* values) {
   auto w = std::make_shared<BlockFp8Weight>();
   w->rows = n, w->cols = k, w->block_rows = 128, w->block_cols = 128;
-  w->codes.resize(size_t(n * k));
-  for (auto& c : w->codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
+  std::vector<uint8_t> codes(size_t(n * k));
+  for (auto& c : codes) c = uint8_t(rng() % 0x7f) | uint8_t(rng() & 0x80);
+  w->own_codes(std::move(codes));
   w->scales.assign(size_t((n + 127) / 128 * w->scale_cols()), 0.05f / 448.f);
   values->resize(size_t(n * k));
-  ref::dequantize_block_fp8(values->data(), w->codes.data(), w->scales.data(), int(n), int(k), 128,
+  ref::dequantize_block_fp8(values->data(), w->codes, w->scales.data(), int(n), int(k), 128,
                             128);
   TensorView v{DType::kF32, {n, k}, values->data()};
   v.block_fp8 = std::move(w);
@@ -168,23 +171,25 @@ int main(int argc, char** argv) {
           TensorView quant_view{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()};
           if (with_quant && int4) quant_view = random_int4(p.n, p.k, rng);
           if (with_quant && block_fp8) quant_view = random_block_fp8(p.n, p.k, rng, &block_values);
-          // Variant 3, with block-fp8 only: the per-row FP8 weights, for speedup_vs_fp8.
+          // Variant 3, with block-fp8: the per-row FP8 weights, for speedup_vs_fp8; with int4:
+          // the int4 weights on the cuBLASLt backend, which dequantizes them for cuBLASLt.
           double sec[4] = {0, 0, 0, 0}, bytes[4];
-          Backend* bes[4] = {gemv.get(), cublas.get(), gemv.get(), gemv.get()};
+          Backend* bes[4] = {gemv.get(), cublas.get(), gemv.get(),
+                             int4 ? cublas.get() : gemv.get()};
           const double act = 2.0 * m * p.k + (p.f32_out ? 4.0 : 2.0) * m * p.n;  // x in, out
           bytes[0] = bytes[1] = 2.0 * p.n * p.k + act;
           const double blocks = double((p.n + 127) / 128) * double((p.k + 127) / 128);
           bytes[2] = int4        ? 0.5 * p.n * p.k + 5.0 * p.n * (p.k / 128) + act
                      : block_fp8 ? 1.0 * p.n * p.k + 4.0 * blocks + act
                                  : 1.0 * p.n * p.k + 4.0 * p.n + act;
-          bytes[3] = 1.0 * p.n * p.k + 4.0 * p.n + act;
-          for (int b = 0; b < (with_quant ? (block_fp8 ? 4 : 3) : 2); ++b) {
+          bytes[3] = int4 ? bytes[2] : 1.0 * p.n * p.k + 4.0 * p.n + act;
+          for (int b = 0; b < (with_quant ? (block_fp8 || int4 ? 4 : 3) : 2); ++b) {
             const int copies = int(std::min(64.0, std::ceil(256e6 / (bytes[b] - act))));
             std::vector<Buffer> ws;
             for (int c = 0; c < copies; ++c) {
               if (b >= 2) {
                 ws.push_back(bes[b]->load_weight(
-                    b == 2 ? quant_view
+                    b == 2 || int4 ? quant_view
                            : TensorView{DType::kF8E4M3, {p.n, p.k}, codes.data(), scales.data()}));
                 continue;
               }
@@ -223,6 +228,10 @@ int main(int argc, char** argv) {
           if (with_quant && block_fp8) {
             j["fp8_us"] = sec[3] * 1e6;
             j["speedup_vs_fp8"] = sec[3] / sec[main];
+          }
+          if (with_quant && int4) {
+            j["dequant_cublaslt_us"] = sec[3] * 1e6;
+            j["speedup_vs_dequant_cublaslt"] = sec[3] / sec[main];
           }
           j["frac_of_copy_bw"] = bytes[main] / sec[main] / hw.copy_bytes_per_s;
           bench::print_record(j);

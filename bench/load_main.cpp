@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
     std::string held, quantization;
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = Clock::now();
-      auto loaded = load_model(model, LoadOptions{.quantize = parse_quantize(quantize)});
+      // --quantize fp8 as the server runs it: on the GPU with the CUDA backend.
+      auto loaded = load_model(model, LoadOptions{.quantize = parse_quantize(quantize),
+                                                  .fp8_in_backend = backend == "cuda"});
       const double opened = seconds_since(t0);
       held = checkpoint_format(*loaded);
       quantization = describe_quantization(loaded->config().quant);

@@ -1,7 +1,8 @@
 // Host launchers of the FP8 conversions around cuBLASLt (kernels/cuda/fp8_dequantize.cu,
 // kernels/cuda/fp8_quantize.cu): weights dequantized to bf16, activations quantized per row to
-// E4M3, and the per-row and per-column rescale of an unscaled FP8 GEMM (docs/FP8.md). Every
-// launcher checks the launch and throws flashserve::Error. C++17-clean.
+// E4M3, the per-row and per-column rescale of an unscaled FP8 GEMM, and weights quantized to
+// E4M3 at load (docs/FP8.md). Every launcher checks the launch and throws flashserve::Error.
+// C++17-clean.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,5 +32,16 @@ void scale_rows_cols_fp8(void* out,                // [m, n] fp32 (out_f32) or b
                          const float* row_scale,   // [m]
                          const float* col_scale,   // [n]
                          int m, int n, cudaStream_t stream);
+// --quantize fp8 on the GPU (kernels/cuda/fp8_quantize.cu): w to E4M3 codes with one scale per
+// row, scale = amax(|row|) / 448 (1 for a row of zeros) and codes = encode(w / scale), bit for
+// bit what the host's quantize_fp8_rows (weights/fp8_weights.h, the twin) gives. A row holding
+// a non-finite value gets no codes or scale: *bad_row becomes min(*bad_row, that row) instead,
+// so the caller sets it to UINT_MAX first and reads it back after. Any cols; no alignment.
+void quantize_weight_fp8(void* codes,        // [rows, cols] E4M3
+                         float* scales,      // [rows]
+                         const void* w,      // [rows, cols] f16 (f16) or bf16
+                         bool f16, int64_t rows, int64_t cols,
+                         unsigned* bad_row,  // [1] device memory
+                         cudaStream_t stream);
 
 }  // namespace flashserve::cuda

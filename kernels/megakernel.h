@@ -25,6 +25,14 @@ constexpr int kMegaNumOps = 7;
 constexpr int kMegaMaxTileRows = 512;  // weight rows a tile holds (kGateUp: gate + up rows)
 constexpr int kMegaMaxBatch = 8;
 constexpr int kMegaMaxSplits = 16;      // attention splits per (sequence, kv head)
+constexpr int kMegaKeysPerSplit = 64;   // fewest keys worth a split of their own
+
+// The splits of a program's num_splits that hold keys at kv_len: at least kMegaKeysPerSplit
+// keys each (short sequences merge fewer partials); the others only arrive.
+inline constexpr int mega_active_splits(int num_splits, int kv_len) {
+  const int want = (kv_len + kMegaKeysPerSplit - 1) / kMegaKeysPerSplit;
+  return want < 1 ? 1 : want < num_splits ? want : num_splits;
+}
 constexpr int kMegaMaxGroupDims = 2048;  // (num_q_heads / num_kv_heads) * head_dim
 constexpr int kMegaMaxHeadDim = 128;
 
@@ -104,7 +112,12 @@ struct MegaKernelArgs {
   float* attn;     // [batch, hq head_dim]
   float* act;      // [batch, intermediate_size]
   float* logits;   // [batch, vocab_size]
+  // Null, or where thread 0 of each CTA records, per instruction i (the flattened order):
+  // [i][0] cycles waiting on its dependency, [1] cycles running, [2] of those waiting for weight
+  // pages, [3] %globaltimer (ns) when it started waiting (bench_megakernel_timeline reads it).
+  int64_t* trace = nullptr;  // [num_instrs, kMegaTraceFields]
 };
+constexpr int kMegaTraceFields = 4;
 
 namespace cuda {
 // Runs one decode step: one CTA per SM (a cooperative launch), each walking its queue.

@@ -80,6 +80,7 @@ void MegaDecoder::run(int batch, const MegaStepArrays& step) {
   a.kv_lens = step.kv_lens, a.block_table = step.block_table;
   a.max_blocks_per_seq = step.max_blocks_per_seq, a.block_size = step.block_size;
   a.logits = step.logits;
+  a.trace = trace_;
 #ifdef FLASHSERVE_HAS_CUDA
   cuda::launch_megakernel(a, backend_.native_stream());
 #endif

@@ -39,6 +39,11 @@ class MegaDecoder {
   bool bound() const { return bound_; }
   // One decode step of `batch` (1..kMegaMaxBatch) sequences, queued on the backend's stream.
   void run(int batch, const MegaStepArrays& step);
+  // The program a step of `batch` sequences runs (lowered on first use).
+  const MegaProgram& lowered(int batch) { return program(batch).program; }
+  // Null, or a device buffer [instructions of the batch's program, kMegaTraceFields] that every
+  // later run fills (MegaKernelArgs::trace; bench_megakernel_timeline).
+  void set_trace(int64_t* trace) { trace_ = trace; }
 
  private:
   struct DeviceProgram {
@@ -54,6 +59,7 @@ class MegaDecoder {
   std::map<int, DeviceProgram> programs_;
   Buffer layers_, counters_, x_, qkv_, partial_, attn_, act_;
   int64_t counters_size_ = 0;
+  int64_t* trace_ = nullptr;
   MegaKernelArgs base_{};  // weights and buffers; each run adds its program and step
 };
 

@@ -57,7 +57,8 @@ void attention(const MegaDims& d, const MegaCpuLayer& L, const MegaCpuModel& m,
   const int hd = d.head_dim, hq = d.num_q_heads, hkv = d.num_kv_heads, S = d.num_splits;
   const int group = hq / hkv, b = in.seq, g = in.kv_head;
   const int pos = s.positions[b], kv_len = s.kv_lens[b];
-  const int chunk = (kv_len + S - 1) / S, lo = in.split * chunk,
+  const int active = mega_active_splits(S, kv_len);  // splits past it hold no keys
+  const int chunk = (kv_len + active - 1) / active, lo = in.split * chunk,
             hi = std::min(kv_len, lo + chunk);
   const float* row = B.qkv.data() + size_t(b) * (hq + 2 * hkv) * hd;
   std::vector<float> k(row + (hq + g) * hd, row + (hq + g + 1) * hd);
@@ -73,7 +74,7 @@ void attention(const MegaDims& d, const MegaCpuLayer& L, const MegaCpuModel& m,
     const int blk = s.block_table[b * s.max_blocks_per_seq + j / s.block_size];
     return cache + ((size_t(blk) * s.block_size + j % s.block_size) * hkv + g) * hd;
   };
-  for (int h = g * group; h < (g + 1) * group; ++h) {
+  for (int h = g * group; h < (g + 1) * group && in.split < active; ++h) {
     std::vector<float> q(row + h * hd, row + (h + 1) * hd), o(size_t(hd), 0.f);
     if (d.qk_norm) head_norm(q.data(), L.q_norm, hd, d.eps);
     rope(q.data(), m.inv_freq, pos, hd);
@@ -97,11 +98,11 @@ void attention(const MegaDims& d, const MegaCpuLayer& L, const MegaCpuModel& m,
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const float* part = B.partial.data() + (size_t(b) * hq + h) * S * (hd + 1);
     float top = -std::numeric_limits<float>::infinity();
-    for (int t = 0; t < S; ++t) top = std::max(top, part[t * (hd + 1) + hd]);
+    for (int t = 0; t < active; ++t) top = std::max(top, part[t * (hd + 1) + hd]);
     float* out = B.attn.data() + (size_t(b) * hq + h) * hd;
     float den = 0.f;
     std::fill(out, out + hd, 0.f);
-    for (int t = 0; t < S; ++t) {
+    for (int t = 0; t < active; ++t) {
       const float lse = part[t * (hd + 1) + hd];
       if (lse == -std::numeric_limits<float>::infinity()) continue;
       const float wgt = std::exp(lse - top);

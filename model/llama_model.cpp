@@ -31,7 +31,6 @@
 #include "core/error.h"
 #include "model/decode_graphs.h"
 #include "model/weight_rows.h"
-#include "weights/block_fp8_weights.h"
 #include "weights/int4_weights.h"
 #include "weights/load_progress.h"
 #include "weights/packed_views.h"
@@ -100,7 +99,7 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
     progress.step(bytes);
   }
   progress.finish();
-  const std::string converted = backend_.take_conversion_report();  // int4 layouts made at load
+  const std::string converted = backend_.take_conversion_report();  // packed weights converted at load
   if (!converted.empty())
     std::fprintf(stderr, "flashserve: weights of %s%s: %s\n", model.path().c_str(), rank.c_str(),
                  converted.c_str());
@@ -146,18 +145,16 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   // (partial rotary's order, Granite's factors) need the stacked host rows.
   std::vector<std::vector<float>> values(names.size());
   unstackable_int4(parts, values, !order.empty() || !factor.empty(), names[0]);
-  std::vector<const BlockFp8Weight*> fp8;  // block-wise FP8 parts stack packed where they can
-  for (const TensorView& t : parts) fp8.push_back(t.block_fp8.get());
-  std::shared_ptr<const BlockFp8Weight> block_fp8;
-  if (block_fp8_stackable(fp8))
-    block_fp8 = std::make_shared<const BlockFp8Weight>(stack_block_fp8(fp8));
-  if (order.empty() && factor.empty() && !block_fp8)
-    return backend_.load_stacked_weight(parts);
+  // Block-wise FP8 parts go to the backend packed, which stacks them (the CUDA backend on the
+  // GPU); beside parts of another kind, or under rewritten rows, they run on their f32 values.
+  const auto fp8 = [](const TensorView& t) { return t.block_fp8 != nullptr; };
+  if (std::any_of(parts.begin(), parts.end(), fp8) &&
+      (!std::all_of(parts.begin(), parts.end(), fp8) || !order.empty() || !factor.empty()))
+    for (size_t i = 0; i < parts.size(); ++i) parts[i] = unpacked_view(parts[i], &values[i]);
+  if (order.empty() && factor.empty()) return backend_.load_stacked_weight(parts);
   std::vector<char> bytes;
   std::vector<float> row_scales;
-  TensorView stacked = stacked_on_host(parts, &bytes, &row_scales);
-  stacked.block_fp8 = std::move(block_fp8);
-  if (order.empty() && factor.empty()) return backend_.load_weight(stacked);
+  const TensorView stacked = stacked_on_host(parts, &bytes, &row_scales);
   HostRows rewritten;
   return backend_.load_weight(rewrite_rows(stacked, order, factor, &rewritten));
 }

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "weights/fp8_weights.h"
 #include "weights/int4_weights.h"
+#include "weights/packed_views.h"
 
 namespace flashserve {
 
@@ -16,6 +17,14 @@ TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
     TensorView t = w;
     t.int4 = std::make_shared<const Int4Stored>(rewrite_int4_rows(*w.int4, order, factor));
     return t;
+  }
+  if (w.to_fp8) {  // --quantize fp8: quantized first, so the factors scale the rows' FP8 scales
+    Fp8Rows fp8;     // read before the return: the codes and scales are copied into *out
+    return rewrite_rows(fp8_view_on_host(w, &fp8), order, factor, out);
+  }
+  if (w.block_fp8) {  // packed block-wise FP8: moved or scaled rows leave their blocks
+    std::vector<float> values;  // read before the return: the rows are copied into *out
+    return rewrite_rows(unpacked_view(w, &values), order, factor, out);
   }
   FS_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
                w.dtype == DType::kF8E4M3,
@@ -49,7 +58,6 @@ TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
   t.dtype = dtype;
   t.data = out->bytes.data();
   t.row_scale = fp8 ? out->row_scale.data() : nullptr;
-  t.block_fp8 = nullptr;  // rows moved or scaled leave their blocks: the f32 values run
   return t;
 }
 

@@ -17,9 +17,11 @@ struct HostRows {
 };
 
 // `w` ([rows, cols] or [rows]) with row r taken from row order[r] (order empty: as is) and then
-// multiplied by factor[r] (factor empty: by 1). FP8 weights keep their codes and scale the rows'
-// scales; f16/bf16 weights that are scaled become f32 (one rounding at upload, as unscaled ones);
-// a packed int4 weight (TensorView::int4) gets the same rows, its scales multiplied.
+// multiplied by factor[r] (factor empty: by 1). FP8 weights (and views marked to_fp8, quantized
+// here first) keep their codes and scale the rows' scales; f16/bf16 weights that are scaled
+// become f32 (one rounding at upload, as unscaled ones); a packed int4 weight (TensorView::int4)
+// gets the same rows, its scales multiplied; a packed block-wise FP8 one (TensorView::block_fp8)
+// becomes f32, its rows' blocks broken.
 TensorView rewrite_rows(const TensorView& w, const std::vector<int>& order,
                         const std::vector<float>& factor, HostRows* storage);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "parallel/packed_slice.h"
 #include "weights/packed_views.h"
 
 namespace flashserve {
@@ -82,7 +83,14 @@ WeightSplit weight_split(const ShardPlan& p, const ModelConfig& c, const std::st
 TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vector<char>& storage) {
   using K = WeightSplit::Kind;
   if (s.kind == K::kWhole) return full;
-  if (is_packed(full)) {  // a slice runs on its f32 values (docs/QUANTIZATION.md: no int4 under TP)
+  // FP8 row scales come from whole rows: a column cut of a view still to be quantized would
+  // give other ones (LoadOptions::fp8_in_backend is off under tensor parallelism).
+  FS_CHECK(!full.to_fp8 || s.kind == K::kRows, "cannot cut the columns of a weight marked to_fp8");
+  // A packed (int4, block-FP8) weight stays packed where the cut keeps its groups, words or
+  // blocks (parallel/packed_slice.h), else it is sliced as its f32 values, so the views below
+  // never carry a packed form.
+  if (is_packed(full)) {
+    if (std::optional<TensorView> packed = slice_packed(full, s)) return *packed;
     std::vector<float> values;
     std::vector<char> cut;
     TensorView out = slice_weight(unpacked_view(full, &values), s, cut);
@@ -99,7 +107,6 @@ TensorView slice_weight(const TensorView& full, const WeightSplit& s, std::vecto
   const size_t elem = dtype_size(full.dtype);
   const int64_t cols = full.shape.size() > 1 ? full.numel() / full.shape[0] : 1;
   TensorView out = full;
-  out.block_fp8 = nullptr;  // nor block-wise FP8
   out.shape[size_t(dim)] = s.count;
   if (s.kind == K::kRows) {
     out.data = static_cast<const char*>(full.data) + size_t(s.begin * cols) * elem;

@@ -57,7 +57,8 @@ WeightSplit weight_split(const ShardPlan& p, const ModelConfig& c, const std::st
 
 // `full` cut by `split`. Rows are a view into the same memory (a memory-mapped file: only those
 // bytes are ever read); columns are copied into `storage`, which must outlive the view. A packed
-// weight (int4) is dequantized to f32 first and its slice copied into `storage`.
+// weight (int4, block-FP8) is cut packed, owning its copy, where the cut keeps its packing
+// (parallel/packed_slice.h); else it is dequantized to f32 and its slice copied into `storage`.
 TensorView slice_weight(const TensorView& full, const WeightSplit& split,
                         std::vector<char>& storage);
 

@@ -18,6 +18,7 @@
 #include "structured/token_vocabulary.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "model/forward_runner.h"
 #include "parallel/communicator.h"
 #include "scheduling/kv_window.h"
 #include "server/flags.h"
@@ -96,9 +97,12 @@ int main(int argc, char** argv) {
   std::shared_ptr<const ChatTemplate> chat_template;
   bool embed = false;  // --task embed, or auto with a sentence-transformers Pooling module
   try {
+    // --quantize fp8 on the GPU where one CUDA backend runs the model (LoadOptions).
+    const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1;
     std::unique_ptr<LoadedModel> model =
         load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize),
-                                            .task = parse_model_task(flags.task)});
+                                            .task = parse_model_task(flags.task),
+                                            .fp8_in_backend = one_gpu});
     // tokenizer.json, else tokenizer.model, beside the weights (the error lists what was tried).
     const std::string tok_path =
         flags.tokenizer.empty() ? find_tokenizer_file(flags.model) : flags.tokenizer;
@@ -147,13 +151,14 @@ int main(int argc, char** argv) {
   if (embed)
     std::fprintf(stderr, "flashserve: embedding model: /v1/embeddings only (last-token pooling, "
                          "L2-normalised, %d dimensions)\n", c.hidden_size);
-  // FP8 (from the checkpoint or --quantize fp8) runs as FP8; int4 and block-wise FP8 run
-  // dequantized (docs/QUANTIZATION.md).
-  const bool dequantized = c.quant.is_int4() || c.quant.format == QuantFormat::kBlockFp8;
+  // FP8 (from the checkpoint or --quantize fp8) runs as FP8. Int4 and block-wise FP8 load
+  // packed: the CUDA backend keeps them packed on the GPU (block-wise FP8 as codes and block
+  // scales: the warp kernel or the skinny kernel up to 16 rows, cuBLASLt's block-scaled GEMM
+  // above, the weight dequantized to bf16 where neither takes it), the CPU backend dequantizes
+  // them to f32; the backend line says which kernels run (docs/QUANTIZATION.md).
+  const bool packed = c.quant.is_int4() || c.quant.format == QuantFormat::kBlockFp8;
   std::string quantization = c.quant_method == "fp8" ? ", FP8 weights (docs/FP8.md)" : "";
-  if (dequantized)
-    quantization = ", " + describe_quantization(c.quant) +
-                   ", dequantized at load (docs/QUANTIZATION.md)";
+  if (packed) quantization = ", " + describe_quantization(c.quant) + " (docs/QUANTIZATION.md)";
   std::fprintf(stderr,
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"

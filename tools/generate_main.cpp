@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "engine/stop_rules.h"
+#include "model/forward_runner.h"
 #include "model/model_runner.h"
 #include "parallel/communicator.h"
 #include "sampling/sampler.h"
@@ -63,7 +64,9 @@ int run(const Args& a) {
   const std::string model_path = a.model.empty() ? default_model_dir() : a.model;
   if (model_path.empty())
     FS_THROW("no default model found (stories260K beside the program): pass --model DIR");
-  auto model = load_model(model_path, LoadOptions{.quantize = parse_quantize(a.quantize)});
+  const bool one_gpu = uses_cuda({.backend = a.backend}) && a.tensor_parallel_size == 1;
+  auto model = load_model(model_path, LoadOptions{.quantize = parse_quantize(a.quantize),
+                                                  .fp8_in_backend = one_gpu});
   const std::string tok_path = a.tokenizer.empty() ? find_tokenizer_file(model_path) : a.tokenizer;
   auto tok = Tokenizer::load(tok_path);
   const ModelConfig& c = model->config();

@@ -1,15 +1,44 @@
-// Block-wise FP8 weights: reading and checking a checkpoint's codes and block scales, the
-// dequantized weight, and stacking (block_fp8_weights.h).
+// Block-wise FP8 weights: reading and checking a checkpoint's codes (left where they are) and
+// block scales, the dequantized weight, and whether parts stack (block_fp8_weights.h).
 #include "weights/block_fp8_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fp8.h"
+#include "weights/every_core.h"
 
 namespace flashserve {
+
+namespace {
+
+// The first of codes[0, n) that is E4M3's NaN (low seven bits set: E4M3 has no infinities), or
+// n. Eight codes a word: adding 1 to a byte's low seven bits carries into its top bit only when
+// they are all set, and never into the next byte, so the scan runs at memory speed.
+int64_t first_nan_code(const uint8_t* codes, int64_t n) {
+  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7Full, kOne = 0x0101010101010101ull,
+                     kTop = 0x8080808080808080ull;
+  constexpr int64_t kChunk = 4096;
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t len = std::min(kChunk, n - at);
+    uint64_t carries = 0;
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, codes + at + i, 8);
+      carries |= (v & kLow7) + kOne;
+    }
+    if ((carries & kTop) == 0 && i == len) continue;
+    for (i = 0; i < len; ++i)
+      if ((codes[at + i] & 0x7F) == 0x7F) return at + i;
+  }
+  return n;
+}
+
+}  // namespace
 
 BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsEntry& scale,
                               const std::string& weight_name, const std::string& scale_name,
@@ -23,7 +52,7 @@ BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsE
   if (weight.shape != std::vector<int64_t>{rows, cols})
     FS_THROW(path, ": tensor '", weight_name, "' has the wrong shape (the config needs [", rows,
              ", ", cols, "])");
-  const int64_t br = (rows + block_rows - 1) / block_rows, bc = (cols + block_cols - 1) / block_cols;
+  const int64_t br = w.scale_rows(), bc = w.scale_cols();
   if (scale.shape != std::vector<int64_t>{br, bc})
     FS_THROW(path, ": tensor '", scale_name, "' has the wrong shape: blocks of ", block_rows, "x",
              block_cols, " over [", rows, ", ", cols, "] need [", br, ", ", bc, "]");
@@ -40,24 +69,31 @@ BlockFp8Weight read_block_fp8(const SafetensorsEntry& weight, const SafetensorsE
       FS_THROW(path, ": tensor '", scale_name, "' has dtype ", scale.dtype,
                "; block scales are F32, BF16 or F16");
     }
-    if (!std::isfinite(w.scales[i]) || w.scales[i] < 0.f)
+    // 448 is E4M3's largest code: a larger scale would give infinite weights.
+    if (!std::isfinite(w.scales[i] * 448.f) || w.scales[i] < 0.f)
       FS_THROW(path, ": tensor '", scale_name, "' holds ", w.scales[i],
-               "; scales must be finite and >= 0");
+               "; scales must be finite and >= 0, and 448 x scale a finite float");
   }
-  for (int64_t i = 0; i < rows * cols; ++i)
-    if ((weight.data[i] & 0x7F) == 0x7F)  // E4M3 has no infinities: this is its NaN
-      FS_THROW(path, ": tensor '", weight_name, "' holds a NaN code at element ", i);
-  w.codes.assign(weight.data, weight.data + rows * cols);
+  const int64_t nan = first_nan_code(weight.data, rows * cols);
+  if (nan < rows * cols)
+    FS_THROW(path, ": tensor '", weight_name, "' holds a NaN code at element ", nan);
+  w.codes = weight.data;
   return w;
 }
 
 std::vector<float> dequantize_block_fp8(const BlockFp8Weight& w) {
   std::vector<float> out(size_t(w.rows * w.cols));
   const int64_t bc = w.scale_cols();
-  for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t c = 0; c < w.cols; ++c)
-      out[size_t(r * w.cols + c)] = fp8_e4m3_to_float(w.codes[r * w.cols + c]) *
-                                    w.scales[size_t((r / w.block_rows) * bc + c / w.block_cols)];
+  constexpr int64_t kRowsPerJob = 64;
+  for_each_on_every_core(size_t((w.rows + kRowsPerJob - 1) / kRowsPerJob), [&](size_t job) {
+    const int64_t end = std::min(w.rows, int64_t(job + 1) * kRowsPerJob);
+    for (int64_t r = int64_t(job) * kRowsPerJob; r < end; ++r) {
+      const float* scale = w.scales.data() + (r / w.block_rows) * bc;
+      for (int64_t c = 0; c < w.cols; ++c)
+        out[size_t(r * w.cols + c)] =
+            fp8_e4m3_to_float(w.codes[r * w.cols + c]) * scale[c / w.block_cols];
+    }
+  });
   return out;
 }
 
@@ -71,17 +107,6 @@ bool block_fp8_stackable(const std::vector<const BlockFp8Weight*>& parts) {
     if (i + 1 < parts.size() && p->rows % p->block_rows != 0) return false;
   }
   return true;
-}
-
-BlockFp8Weight stack_block_fp8(const std::vector<const BlockFp8Weight*>& parts) {
-  FS_CHECK(block_fp8_stackable(parts), "block-wise FP8 weights that cannot be stacked");
-  BlockFp8Weight s = *parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) {
-    s.rows += parts[i]->rows;
-    s.codes.insert(s.codes.end(), parts[i]->codes.begin(), parts[i]->codes.end());
-    s.scales.insert(s.scales.end(), parts[i]->scales.begin(), parts[i]->scales.end());
-  }
-  return s;
 }
 
 }  // namespace flashserve

@@ -45,7 +45,11 @@ bool is_fp8_projection(const std::string& name) {
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale"; }
 
 std::vector<float> weight_values(const TensorView& w) {
-  if (is_packed(w)) {  // int4: dequantized
+  if (w.to_fp8) {
+    Fp8Rows fp8;
+    return weight_values(fp8_view_on_host(w, &fp8));
+  }
+  if (is_packed(w)) {  // int4 or block-wise FP8: dequantized
     std::vector<float> values;
     unpacked_view(w, &values);
     return values;
@@ -117,6 +121,17 @@ Fp8Rows quantize_fp8_rows(const TensorView& w, const std::string& name, bool per
   return out;
 }
 
+TensorView fp8_view_on_host(const TensorView& w, Fp8Rows* storage) {
+  if (!w.to_fp8) return w;
+  *storage = quantize_fp8_rows(w, "a projection of shape " + shape_str(w.shape));
+  TensorView t = w;
+  t.dtype = DType::kF8E4M3;
+  t.data = storage->q.data();
+  t.row_scale = storage->scale.data();
+  t.to_fp8 = false;
+  return t;
+}
+
 std::vector<float> fp8_row_scales(const SafetensorsEntry& e, const std::string& weight_name,
                                   int64_t rows, const std::string& path) {
   const std::string name = fp8_scale_name(weight_name);
@@ -140,9 +155,10 @@ std::vector<float> fp8_row_scales(const SafetensorsEntry& e, const std::string& 
   } else {
     FS_THROW(path, ": tensor '", name, "' has dtype ", e.dtype, "; FP8 scales are F32, BF16 or F16");
   }
-  for (float s : values)
-    if (!std::isfinite(s) || s < 0.f)
-      FS_THROW(path, ": tensor '", name, "' holds ", s, "; scales must be finite and >= 0");
+  for (float s : values)  // E4M3 codes reach 448: a larger scale past FLT_MAX / 448 overflows
+    if (!std::isfinite(448.f * s) || s < 0.f)
+      FS_THROW(path, ": tensor '", name, "' holds ", s,
+               "; scales must be finite, >= 0 and at most FLT_MAX / 448");
   if (per_tensor) values.assign(size_t(rows), values[0]);
   return values;
 }

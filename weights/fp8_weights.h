@@ -1,7 +1,8 @@
 // FP8 E4M3 weights (docs/FP8.md): which tensors may be FP8, quantizing a weight at load (one
 // scale per output row: amax / 448), and reading a checkpoint's scales as Hugging Face stores
 // them (`<name>.weight_scale` next to `<name>.weight`: per tensor [] / [1], or per output channel
-// [rows] / [rows, 1]), expanded to one scale per row. Internal to weights/ and its tests.
+// [rows] / [rows, 1]), expanded to one scale per row; and the host FP8 of a view marked to_fp8
+// (quantized by the backend that loads it), for the backends and load-time rewrites that need it.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +34,12 @@ struct Fp8Rows {
 // (naming `name`).
 Fp8Rows quantize_fp8_rows(const TensorView& w, const std::string& name, bool per_tensor = false);
 
-// w's values as fp32 (f32, f16, bf16; FP8 with its row scales: decode(q) * scale; packed int4
-// dequantized, weights/packed_views.h).
+// A view marked to_fp8 (TensorView) as the FP8 view it stands for: quantize_fp8_rows(w) held in
+// *storage. Any other view is returned as it is.
+TensorView fp8_view_on_host(const TensorView& w, Fp8Rows* storage);
+
+// w's values as fp32 (f32, f16, bf16; FP8 with its row scales: decode(q) * scale, and so a view
+// marked to_fp8; packed int4 and block-wise FP8 dequantized, weights/packed_views.h).
 std::vector<float> weight_values(const TensorView& w);
 
 // The scales of FP8 weight `weight_name` ([rows, cols]) from its weight_scale entry, one per row;

@@ -82,9 +82,10 @@ class Reader {
         std::memcpy(&h, e.data + 2 * i, 2);
         out[i] = e.dtype == "F16" ? f16_bits_to_float(h) : bf16_bits_to_float(h);
       }
-      if (!std::isfinite(out[i]) || out[i] < 0.f)
+      // |code - zero| <= 16: a scale past FLT_MAX / 16 would make an infinite weight.
+      if (!std::isfinite(16.f * out[i]) || out[i] < 0.f)
         FS_THROW(s_.path, ": tensor '", name(suffix), "' holds ", out[i],
-                 "; scales must be finite and >= 0");
+                 "; scales must be finite, >= 0 and at most FLT_MAX / 16");
     }
     return out;
   }

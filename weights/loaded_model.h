@@ -137,13 +137,19 @@ struct TensorView {
   // kF8E4M3 weights only (weights/fp8_weights.h): one fp32 scale per row, row r of the weight
   // being decode(q[r, :]) * row_scale[r]. A checkpoint's per-tensor scale is expanded to rows.
   const float* row_scale = nullptr;  // [shape[0]]
+  // --quantize fp8 left to the backend (LoadOptions::fp8_in_backend): an f32/f16/bf16
+  // projection that becomes FP8 E4M3 with one scale per row as a backend loads it, the codes and
+  // scales being quantize_fp8_rows' bit for bit (weights/fp8_weights.h; the CUDA backend
+  // quantizes on the GPU). Row cuts and stacks keep it; whatever needs the FP8 on the host
+  // (rewritten rows, column cuts, values) asks fp8_view_on_host.
+  bool to_fp8 = false;
   // Int4 checkpoints' projections (docs/QUANTIZATION.md): dtype kI4, no `data`, and this the
   // weight as the checkpoint packs it; each backend converts it when it loads it, and whoever
   // needs values asks weights/packed_views.h (which dequantizes to f32).
   std::shared_ptr<const Int4Stored> int4 = nullptr;
-  // Block-wise FP8 checkpoints' projections: `data` holds the dequantized f32 weight and this
-  // the codes and block scales it came from, for the CUDA backend's block-FP8 kernels; cut views
-  // and rewritten rows drop it.
+  // Block-wise FP8 checkpoints' projections: dtype kF32 (that of their values), no `data`, and
+  // this the codes (still in the mapped file) and block scales; as with int4, each backend
+  // converts it when it loads it and whoever needs values asks weights/packed_views.h.
   std::shared_ptr<const BlockFp8Weight> block_fp8 = nullptr;
   int64_t numel() const {
     int64_t n = 1;
@@ -187,6 +193,11 @@ enum class ModelTask { kGenerate, kAuto, kEmbed };
 struct LoadOptions {
   Quantize quantize = Quantize::kNone;
   ModelTask task = ModelTask::kGenerate;
+  // With kFp8: the projections stay as stored, marked TensorView::to_fp8, and the backend that
+  // loads them quantizes them (the CUDA backend on the GPU, in a fraction of the host's time).
+  // Off: they are FP8 views here, quantized on the host. Not under tensor parallelism, whose
+  // column cuts need FP8 rows cut from whole ones.
+  bool fp8_in_backend = false;
 };
 // "none" or "fp8" (the --quantize flag's values) as a Quantize; throws for anything else.
 Quantize parse_quantize(const std::string& name);

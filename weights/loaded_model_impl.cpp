@@ -50,14 +50,19 @@ void ModelImpl::attach_fp8_scales(const std::map<std::string, ScaleEntry>& scale
   }
 }
 
-void ModelImpl::quantize_fp8() {
+void ModelImpl::quantize_fp8(bool in_backend) {
   if (!config_.quant_method.empty())
     FS_THROW(path_, ": --quantize fp8: the checkpoint is ", config_.quant_method == "fp8" ? "FP8" :
              config_.quant_method, " already (config.json quantization_config); load it "
              "without --quantize");
+  config_.quant_method = "fp8";
   std::vector<std::pair<const std::string*, TensorView*>> todo;
   for (auto& [name, t] : tensors_)
     if (is_fp8_projection(name)) todo.push_back({&name, &t});
+  if (in_backend) {  // check_required_tensors saw them: 2-d f32/f16/bf16
+    for (auto& [name, t] : todo) t->to_fp8 = true;
+    return;
+  }
   // The tensors are independent: quantized on every core (a 7B model: 6.5e9 weights).
   std::vector<Fp8Rows> done(todo.size());
   for_each_on_every_core(todo.size(), [&](size_t i) {
@@ -71,7 +76,6 @@ void ModelImpl::quantize_fp8() {
     t.data = owned_fp8_.back().data();
     t.row_scale = owned_scales_.back().data();
   }
-  config_.quant_method = "fp8";
 }
 
 Quantize parse_quantize(const std::string& name) {
@@ -112,7 +116,7 @@ std::unique_ptr<ModelImpl> load_unquantized(const std::string& path, ModelTask t
 
 std::unique_ptr<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<ModelImpl> model = load_unquantized(path, options.task);
-  if (options.quantize == Quantize::kFp8) model->quantize_fp8();
+  if (options.quantize == Quantize::kFp8) model->quantize_fp8(options.fp8_in_backend);
   return model;
 }
 

@@ -1,7 +1,8 @@
 // Weights whose view carries a packed form instead of values (docs/QUANTIZATION.md): an int4
 // projection's view (TensorView::int4, dtype kI4, no data) holds it as its checkpoint stores it,
-// and each backend converts it when it loads the weight. A consumer that needs the values (the
-// CPU backend, a tensor-parallel slice, a stack with an unquantized part) asks for them here.
+// a block-wise FP8 one's (TensorView::block_fp8, no data) its codes and block scales; each
+// backend converts them when it loads the weight. A consumer that needs the values (the CPU
+// backend, a tensor-parallel slice, a stack with an unquantized part) asks for them here.
 #pragma once
 
 #include <vector>
@@ -10,7 +11,7 @@
 
 namespace flashserve {
 
-// Whether `w` has no `data` of its own but a packed form (int4).
+// Whether `w` has a packed form (int4 or block-wise FP8) to be read instead of `data`.
 bool is_packed(const TensorView& w);
 
 // `w` itself, or, when it is packed, its values as an f32 view into *storage ([rows, cols]).

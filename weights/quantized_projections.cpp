@@ -1,9 +1,9 @@
 // Int4 and block-wise FP8 projections read at load (quantized_projections.h): the checkpoint's
 // tensors are looked up first (the lookup maps shards, so one thread), then every projection is
-// read on every core (int4: scales, zero points and g_idx checked, the codes left in the file).
+// read on every core (scales, zero points and g_idx checked, block-FP8 codes scanned for NaNs;
+// the codes left in the file either way).
 #include "weights/quantized_projections.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -18,13 +18,12 @@ namespace flashserve {
 
 namespace {
 
-// One projection to convert: its entries by suffix ("qweight", "weight_scale_inv", ...).
+// One projection to read: its entries by suffix ("qweight", "weight_scale_inv", ...).
 struct Job {
   std::string name, module;  // "model.layers.0.mlp.up_proj.weight", "...mlp.up_proj"
   int64_t rows = 0, cols = 0;
   std::map<std::string, const SafetensorsEntry*> entries;
   std::string path;  // the file of its main tensor
-  std::vector<float> values;  // the result, [rows, cols]
   std::shared_ptr<const Int4Stored> int4;  // int4 formats: the weight as stored (no values)
   std::shared_ptr<const BlockFp8Weight> block_fp8;  // block-wise FP8: the codes and scales
 };
@@ -35,7 +34,7 @@ std::string main_suffix(const QuantConfig& q) {
   return q.format == QuantFormat::kPackedInt4 ? "weight_packed" : "qweight";
 }
 
-void convert(const QuantConfig& q, Job& job) {
+void read_projection(const QuantConfig& q, Job& job) {
   if (q.format == QuantFormat::kBlockFp8) {
     const std::string scale = q.scale_suffix;
     if (!job.entries[scale])
@@ -44,7 +43,6 @@ void convert(const QuantConfig& q, Job& job) {
         read_block_fp8(*job.entries["weight"], *job.entries[scale], job.name,
                        job.module + "." + scale, job.rows, job.cols, q.block_rows, q.block_cols,
                        job.path));
-    job.values = dequantize_block_fp8(*job.block_fp8);
     return;
   }
   const Int4Source src{job.module, job.path, [&](const std::string& suffix) {
@@ -89,34 +87,20 @@ void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const
                           "weight_scale_inv"})
       job.entries[s] = find(job.module + "." + s, &file);
   }
-  // The projections are independent: converted on every core (a 7B model: 6.5e9 weights).
-  for_each_on_every_core(jobs.size(), [&](size_t i) { convert(q, jobs[i]); });
-  for (Job& job : jobs) {
+  // The projections are independent: read on every core (a 7B model: 6.5e9 weights).
+  for_each_on_every_core(jobs.size(), [&](size_t i) { read_projection(q, jobs[i]); });
+  for (Job& job : jobs) {  // packed: weights/packed_views.h gives values to whoever needs them
     TensorView& t = model.tensors_[job.name];
     t.shape = {job.rows, job.cols};
-    if (job.int4) {  // packed: weights/packed_views.h gives values to whoever needs them
-      t.dtype = DType::kI4;
-      t.data = nullptr;
-      t.int4 = std::move(job.int4);
-      continue;
-    }
-    model.owned_.push_back(std::make_unique<float[]>(job.values.size()));
-    std::copy(job.values.begin(), job.values.end(), model.owned_.back().get());
-    std::vector<float>().swap(job.values);
-    t.dtype = DType::kF32;
-    t.data = model.owned_.back().get();
+    t.dtype = job.int4 ? DType::kI4 : DType::kF32;  // block-FP8: the dtype of its values
+    t.data = nullptr;
+    t.int4 = std::move(job.int4);
     t.block_fp8 = std::move(job.block_fp8);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (q.is_int4())
-    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (kept as stored: "
-                 "the backend converts them as it loads them)\n", model.path().c_str(),
-                 describe_quantization(q).c_str(), jobs.size(), s);
-  else
-    std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (codes and block "
-                 "scales kept for the CUDA backend's block-FP8 kernels; dequantized to f32 for "
-                 "the CPU backend)\n", model.path().c_str(), describe_quantization(q).c_str(),
-                 jobs.size(), s);
+  std::fprintf(stderr, "flashserve: %s: %s: %zu projections read in %.2f s (kept as stored: the "
+               "backend converts them as it loads them)\n", model.path().c_str(),
+               describe_quantization(q).c_str(), jobs.size(), s);
 }
 
 }  // namespace flashserve

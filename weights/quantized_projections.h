@@ -1,7 +1,7 @@
 // The projections of int4 (GPTQ, AWQ, compressed-tensors) and block-wise FP8 checkpoints: read
-// through their format's reader (int4_weights.h, block_fp8_weights.h). An int4 view holds the
-// weight as stored (TensorView::int4, no values: weights/packed_views.h); block-FP8 ones are
-// dequantized to f32 at load (docs/QUANTIZATION.md). Internal to weights/.
+// through their format's reader (int4_weights.h, block_fp8_weights.h). Their views hold the
+// weight as stored (TensorView::int4 or block_fp8, no values: weights/packed_views.h;
+// docs/QUANTIZATION.md). Internal to weights/.
 #pragma once
 
 #include <functional>
@@ -16,9 +16,9 @@ namespace flashserve {
 using EntryLookup =
     std::function<const SafetensorsEntry*(const std::string& name, std::string* file)>;
 
-// Fills model.tensors_ with every projection the config stores quantized (stores_quantized):
-// int4 ones packed, block-FP8 ones dequantized into model.owned_; does nothing for other checkpoints. Errors name the tensor and
-// its file (`source` where the checkpoint lacks it).
+// Fills model.tensors_ with every projection the config stores quantized (stores_quantized),
+// packed; does nothing for other checkpoints. Errors name the tensor and its file (`source`
+// where the checkpoint lacks it).
 void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const std::string& source);
 
 }  // namespace flashserve

@@ -22,6 +22,7 @@
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cpu/rope_kv_write_ref.h"
 #include "parallel/reduction_order.h"
+#include "weights/fp8_weights.h"
 #include "weights/packed_views.h"
 
 namespace flashserve {
@@ -89,9 +90,11 @@ class CpuBackend final : public Backend {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
-  Buffer load_weight(const TensorView& stored) override {
-    // A packed (int4) weight runs on its f32 values, dequantized here: the reference the int4
-    // kernels' twin is checked against (docs/QUANTIZATION.md).
+  Buffer load_weight(const TensorView& view) override {
+    Fp8Rows fp8;  // --quantize fp8 left to the backend (TensorView::to_fp8): quantized here
+    const TensorView stored = fp8_view_on_host(view, &fp8);
+    // A packed (int4 or block-wise FP8) weight runs on its f32 values, dequantized here: the
+    // reference the CUDA kernels' twins are checked against (docs/QUANTIZATION.md).
     const auto start = std::chrono::steady_clock::now();
     std::vector<float> values;
     const TensorView w = unpacked_view(stored, &values);
@@ -135,7 +138,7 @@ class CpuBackend final : public Backend {
   std::string take_conversion_report() override {
     if (unpacked_weights_ == 0) return "";
     char line[128];
-    std::snprintf(line, sizeof line, "%lld int4 weights dequantized to f32 in %.2f s",
+    std::snprintf(line, sizeof line, "%lld packed weights dequantized to f32 in %.2f s",
                   static_cast<long long>(unpacked_weights_), unpacked_s_);
     unpacked_weights_ = 0, unpacked_s_ = 0;
     return line;

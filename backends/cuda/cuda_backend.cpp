@@ -17,9 +17,11 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding_gather.h"
 #include "kernels/gemv.h"
+#include "kernels/int4_gemm.h"
 #include "kernels/int4_gemv.h"
 #include "kernels/norms.h"
 #include "kernels/rope_kv_write.h"
+#include "weights/fp8_weights.h"
 
 namespace flashserve {
 
@@ -59,7 +61,8 @@ std::string CudaBackend::name() const {
                         : "bf16";
   if (int4_weights_ > 0)
     s += ", int4 packed (" + std::to_string(int4_weights_) + " matrices: int4 GEMV up to " +
-         std::to_string(cuda::kInt4GemvMaxRows) + " rows, dequantize + bf16 cuBLASLt GEMM above)";
+         std::to_string(cuda::kInt4GemvMaxRows) + " rows, int4 GEMM up to " + std::to_string(cuda::kInt4GemmMaxRows) +
+         " rows, dequantize + bf16 cuBLASLt GEMM above)";
   if (block_fp8_weights_ > 0)
     s += ", block-FP8 (" + std::to_string(block_fp8_weights_) + " matrices: skinny kernels up " +
          "to 16 rows, block-scaled FP8 cuBLASLt GEMM or dequantize + bf16 GEMM above)";
@@ -103,9 +106,9 @@ std::shared_ptr<void> CudaBackend::allocate_bytes(size_t bytes) {
 
 Buffer CudaBackend::load_weight(const TensorView& w) {
   if (w.int4) return load_int4_weight({&w, 1});  // packed: no data
+  if (w.block_fp8) return load_block_fp8_weight({&w, 1});  // likewise
   FS_CHECK(w.shape.size() >= 1 && w.shape.size() <= 4 && w.data, "bad weight view");
-  if (w.dtype == DType::kF8E4M3) return load_fp8_weight({&w, 1});
-  if (w.block_fp8) return load_block_fp8_weight(w);
+  if (w.dtype == DType::kF8E4M3 || w.to_fp8) return load_fp8_weight({&w, 1});
   const int64_t n = w.numel();
   Buffer b = allocate(DType::kBF16, {n});
   b.tensor.ndim = int(w.shape.size());
@@ -139,7 +142,8 @@ Buffer CudaBackend::load_weight(const TensorView& w) {
 Buffer CudaBackend::load_stacked_weight(std::span<const TensorView> parts) {
   const TensorView stacked = stacked_view(parts);
   if (stacked.dtype == DType::kI4) return load_int4_weight(parts);  // each part laid out in place
-  if (stacked.dtype == DType::kF8E4M3) return load_fp8_weight(parts);  // likewise
+  if (parts[0].block_fp8) return load_block_fp8_weight(parts);  // likewise
+  if (stacked.dtype == DType::kF8E4M3 || stacked.to_fp8) return load_fp8_weight(parts);  // likewise
   if (stacked.dtype != DType::kBF16) return Backend::load_stacked_weight(parts);
   Buffer b = allocate(DType::kBF16, {stacked.numel()});
   b.tensor.ndim = int(stacked.shape.size());
@@ -153,36 +157,51 @@ Buffer CudaBackend::load_stacked_weight(std::span<const TensorView> parts) {
 }
 
 // An FP8 weight on the device, from its parts stacked by rows (one part: the weight itself): the
-// codes, then (16-byte aligned) one fp32 scale per row, in one allocation, each part's codes and
-// scales sent straight to their rows. The bf16 scratch that larger steps dequantize into grows
-// here, at load, to the largest FP8 weight, so that no step (nor a recorded graph) ever
-// reallocates it.
+// codes, then (16-byte aligned) one fp32 scale per row, in one allocation. FP8 parts' codes and
+// scales go straight to their rows. Parts marked to_fp8 (--quantize fp8) go up as stored into
+// the bf16 scratch and the GPU quantizes them there, all rows at once (f32 ones are quantized on
+// the host). That scratch, which larger steps dequantize into, grows here, at load, to the
+// largest FP8 weight, so that no step (nor a recorded graph) ever reallocates it.
 Buffer CudaBackend::load_fp8_weight(std::span<const TensorView> parts) {
   const TensorView w = stacked_view(parts);
-  FS_CHECK(w.shape.size() == 2 && parts[0].row_scale, "an FP8 weight needs 2 dims and row scales");
+  FS_CHECK(w.shape.size() == 2 && (w.to_fp8 || parts[0].row_scale),
+           "an FP8 weight needs 2 dims and row scales");
   FS_CHECK(w.shape[1] % 8 == 0, "FP8 weights on the GPU need rows of a multiple of 8 values; "
            "this one has ", w.shape[1], " (under tensor parallelism a row is this rank's shard "
            "of the weight, so the shard's width must be a multiple of 8 too: use a "
            "tensor-parallel size that keeps it so, or load the model without --quantize fp8)");
   const int64_t rows = w.shape[0], n = w.numel();
-  const size_t codes = (size_t(n) + 15) / 16 * 16;
+  const size_t codes = align16(size_t(n));
   Buffer b;
   b.tensor = Tensor(nullptr, DType::kF8E4M3, Device::kCuda, {rows, w.shape[1]});
   b.storage = allocate_bytes(codes + size_t(rows) * 4);
   b.tensor.data = b.storage.get();
   b.tensor.row_scale = reinterpret_cast<const float*>(static_cast<char*>(b.storage.get()) + codes);
-  char* at = static_cast<char*>(b.tensor.data);
-  float* scale = const_cast<float*>(b.tensor.row_scale);
-  for (const TensorView& p : parts) {
-    upload(at, p.data, size_t(p.numel()));
-    upload(scale, p.row_scale, size_t(p.shape[0]) * 4);
-    at += p.numel();
-    scale += p.shape[0];
-  }
   if (size_t(n) * 2 > fp8_scratch_bytes_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last weight quantized may still read it
     fp8_scratch_ = nullptr;
     fp8_scratch_ = allocate_bytes(size_t(n) * 2);
     fp8_scratch_bytes_ = size_t(n) * 2;
+  }
+  char* at = static_cast<char*>(b.tensor.data);
+  float* scale = const_cast<float*>(b.tensor.row_scale);
+  if (w.to_fp8 && w.dtype != DType::kF32) {
+    char* staged = static_cast<char*>(fp8_scratch_.get());
+    for (const TensorView& p : parts) {
+      upload(staged, p.data, size_t(p.numel()) * 2);
+      staged += size_t(p.numel()) * 2;
+    }
+    if (!fp8_quantizer_) fp8_quantizer_ = std::make_unique<GpuFp8Quantizer>();
+    fp8_quantizer_->quantize(at, scale, fp8_scratch_.get(), w.dtype, rows, w.shape[1], stream_);
+  } else {
+    for (const TensorView& part : parts) {
+      Fp8Rows quantized;  // an f32 part marked to_fp8
+      const TensorView p = fp8_view_on_host(part, &quantized);
+      upload(at, p.data, size_t(p.numel()));
+      upload(scale, p.row_scale, size_t(p.shape[0]) * 4);
+      at += p.numel();
+      scale += p.shape[0];
+    }
   }
   ++fp8_weights_;
   return b;

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/host_upload.h"
+#include "backends/cuda/gpu_fp8_quantizer.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
@@ -127,7 +128,7 @@ class CudaBackend final : public Backend {
   Buffer int4_as_bf16(const std::vector<const Int4Stored*>& parts);  // the others
   void matmul_int4(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n, int64_t k);
   // cuda_block_fp8.cpp: block-wise FP8 weights (docs/QUANTIZATION.md, kernels/block_fp8.h)
-  Buffer load_block_fp8_weight(const TensorView& w);
+  Buffer load_block_fp8_weight(std::span<const TensorView> parts);  // one projection or a stack
   void matmul_block_fp8(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
                         int64_t k);
   bool matmul_block_fp8_gemm(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
@@ -178,6 +179,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> int4_x_;  // [kInt4GemvMaxRows, largest int4 k] bf16: act-order's gathered x
   size_t int4_x_bytes_ = 0;
   int64_t block_fp8_weights_ = 0;  // block-wise FP8 weights loaded (name() too)
+  int64_t block_fp8_converted_ = 0;  // block-wise FP8 weights loaded since take_conversion_report,
+  double block_fp8_converted_bytes_ = 0, block_fp8_convert_s_ = 0;  // their stored bytes, load time
   bool block_fp8_fallback_said_ = false;  // the dequantize fallback's log line, once
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
@@ -186,6 +189,7 @@ class CudaBackend final : public Backend {
   uint64_t epoch_ = 0;  // graph_epoch()
   // Pinned staging for weight uploads (two 64 MiB host buffers), made at the first weight.
   std::unique_ptr<HostUpload> uploader_;
+  std::unique_ptr<GpuFp8Quantizer> fp8_quantizer_;  // --quantize fp8 on the GPU, at its first weight
 };
 
 }  // namespace flashserve

@@ -1,8 +1,7 @@
-// The CUDA backend's block-wise FP8 weights (docs/QUANTIZATION.md): a loaded projection's codes
-// and block scales (TensorView::block_fp8) go up once as a kF8E4M3 tensor with block_scale, and
-// its matmuls run the block-FP8 skinny kernels up to kBlockFp8GemvMaxRows rows; above, cuBLASLt's
-// block-scaled FP8 GEMM (the weight's 128x128 block scales, x quantized per token per 128
-// columns), or, where the blocks are not 128x128 or cuBLASLt has no algorithm, the weight
+// The CUDA backend's block-wise FP8 weights (docs/QUANTIZATION.md): a projection's codes (still
+// in the mapped file) and block scales go up once as a kF8E4M3 tensor with block_scale; its
+// matmuls run the block-FP8 skinny kernels up to kBlockFp8GemvMaxRows rows, above them cuBLASLt's
+// block-scaled FP8 GEMM (128x128 blocks, x quantized per token per 128 columns) or the weight
 // dequantized into the bf16 scratch and the bf16 GEMM. Compiles to nothing unless
 // FLASHSERVE_HAS_CUDA.
 #include "backends/backend.h"
@@ -10,6 +9,7 @@
 #ifdef FLASHSERVE_HAS_CUDA
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "backends/cuda/cuda_backend.h"
@@ -32,37 +32,81 @@ void set_scale_pointers(cublasLtMatmulDesc_t desc, const float* w_scale, const f
 }
 }  // namespace
 
-// One allocation: the codes, then the scales with each row block's k-blocks padded to a
-// multiple of 4 (the leading dimension cuBLASLt's BLK128x128_32F scales need; the kernels read
-// the same layout). The bf16 scratch of the fallback (and of x's codes and scales on the GEMM
-// path) grows here, at load, so that no step (nor a recorded graph) reallocates it.
-Buffer CudaBackend::load_block_fp8_weight(const TensorView& w) {
-  const BlockFp8Weight& q = *w.block_fp8;
-  FS_CHECK(w.shape.size() == 2 && w.shape[0] == q.rows && w.shape[1] == q.cols,
-           "a block-wise FP8 weight's view and packed form disagree on its shape");
-  const int64_t n = q.rows, k = q.cols, blocks_n = (n + q.block_rows - 1) / q.block_rows;
-  const int64_t blocks_k = q.scale_cols(), ld = (blocks_k + 3) / 4 * 4;
-  std::vector<float> scales(size_t(blocks_n * ld), 0.f);
-  for (int64_t r = 0; r < blocks_n; ++r)
-    std::copy_n(q.scales.begin() + r * blocks_k, blocks_k, scales.begin() + r * ld);
-  const size_t codes = align16(size_t(n * k));
-  Buffer b;
-  b.storage = allocate_bytes(codes + scales.size() * 4);
-  char* base = static_cast<char*>(b.storage.get());
-  b.tensor = Tensor(base, DType::kF8E4M3, Device::kCuda, {n, k});
-  b.tensor.block_scale = reinterpret_cast<const float*>(base + codes);
-  b.tensor.block_n = int(q.block_rows);
-  b.tensor.block_k = int(q.block_cols);
-  b.tensor.block_scale_ld = int(ld);
-  upload(base, q.codes.data(), size_t(n * k));
-  upload(base + codes, scales.data(), scales.size() * 4);
-  if (size_t(n * k) * 2 > fp8_scratch_bytes_) {
+// Parts that stack (block_fp8_stackable: one projection, or q/k/v and gate/up whose parts but
+// the last are whole row blocks) load packed, in one allocation: the codes, each part's sent
+// from the mapped file straight to its rows through the pinned staging (upload()), then the
+// scales with each row block's k-blocks padded to a multiple of 4 (the leading dimension
+// cuBLASLt's BLK128x128_32F scales need; the kernels read the same layout). The bf16 scratch of
+// the fallback (and of x's codes and scales on the GEMM path) grows here, at load, so that no
+// step (nor a recorded graph) reallocates it. Parts that do not stack become one bf16 weight:
+// each part goes up packed alone and the GPU dequantizes it into its rows (each value rounded
+// once, as its f32 values would be).
+Buffer CudaBackend::load_block_fp8_weight(std::span<const TensorView> parts) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto counted = [&](Buffer b) {  // for take_conversion_report
+    ++block_fp8_converted_;
+    block_fp8_convert_s_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return b;
+  };
+  std::vector<const BlockFp8Weight*> q;
+  for (const TensorView& t : parts) {
+    FS_CHECK(t.block_fp8 && t.shape.size() == 2 && t.shape[0] == t.block_fp8->rows &&
+                 t.shape[1] == t.block_fp8->cols,
+             "a block-wise FP8 weight's view and packed form disagree on its shape");
+    q.push_back(t.block_fp8.get());
+  }
+  const int64_t k = q[0]->cols;
+  auto packed = [&](const std::vector<const BlockFp8Weight*>& stack) {
+    int64_t n = 0, blocks_n = 0;
+    for (const BlockFp8Weight* p : stack) n += p->rows, blocks_n += p->scale_rows();
+    const int64_t blocks_k = stack[0]->scale_cols(), ld = (blocks_k + 3) / 4 * 4;
+    std::vector<float> scales(size_t(blocks_n * ld), 0.f);  // [blocks_n, ld]
+    const size_t codes = align16(size_t(n * k));
+    Buffer b;
+    b.storage = allocate_bytes(codes + scales.size() * 4);
+    char* const base = static_cast<char*>(b.storage.get());
+    b.tensor = Tensor(base, DType::kF8E4M3, Device::kCuda, {n, k});
+    b.tensor.block_scale = reinterpret_cast<const float*>(base + codes);
+    b.tensor.block_n = int(stack[0]->block_rows);
+    b.tensor.block_k = int(stack[0]->block_cols);
+    b.tensor.block_scale_ld = int(ld);
+    char* at = base;
+    float* row_block = scales.data();
+    for (const BlockFp8Weight* p : stack) {
+      upload(at, p->codes, size_t(p->rows * k));
+      at += p->rows * k;
+      block_fp8_converted_bytes_ += double(p->rows * k + int64_t(p->scales.size()) * 4);
+      for (int64_t r = 0; r < p->scale_rows(); ++r, row_block += ld)
+        std::copy_n(p->scales.begin() + r * blocks_k, blocks_k, row_block);
+    }
+    upload(base + codes, scales.data(), scales.size() * 4);
+    return b;
+  };
+  if (!block_fp8_stackable(q)) {
+    int64_t rows = 0;
+    for (const BlockFp8Weight* p : q) rows += p->rows;
+    Buffer b = allocate(DType::kBF16, {rows, k});
+    char* at = static_cast<char*>(b.tensor.data);
+    for (const BlockFp8Weight* p : q) {
+      const Buffer part = packed({p});
+      const Tensor& w = part.tensor;
+      cuda::block_fp8_dequantize_bf16(at, w.data, w.block_scale, w.block_scale_ld, int(p->rows),
+                                      int(k), w.block_n, w.block_k, stream_);
+      CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `part` is freed
+      at += size_t(p->rows * k) * 2;
+    }
+    return counted(std::move(b));
+  }
+  Buffer b = packed(q);
+  const size_t scratch = size_t(b.tensor.numel()) * 2;
+  if (scratch > fp8_scratch_bytes_) {
     fp8_scratch_ = nullptr;
-    fp8_scratch_ = allocate_bytes(size_t(n * k) * 2);
-    fp8_scratch_bytes_ = size_t(n * k) * 2;
+    fp8_scratch_ = allocate_bytes(scratch);
+    fp8_scratch_bytes_ = scratch;
   }
   ++block_fp8_weights_;
-  return b;
+  return counted(std::move(b));
 }
 
 void CudaBackend::matmul_block_fp8(Tensor& out, const Tensor& x, const Tensor& w, int64_t m,

@@ -1,9 +1,10 @@
 // The CUDA backend's int4 weights (docs/QUANTIZATION.md): a loaded int4 projection
 // (TensorView::int4) goes up as its checkpoint stores it and the GPU lays it out once in the
 // layout of kernels/int4_gemv.h (kernels/int4_layout.h), a kI4 tensor; its
-// matmuls run the int4 skinny kernel up to kInt4GemvMaxRows rows (act-order weights gather x into
-// their column order first), or, above, dequantize the weight into the bf16 scratch and run the
-// bf16 cuBLASLt GEMM. Compiles to nothing unless FLASHSERVE_HAS_CUDA.
+// matmuls run the int4 skinny kernel up to kInt4GemvMaxRows rows and the int4 GEMM above
+// (act-order weights gather x into their column order first), or, for shapes neither takes,
+// dequantize the weight into the bf16 scratch and run the bf16 cuBLASLt GEMM. Compiles to
+// nothing unless FLASHSERVE_HAS_CUDA.
 #include "backends/backend.h"
 
 #ifdef FLASHSERVE_HAS_CUDA
@@ -14,6 +15,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/int4_gemm.h"
 #include "kernels/int4_gemv.h"
 #include "kernels/int4_layout.h"
 #include "weights/int4_weights.h"
@@ -131,24 +133,43 @@ Buffer CudaBackend::int4_as_bf16(const std::vector<const Int4Stored*>& int4) {
   return b;
 }
 
-// The GPU work queued by the loads is part of their time: waited for here.
+// The GPU work queued by the loads is part of their time: waited for here (and counted for
+// each kind loaded; a checkpoint holds one). One line per kind, joined by "; ".
 std::string CudaBackend::take_conversion_report() {
-  if (int4_converted_ == 0) return "";
+  if (fp8_quantizer_) fp8_quantizer_->check();  // the last weight quantized on the GPU
+  if (int4_converted_ == 0 && block_fp8_converted_ == 0) return "";
   const auto start = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const double s = int4_convert_s_ +
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  char line[200];
-  std::snprintf(line, sizeof line, "%lld int4 weights (%.2f GB as stored) uploaded and laid out "
-                "on the GPU in %.2f s (%.1f GB/s)", static_cast<long long>(int4_converted_),
-                int4_converted_bytes_ / 1e9, s, int4_converted_bytes_ / 1e9 / std::max(s, 1e-9));
+  const double wait =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto line = [wait](int64_t n, const char* kind, double bytes, const char* done,
+                           double load_s) {
+    const double s = load_s + wait;
+    char text[200];
+    std::snprintf(text, sizeof text, "%lld %s weights (%.2f GB as stored) %s in %.2f s (%.1f GB/s)",
+                  static_cast<long long>(n), kind, bytes / 1e9, done, s,
+                  bytes / 1e9 / std::max(s, 1e-9));
+    return std::string(text);
+  };
+  std::string report;
+  if (int4_converted_ > 0)
+    report = line(int4_converted_, "int4", int4_converted_bytes_,
+                  "uploaded and laid out on the GPU", int4_convert_s_);
+  if (block_fp8_converted_ > 0)
+    report += (report.empty() ? "" : "; ") +
+              line(block_fp8_converted_, "block-FP8", block_fp8_converted_bytes_,
+                   "uploaded to the GPU", block_fp8_convert_s_);
   int4_converted_ = 0, int4_convert_s_ = 0, int4_converted_bytes_ = 0;
-  return line;
+  block_fp8_converted_ = 0, block_fp8_convert_s_ = 0, block_fp8_converted_bytes_ = 0;
+  return report;
 }
 
-// The skinny kernel up to kInt4GemvMaxRows rows (whatever gemv_max_rows says, unless it is 0:
-// the all-cuBLASLt baseline), else the weight dequantized to bf16 and the bf16 GEMM. A
-// Marlin-style mixed-input GEMM that reads the codes in its tiles is the step after this one.
+// The skinny kernel up to kInt4GemvMaxRows rows, the int4 GEMM above up to kInt4GemmMaxRows
+// (unless gemv_max_rows is 0:
+// the all-cuBLASLt baseline), else the weight dequantized to bf16 and the bf16 GEMM. Act-order x
+// is gathered into int4_x_ (grown at load for the skinny kernel's rows) or, for the GEMM's, into
+// the bf16 scratch, which the GEMM leaves unused and which holds the largest int4 weight; steps
+// whose gathered x would not fit it take the dequantizing path.
 void CudaBackend::matmul_int4(Tensor& out, const Tensor& x, const Tensor& w, int64_t m, int64_t n,
                               int64_t k) {
   FS_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kBF16, "matmul out dtype ",
@@ -157,15 +178,27 @@ void CudaBackend::matmul_int4(Tensor& out, const Tensor& x, const Tensor& w, int
   const Int4Params& p = w.int4;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const bool out_f32 = out.dtype == DType::kF32;
-  if (gemv_max_rows_ > 0 && cuda::int4_gemv_supported(int(m), int(k), p.group_size, x.data, out.data)) {
+  const size_t x_bytes = size_t(m * k) * 2;
+  const bool gemv = gemv_max_rows_ > 0 &&
+                    cuda::int4_gemv_supported(int(m), int(k), p.group_size, x.data, out.data);
+  const bool gemm =
+      gemv_max_rows_ > 0 && m > cuda::kInt4GemvMaxRows && m <= cuda::kInt4GemmMaxRows &&
+      cuda::int4_gemm_supported(int(m), int(n), int(k), p.group_size, x.data, out.data) &&
+      (!p.perm || (fp8_scratch_ && x_bytes <= fp8_scratch_bytes_));
+  if (gemv || gemm) {
     const void* xs = x.data;
     if (p.perm) {
-      FS_CHECK(int4_x_ && size_t(m * k) * 2 <= int4_x_bytes_, "matmul: no int4 gather buffer");
-      cuda::int4_gather_columns(int4_x_.get(), x.data, p.perm, int(m), int(k), stream_);
-      xs = int4_x_.get();
+      void* gathered = gemv ? int4_x_.get() : fp8_scratch_.get();
+      FS_CHECK(gathered && (!gemv || x_bytes <= int4_x_bytes_), "matmul: no int4 gather buffer");
+      cuda::int4_gather_columns(gathered, x.data, p.perm, int(m), int(k), stream_);
+      xs = gathered;
     }
-    cuda::int4_gemv(out.data, out_f32, xs, codes, p.scales, p.zeros, int(m), int(n), int(k),
-                    p.group_size, stream_);
+    if (gemv)
+      cuda::int4_gemv(out.data, out_f32, xs, codes, p.scales, p.zeros, int(m), int(n), int(k),
+                      p.group_size, stream_);
+    else
+      cuda::int4_gemm(out.data, out_f32, xs, codes, p.scales, p.zeros, int(m), int(n), int(k),
+                      p.group_size, stream_);
     return;
   }
   FS_CHECK(fp8_scratch_ && size_t(n * k) * 2 <= fp8_scratch_bytes_, "matmul: no scratch for the ",

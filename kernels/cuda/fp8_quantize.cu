@@ -1,14 +1,16 @@
-// The FP8 GEMM's two elementwise kernels (docs/FP8.md, "W8A8 above 16 rows"). quantize_rows_fp8:
-// activations to FP8 for the FP8 GEMM of larger steps: each
-// row of x gets its own scale, amax / 448, and codes = encode(x * (448 / amax)), rounded to
-// nearest even and saturated (cvt.rn.satfinite on sm_89+, the same rounding core/fp8.h's
-// encoder does on the host). Per-row (per-token) scales keep one outlier token from flattening
-// the others. One block per row: pass 1 reduces amax, pass 2 writes 8 codes per 16-byte load.
-// The CPU twin is kernels/cpu/fp8_matmul_ref.h's quantize_rows_fp8; both divide the same way
-// (IEEE division, no fast math), so codes and scales agree bitwise. scale_rows_cols_fp8: the
-// GEMM's output times its row's activation scale and its column's weight scale (cuBLASLt's own
-// per-row "outer vector" scales have no FP8 algorithm on the H100 with CUDA 13.0).
+// FP8 quantization kernels (docs/FP8.md). quantize_rows_fp8: activations to FP8 for the FP8 GEMM
+// of larger steps ("W8A8 above 16 rows"): each row of x gets its own scale, amax / 448, and codes
+// = encode(x * (448 / amax)), rounded to nearest even and saturated (cvt.rn.satfinite on sm_89+,
+// the same rounding core/fp8.h's encoder does on the host). Per-row (per-token) scales keep one
+// outlier token from flattening the others. One block per row: pass 1 reduces amax, pass 2 writes
+// 8 codes per 16-byte load. The CPU twin is kernels/cpu/fp8_matmul_ref.h's quantize_rows_fp8;
+// both divide the same way (IEEE division, no fast math), so codes and scales agree bitwise.
+// scale_rows_cols_fp8: the GEMM's output times its row's activation scale and its column's
+// weight scale (cuBLASLt's own per-row "outer vector" scales have no FP8 algorithm on the H100
+// with CUDA 13.0). quantize_weight_fp8: --quantize fp8 of a bf16/f16 weight on the GPU, bit for
+// bit what weights/fp8_weights.h's quantize_fp8_rows computes on the host.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -110,6 +112,40 @@ __global__ void scale_rows_cols_kernel(void* __restrict__ out,              // [
   }
 }
 
+// One block per weight row: pass 1 its amax (and whether every value is finite), pass 2 its
+// codes, encode(w / scale) with scale = amax / 448 (1 for a row of zeros): quantize_fp8_rows'
+// formula, divisions and all (IEEE, as the host's), so the codes and scales agree bitwise. One
+// value a thread per load: the weight comes over PCIe at a fraction of what this reads, so the
+// kernel is not worth vectorising, and any cols works.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+quantize_weight_fp8_kernel(uint8_t* __restrict__ codes,     // [rows, cols]
+                           float* __restrict__ scales,      // [rows]
+                           const T* __restrict__ w,         // [rows, cols]
+                           int64_t cols,
+                           unsigned* __restrict__ bad_row) {  // [1]
+  __shared__ float red[kThreads / 32];
+  const int64_t row = blockIdx.x;
+  const T* wr = w + row * cols;
+  float amax = 0.f;
+  bool finite = true;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
+    const float v = float(wr[c]);
+    finite &= isfinite(v);
+    amax = fmaxf(amax, fabsf(v));
+  }
+  amax = block_max(amax, red);
+  if (!__syncthreads_and(finite)) {  // the host's quantize_fp8_rows throws here
+    if (threadIdx.x == 0) atomicMin(bad_row, unsigned(row));
+    return;
+  }
+  const float scale = amax > 0.f ? __fdiv_rn(amax, kFp8E4M3Max) : 1.f;
+  if (threadIdx.x == 0) scales[row] = scale;
+  uint8_t* cr = codes + row * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads)
+    cr[c] = __nv_cvt_float_to_fp8(__fdiv_rn(float(wr[c]), scale), __NV_SATFINITE, __NV_E4M3);
+}
+
 }  // namespace
 
 void scale_rows_cols_fp8(void* out, bool out_f32, const float* row_scale, const float* col_scale,
@@ -135,6 +171,21 @@ void quantize_rows_fp8(void* codes, float* scales, const void* x, int m, int k,
   if (m == 0) return;
   quantize_rows_fp8_kernel<<<m, kThreads, 0, stream>>>(static_cast<uint2*>(codes), scales,
                                                        static_cast<const uint4*>(x), k / 8);
+  CUDA_CHECK_LAUNCH();
+}
+
+void quantize_weight_fp8(void* codes, float* scales, const void* w, bool f16, int64_t rows,
+                         int64_t cols, unsigned* bad_row, cudaStream_t stream) {
+  FS_CHECK(rows >= 0 && rows <= INT32_MAX && cols > 0 && bad_row,
+           "quantize_weight_fp8: unsupported shape [", rows, ", ", cols, "]");
+  if (rows == 0) return;
+  auto* q = static_cast<uint8_t*>(codes);
+  if (f16)
+    quantize_weight_fp8_kernel<<<unsigned(rows), kThreads, 0, stream>>>(
+        q, scales, static_cast<const __half*>(w), cols, bad_row);
+  else
+    quantize_weight_fp8_kernel<<<unsigned(rows), kThreads, 0, stream>>>(
+        q, scales, static_cast<const __nv_bfloat16*>(w), cols, bad_row);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -13,8 +13,11 @@
 namespace flashserve::cuda::detail {
 
 constexpr int kMkThreads = 256, kMkWarps = kMkThreads / 32;
-constexpr int kMkPageBytes = 16384, kMkPages = 12;  // the ring: 192 KB of weights in flight
+constexpr int kMkPageBytes = 16384, kMkPages = 9;  // the ring: 144 KB of weights in flight
 constexpr unsigned kFull = 0xffffffffu;
+// Shared floats for a GEMV's input rows (staged when batch * k fits) or an attention split's
+// K/V rows.
+constexpr int kMkStageFloats = 14336;
 
 __device__ __forceinline__ int ld_acquire(const int32_t* p) {
   int v;
@@ -32,6 +35,13 @@ __device__ __forceinline__ void bump_counter(int32_t* counter) {
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) atomicAdd(counter, 1);
+}
+
+// The GPU's nanosecond clock, comparable across SMs (the trace's timeline).
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -83,41 +93,65 @@ __device__ __forceinline__ int num_pages(const Segment& s) {
   return int((s.bytes + kMkPageBytes - 1) / kMkPageBytes);
 }
 
-// A position in the SM's weight stream: instruction, segment, page. Uniform across the CTA.
+// A position in the SM's weight stream: instruction, segment, page, and the segment itself once
+// looked up (pages < 0: not yet). Uniform across the CTA.
 struct StreamPos {
-  int instr, seg, page;
+  int instr, seg, page, pages;
+  const uint8_t* src;
+  int64_t bytes;
 };
 // Moves `p` forward to the next page that exists (past instructions without weights).
 __device__ __forceinline__ void settle(const MegaKernelArgs& a, int end, StreamPos& p) {
   while (p.instr < end) {
-    const MegaInstr& in = a.instrs[p.instr];
-    if (p.seg >= num_segments(in)) {
-      ++p.instr, p.seg = 0, p.page = 0;
-    } else if (p.page >= num_pages(segment(a, in, p.seg))) {
-      ++p.seg, p.page = 0;
-    } else {
-      return;
+    if (p.pages < 0) {
+      const MegaInstr& in = a.instrs[p.instr];
+      if (p.seg >= num_segments(in)) {
+        ++p.instr, p.seg = 0, p.page = 0;
+        continue;
+      }
+      const Segment s = segment(a, in, p.seg);
+      p.src = s.src, p.bytes = s.bytes, p.pages = num_pages(s);
     }
+    if (p.page < p.pages) return;
+    ++p.seg, p.page = 0, p.pages = -1;
   }
 }
+
+// Which 16-byte chunks of a page thread t copies and reads: warp w owns chunks [128 w, 128 w +
+// 128), lane l every 32nd of them from its l-th. A thread reading only what it copied itself
+// needs no barrier between the copy landing and its use.
+constexpr int kMkChunksPerLane = kMkPageBytes / 16 / kMkThreads;
+static_assert(kMkChunksPerLane >= 1, "a page has a chunk per thread");
+__device__ __forceinline__ int owned_chunk(int j) {
+  return (threadIdx.x >> 5) * (32 * kMkChunksPerLane) + (threadIdx.x & 31) + 32 * j;
+}
+
 // Issues the copy of the page at `p` into ring slot `slot` (nothing past the queue's end) and
-// commits one cp.async group either way, then steps `p` on.
+// commits one cp.async group either way, then steps `p` on. Every thread writes only its owned
+// chunks, whatever the page: the slot's previous page may still be read by the other threads
+// (an owned page has no barrier). Pages whose bytes are 16-byte aligned go as whole chunks;
+// others (rows of a length not a multiple of 8: small models) as 4-byte words of the same
+// chunks, which their consumer reads after a barrier.
 __device__ __forceinline__ void issue_page(const MegaKernelArgs& a, int end, StreamPos& p,
                                            uint8_t* ring, int slot) {
   settle(a, end, p);
   if (p.instr < end) {
-    const Segment s = segment(a, a.instrs[p.instr], p.seg);
     const int64_t off = int64_t(p.page) * kMkPageBytes;
-    const int n = int(min(int64_t(kMkPageBytes), s.bytes - off));
-    const uint8_t* src = s.src + off;
+    const int n = int(min(int64_t(kMkPageBytes), p.bytes - off));
+    const uint8_t* src = p.src + off;
     uint8_t* dst = ring + size_t(slot) * kMkPageBytes;
     if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && (n & 15) == 0) {
-      for (int i = threadIdx.x * 16; i < n; i += kMkThreads * 16)
-        cp_async_16(smem_addr(dst + i), src + i, true);
-    } else {  // rows whose bytes are not a multiple of 16 (small models): 4-byte copies
-      for (int i = threadIdx.x * 4; i < n; i += kMkThreads * 4)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst + i)),
-                     "l"(src + i));
+#pragma unroll
+      for (int j = 0; j < kMkChunksPerLane; ++j) {
+        const int c = owned_chunk(j);
+        if (c * 16 < n) cp_async_16(smem_addr(dst + c * 16), src + c * 16, true);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kMkChunksPerLane; ++j)
+        for (int i = owned_chunk(j) * 16, w = 0; w < 4 && i < n; ++w, i += 4)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst + i)),
+                       "l"(src + i));
     }
     ++p.page;
   }

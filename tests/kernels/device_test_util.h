@@ -1,6 +1,6 @@
-// Helpers of the CUDA kernel tests (tests/kernels, label gpu): a device buffer, random inputs
-// that are exactly bf16, bf16 <-> float conversion of whole vectors, and the closeness check of
-// a bf16 output against its CPU twin's.
+// Helpers of the CUDA kernel tests (tests/kernels, label gpu): a device buffer, a copy back of a
+// backend's, random inputs that are exactly bf16, bf16 <-> float conversion of whole vectors,
+// and the closeness check of a bf16 output against its CPU twin's.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,6 +38,14 @@ struct Dev {
   }
   void poison() { CUDA_CHECK(cudaMemset(ptr, 0xff, count * sizeof(T))); }  // NaN in f32 and bf16
 };
+
+// `count` T copied back from device memory the test does not own (a backend's buffer).
+template <class T>
+std::vector<T> download(const void* device, size_t count) {
+  std::vector<T> out(count);
+  CUDA_CHECK(cudaMemcpy(out.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return out;
+}
 
 // n values uniform in [lo, hi), each exactly representable in bf16 (not centred on zero unless
 // the caller asks), so the kernel and its twin see the same inputs.

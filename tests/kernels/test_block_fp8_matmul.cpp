@@ -42,14 +42,15 @@ using test::Dev;
 BlockFp8Weight random_weight(int n, int k, int bn, int bk, std::mt19937& rng) {
   BlockFp8Weight w;
   w.rows = n, w.cols = k, w.block_rows = bn, w.block_cols = bk;
-  w.codes.resize(size_t(n) * k);
+  std::vector<uint8_t> codes(size_t(n) * k);
   std::uniform_int_distribution<int> code(0, 255);
   for (int r = 0; r < n; ++r)
     for (int c = 0; c < k; ++c) {
       int q = code(rng);
       while ((q & 0x7f) == 0x7f) q = code(rng);
-      w.codes[size_t(r) * k + c] = r < bn ? 0 : uint8_t(q);
+      codes[size_t(r) * k + c] = r < bn ? 0 : uint8_t(q);
     }
+  w.own_codes(std::move(codes));
   std::uniform_real_distribution<float> log10_scale(-4.f, 4.f);
   w.scales.resize(size_t((n + bn - 1) / bn * w.scale_cols()));
   for (float& s : w.scales) s = std::pow(10.f, log10_scale(rng));
@@ -100,8 +101,8 @@ TEST(BlockFp8Matmul, GemvMatchesItsTwinForEveryRowCount) {
     int ld = 0;
     const std::vector<float> scales = padded_scales(w, &ld);
     std::vector<float> wf(size_t(n) * k);
-    ref::dequantize_block_fp8(wf.data(), w.codes.data(), w.scales.data(), n, k, bn, bk);
-    Dev<uint8_t> dw(w.codes);
+    ref::dequantize_block_fp8(wf.data(), w.codes, w.scales.data(), n, k, bn, bk);
+    Dev<uint8_t> dw(*w.owned);
     Dev<float> ds(scales);
     for (int m = 1; m <= cuda::kBlockFp8GemvMaxRows; ++m) {
       SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k << " blocks " << bn
@@ -109,7 +110,7 @@ TEST(BlockFp8Matmul, GemvMatchesItsTwinForEveryRowCount) {
       const std::vector<float> x = test::random_bf16(size_t(m) * k, rng, -0.75f, 1.25f);
       Dev<uint16_t> dx(test::to_bf16(x));
       std::vector<float> want(size_t(m) * n);
-      ref::matmul_block_fp8(want.data(), x.data(), w.codes.data(), w.scales.data(), m, n, k, bn,
+      ref::matmul_block_fp8(want.data(), x.data(), w.codes, w.scales.data(), m, n, k, bn,
                             bk);
       std::vector<double> tol = bounds(x, wf, m, n, k);
       for (double& t : tol) t *= double(k) * std::ldexp(1.0, -23);
@@ -145,13 +146,13 @@ TEST(BlockFp8Matmul, DequantizeIsExactAndQuantizeMatchesItsTwin) {
     SCOPED_TRACE(testing::Message() << "n " << n << " k " << k);
     const BlockFp8Weight w = random_weight(n, k, bn, bk, rng);
     int ld = 0;
-    Dev<uint8_t> dw(w.codes);
+    Dev<uint8_t> dw(*w.owned);
     Dev<float> ds(padded_scales(w, &ld));
     Dev<uint16_t> out(size_t(n) * k);
     out.poison();
     cuda::block_fp8_dequantize_bf16(out.ptr, dw.ptr, ds.ptr, ld, n, k, bn, bk, nullptr);
     std::vector<float> wf(size_t(n) * k);
-    ref::dequantize_block_fp8(wf.data(), w.codes.data(), w.scales.data(), n, k, bn, bk);
+    ref::dequantize_block_fp8(wf.data(), w.codes, w.scales.data(), n, k, bn, bk);
     const std::vector<uint16_t> got = out.get();
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(got[i], float_to_bf16_bits(wf[i])) << "element " << i;
@@ -186,10 +187,9 @@ TEST(BlockFp8Matmul, BackendMatchesItsTwin) {
                               {300, 1000, 128, 128}, {96, 80, 16, 16}}) {
     auto w = std::make_shared<BlockFp8Weight>(random_weight(n, k, bn, bk, rng));
     std::vector<float> wf(size_t(n) * k);
-    ref::dequantize_block_fp8(wf.data(), w->codes.data(), w->scales.data(), n, k, bn, bk);
-    TensorView view;
+    ref::dequantize_block_fp8(wf.data(), w->codes, w->scales.data(), n, k, bn, bk);
+    TensorView view;  // as the loader makes it: the packed form, no values
     view.shape = {n, k};
-    view.data = wf.data();
     view.block_fp8 = w;
     const Buffer dw = backend->load_weight(view);
     ASSERT_NE(dw.tensor.block_scale, nullptr);
@@ -213,7 +213,7 @@ TEST(BlockFp8Matmul, BackendMatchesItsTwin) {
                 fp8_e4m3_to_float(q[size_t(i) * k + c]) * s[size_t(c / 128) * m + i];
       }
       std::vector<float> want(size_t(m) * n);
-      ref::matmul_block_fp8(want.data(), xq.data(), w->codes.data(), w->scales.data(), m, n, k,
+      ref::matmul_block_fp8(want.data(), xq.data(), w->codes, w->scales.data(), m, n, k,
                             bn, bk);
       Buffer dx = backend->allocate(DType::kBF16, {m, k});
       backend->copy_from_host(dx.tensor, test::to_bf16(x).data());

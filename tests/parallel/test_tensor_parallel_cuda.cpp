@@ -6,7 +6,8 @@
 //  - TP = 2 and 4 where there are that many GPUs (skipped, saying so, where not): stories260K
 //    greedy tokens identical to TP = 1, a random GQA model's ragged batch (every row's logits:
 //    the gather reorders rows) within bf16 tolerance, greedy agreement per row printed; the same
-//    for every model family and head size of the CUDA backend's tests.
+//    for every model family and head size of the CUDA backend's tests, and for the committed
+//    int4 and block-FP8 checkpoints (their slices packed).
 // Tolerance, as tests/backends/test_cuda_backend.cpp: every rank rounds to bf16 (relative 2^-9)
 // at other points than one GPU does (its partial sums before the all-reduce, the all-reduce's
 // own additions), so logits differ by a relative RMS of a few 1e-3: NMSE ~1e-5. Bound: NMSE 1e-3
@@ -222,6 +223,31 @@ TEST_P(TensorParallelCudaFamilies, RaggedBatchAndDecodeCloseToOneGpu) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " visible";
   const RandomModelShape s = GetParam();
   tp_sizes_against_one_gpu(s.config(), s.file_dtype, s.name, {2, 4});
+}
+
+// The committed quantized checkpoints (tests/weights/data/quantized/) at TP 2: each rank loads
+// its slices packed where the cut keeps the packing (parallel/packed_slice.h; act-order's down_proj
+// runs as bf16), and every position's logits of a 20-row prefill (the int4 GEMM or the
+// dequantizing path) and of a 1-row one (the skinny kernels) stay close to one GPU's.
+TEST(TensorParallelCuda, QuantizedCheckpointsTp2AgainstOneGpu) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpu_count() << " visible";
+  const std::string data = std::string(FS_SOURCE_DIR) + "/tests/weights/data/quantized/";
+  for (const std::string folder : {"gptq_sym", "gptq_asym_actorder", "awq", "ct_group_asym",
+                                    "ct_channel_sym", "block_fp8"}) {
+    auto q = load_model(data + folder);
+    const int vocab = q->config().vocab_size;
+    ModelRunnerOptions o;
+    o.backend = "cuda";
+    o.kv_cache_tokens = 4096;
+    for (const std::vector<int32_t>& ids :
+         {random_tokens(20, vocab, 8), random_tokens(1, vocab, 9)}) {
+      o.tensor_parallel_size = 1;
+      const std::vector<float> one = prefill_logits(*q, ids, o);
+      o.tensor_parallel_size = 2;
+      expect_close(compare(prefill_logits(*q, ids, o), one, vocab),
+                   folder + " TP 2 vs one GPU, " + std::to_string(ids.size()) + " rows");
+    }
+  }
 }
 
 // Olmo2 is refused under tensor parallelism (its q/k norms span every head): left out.

@@ -162,6 +162,14 @@ TEST(Fp8Checkpoint, MalformedFilesAreStartupErrors) {
   });
   EXPECT_MSG(load_error(dir), st + ": tensor '" + scale + "' holds inf; scales must be finite");
 
+  fresh();  // finite, but 448 x scale is not: the weights would be
+  rewrite(dir, [&](auto& ts) {
+    const float huge = 1e38f;
+    std::memcpy(find(ts, scale)->bytes.data() + 8, &huge, 4);
+  });
+  EXPECT_MSG(load_error(dir), st + ": tensor '" + scale + "' holds 1e+38; scales must be finite, "
+                              ">= 0 and at most FLT_MAX / 448");
+
   fresh();  // an FP8 tensor that is not a projection
   rewrite(dir, [&](auto& ts) {
     WriterTensor* n = find(ts, "model.norm.weight");

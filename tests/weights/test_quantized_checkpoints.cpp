@@ -6,7 +6,8 @@
 // --act-order; awq: awq --group-size 32; ct_group_asym: ct --group-size 32 --asym --act-order;
 // ct_channel_sym: ct --group-size -1 --ignore mlp.down_proj; block_fp8: block-fp8 --block-size
 // 16; ct_fp8: ct-fp8). Codes and zero points must match exactly, scales and dequantized
-// weights bit for bit (int4 views stay packed, their values asked of weights/packed_views.h);
+// weights bit for bit (int4 and block-FP8 views stay packed, their values asked of
+// weights/packed_views.h);
 // stacking and row rewrites of the packed form; the matmul twins against
 // dequantize-then-multiply; malformed files and unsupported settings fail with messages naming
 // the tensor or setting.
@@ -238,7 +239,10 @@ TEST(QuantizedCheckpoints, BlockFp8) {
   for (const char* p : kProjections) {
     const std::string module = std::string("model.layers.0.") + p;
     const std::vector<float> deq = want.values<float>(module + ".dequantized");
-    EXPECT_EQ(as_floats(model->tensor(module + ".weight")), deq) << module;
+    const TensorView& t = model->tensor(module + ".weight");
+    EXPECT_TRUE(is_packed(t) && t.block_fp8 && !t.data) << module;  // no values until asked
+    EXPECT_TRUE(test::is_mapped_from(t.block_fp8->codes, dir + "/model.safetensors")) << module;
+    EXPECT_EQ(as_floats(t), deq) << module;
     const SafetensorsEntry& we = ckpt.entries.at(module + ".weight");
     const int rows = int(we.shape[0]), cols = int(we.shape[1]);
     const BlockFp8Weight w = read_block_fp8(we, ckpt.entries.at(module + ".weight_scale_inv"),
@@ -247,8 +251,38 @@ TEST(QuantizedCheckpoints, BlockFp8) {
     const int m = 2;
     const std::vector<float> x = random_x(m, cols, 6);
     std::vector<float> out(size_t(m * rows));
-    ref::matmul_block_fp8(out.data(), x.data(), w.codes.data(), w.scales.data(), m, rows, cols, 16, 16);
+    ref::matmul_block_fp8(out.data(), x.data(), w.codes, w.scales.data(), m, rows, cols, 16, 16);
     expect_close(out, matmul(x, deq, m, rows, cols), 1e-6);
+  }
+}
+
+// The NaN scan reads eight codes a word: a NaN (either sign) anywhere, first word, word edges,
+// the tail past the last whole word, is found at its element; codes next to NaN's bits are not.
+TEST(QuantizedCheckpoints, BlockFp8NanCodesAnywhere) {
+  const int64_t rows = 3, cols = 4099;  // 12297 codes: whole 4 KiB chunks, then a ragged tail
+  std::mt19937 rng(11);
+  std::vector<uint8_t> codes(size_t(rows * cols));
+  for (uint8_t& c : codes) c = uint8_t(rng() % 0x7F) | uint8_t(rng() & 0x80);  // 0x7E, 0xFE, ...
+  const float one = 1.f;
+  SafetensorsEntry weight{"F8_E4M3", {rows, cols}, codes.data(), codes.size()};
+  SafetensorsEntry scale{"F32", {1, 1}, reinterpret_cast<const uint8_t*>(&one), 4};
+  auto read = [&] {
+    return read_block_fp8(weight, scale, "w", "s", rows, cols, 128, 8192, "f");
+  };
+  const BlockFp8Weight clean = read();
+  EXPECT_EQ(clean.codes, codes.data());  // left where they are
+  for (int64_t at : {0, 5, 7, 8, 4095, 4096, 12287, 12288, 12296}) {
+    for (uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {
+      const uint8_t kept = codes[size_t(at)];
+      codes[size_t(at)] = nan;
+      try {
+        read();
+        ADD_FAILURE() << "NaN at " << at << " not found";
+      } catch (const Error& e) {
+        EXPECT_MSG(std::string(e.what()), "holds a NaN code at element " + std::to_string(at));
+      }
+      codes[size_t(at)] = kept;
+    }
   }
 }
 

@@ -29,6 +29,31 @@ TEST(QuantizedModel, CheckpointsRunAsTheirDequantizedWeights) {
   }
 }
 
+// Granite's residual_multiplier scales the rows of o_proj and down_proj at load: block-FP8
+// ones leave their blocks and run on their f32 values, the same logits as the dequantized copy's.
+TEST(QuantizedModel, BlockFp8RewrittenRowsRunAsTheirDequantizedWeights) {
+  const std::string dir = fresh_dir("block_fp8_granite");
+  fs::copy_file(kData + "block_fp8/model.safetensors", dir + "/model.safetensors");
+  std::ifstream in(kData + "block_fp8/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (auto [from, to] : {std::pair<std::string, std::string>{"\"LlamaForCausalLM\"",
+                                                              "\"GraniteForCausalLM\""},
+                          {"\"model_type\": \"llama\"",
+                           "\"model_type\": \"granite\", \"residual_multiplier\": 0.37"}}) {
+    ASSERT_NE(config.find(from), std::string::npos) << from;
+    config.replace(config.find(from), from.size(), to);
+  }
+  std::ofstream(dir + "/config.json") << config;
+  auto q = load_model(dir);
+  ASSERT_FLOAT_EQ(q->config().residual_multiplier, 0.37f);
+  ASSERT_TRUE(q->tensor("model.layers.0.mlp.down_proj.weight").block_fp8);
+  const std::vector<int32_t> ids = random_tokens(20, q->config().vocab_size, 9);
+  const std::vector<float> want =
+      all_logits(*load_model(dequantized_copy(*q, "granite_f32")), ids);
+  EXPECT_EQ(all_logits(*q, ids), want);
+  EXPECT_EQ(all_logits(*q, ids, 2), want);
+}
+
 // A python3 that has numpy, or "" (the stories260K check is then skipped).
 std::string python_with_numpy() {
   for (const char* py : {"python3", "/usr/bin/python3"})
