@@ -61,8 +61,8 @@ std::string CudaBackend::name() const {
                         : "bf16";
   if (int4_weights_ > 0)
     s += ", int4 packed (" + std::to_string(int4_weights_) + " matrices: int4 GEMV up to " +
-         std::to_string(cuda::kInt4GemvMaxRows) + " rows, int4 GEMM up to " + std::to_string(cuda::kInt4GemmMaxRows) +
-         " rows, dequantize + bf16 cuBLASLt GEMM above)";
+         std::to_string(cuda::kInt4GemvMaxRows) + " rows, int4 GEMM up to " +
+         std::to_string(cuda::kInt4GemmMaxRows) + " rows, dequantize + bf16 cuBLASLt GEMM above)";
   if (block_fp8_weights_ > 0)
     s += ", block-FP8 (" + std::to_string(block_fp8_weights_) + " matrices: skinny kernels up " +
          "to 16 rows, block-scaled FP8 cuBLASLt GEMM or dequantize + bf16 GEMM above)";
@@ -80,7 +80,8 @@ std::string CudaBackend::name() const {
                    : "dequantize + bf16 cuBLASLt GEMM";
   }
   s += prefill_reads_fresh_kv_
-           ? "; attention: Hopper prefill for head_dim 64/128 (fresh prompts' K/V read from the step's own rows), FA2 otherwise"
+           ? "; attention: Hopper prefill for head_dim 64/128 (fresh prompts' K/V read from the "
+             "step's own rows), FA2 otherwise"
            : "; attention: FA2 prefill";
   return s + " + split-K decode for head_dim 64/128/256, generic fp32 kernel otherwise)";
 }

@@ -2,7 +2,8 @@
 // ModelRunnerOptions::megakernel on:
 //  - logits of decode steps of 1, 2, 5 and 8 sequences (ragged lengths, shuffled blocks, block
 //    size 16 and 4) against the CPU backend, on stories260K and small random Llama and Qwen3
-//    shapes (head_dim 64 and 128, GQA, tied and untied heads);
+//    shapes (head_dim 64 and 128, GQA, tied and untied heads), and of sequences of 700+ tokens
+//    (several attention splits, several K/V staging passes);
 //  - stories260K's greedy tokens equal the kernel-per-op CUDA path's over 100 steps.
 // Tolerance as tests/backends/test_cuda_backend.cpp: the GPU rounds weights, K/V and the tile
 // inputs to bf16 (relative 2^-9) where the CPU keeps f32: NMSE <= 1e-3 per row and max abs error
@@ -33,16 +34,17 @@ std::unique_ptr<ModelRunner> make(const LoadedModel& m, const std::string& backe
   return ModelRunner::create(m, o);
 }
 
-// Each sequence's prompt (11 + 5b tokens) prefilled in one step, then `steps` decode steps of
-// every sequence feeding fixed tokens; returns the decode steps' logits in order.
-std::vector<float> decode_logits(ModelRunner& r, int num_seqs, int steps, int vocab) {
+// Each sequence's prompt (prompt + 5b tokens) prefilled in one step, then `steps` decode steps
+// of every sequence feeding fixed tokens; returns the decode steps' logits in order.
+std::vector<float> decode_logits(ModelRunner& r, int num_seqs, int steps, int vocab,
+                                 int prompt = 11) {
   BlockPool pool(r.num_kv_blocks(), 5);
   std::vector<TestSeq> seqs(static_cast<size_t>(num_seqs));
   StepPlan prefill;
   for (int b = 0; b < num_seqs; ++b) {
     TestSeq& s = seqs[size_t(b)];
-    s.tokens = random_tokens(11 + 5 * b + steps, vocab, 100 + uint32_t(b));
-    prefill.chunks.push_back(s.chunk(11 + 5 * b, r.block_size(), pool, LogitsWanted::kLast));
+    s.tokens = random_tokens(prompt + 5 * b + steps, vocab, 100 + uint32_t(b));
+    prefill.chunks.push_back(s.chunk(prompt + 5 * b, r.block_size(), pool, LogitsWanted::kLast));
   }
   std::vector<float> ignored, out;
   r.step(prefill, &ignored);
@@ -81,6 +83,30 @@ void check_model(const LoadedModel& m) {
 }
 
 TEST(MegakernelCuda, Stories260kLogitsMatchTheCpu) { check_model(*load_model(kStories)); }
+
+// Long sequences: several attention splits hold keys (mega_active_splits: one per 64), their
+// partials merge, and at head_dim 64/128 a split stages its keys in more than one pass (192/96
+// keys a pass).
+TEST(MegakernelCuda, LongSequencesMatchTheCpu) {
+  auto long_context = [](ModelConfig& c) { c.max_model_len = 1024; };
+  const RandomModelShape shapes[] = {
+      {"d64_gqa_long", 256, 4, 2, 64, false, DType::kBF16, "LlamaForCausalLM", long_context},
+      {"d128_gqa4_long", 512, 4, 1, 128, true, DType::kBF16, "LlamaForCausalLM", long_context}};
+  for (const RandomModelShape& s : shapes) {
+    SCOPED_TRACE(s.name);
+    const std::string dir = fresh_dir(s.name);
+    write_random_hf_model(dir, s.config(), 42, s.file_dtype, 1, 0.05f);
+    const auto m = load_model(dir);
+    const int vocab = m->config().vocab_size;
+    for (int batch : {1, 8}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      auto cpu = make(*m, "cpu", false, 16);
+      auto gpu = make(*m, "cuda", true, 16);
+      expect_close(decode_logits(*gpu, batch, 4, vocab, 700),
+                   decode_logits(*cpu, batch, 4, vocab, 700), vocab);
+    }
+  }
+}
 
 TEST(MegakernelCuda, RandomShapesMatchTheCpu) {
   const RandomModelShape shapes[] = {
