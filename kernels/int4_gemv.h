@@ -40,7 +40,8 @@ Int4GpuLayout int4_gpu_layout(const uint8_t* packed,  // [n, k / 2] internal: co
 // packed column order (int4_gather_columns under act-order), fp32 accumulation: each 32-column
 // run's exact products (code - zero) · x summed on the tensor cores, then times its group's
 // scale. Supported when int4_gemv_supported(): m in range, k a multiple of 8, group_size 32, 64,
-// a multiple of 128 or k, x and out 16-byte aligned (the codes are, as the layout allocates them).
+// a multiple of 128 or k, x and out 16-byte aligned; codes, scales and zeros must be 16-byte
+// aligned too (int4_gemv throws otherwise), as the layout allocates them.
 constexpr int kInt4GemvMaxRows = 16;
 bool int4_gemv_supported(int m, int k, int group_size, const void* x, const void* out);
 void int4_gemv(void* out,             // [m, n] fp32 (out_f32) or bf16

@@ -1,18 +1,20 @@
 // Int4 weight-only matmul of decode steps (kernels/int4_gemv.h): out[m, n] = x[m, k] · dequant(w)ᵀ
 // for m <= 16, the act-order gather of x, and the dequantization to bf16 for larger steps.
-// The matmul is kernels/cuda/skinny_gemm.cuh's design with int4 codes: at such m it is one pass
-// over the weights, so the job is to stream the codes at the memory's speed. A block owns 16 rows
-// of w (one mma A tile) and its 8 warps split k in units of 128 columns; each lane loads 16 bytes
-// of a unit for its rows g and g + 8 (32 codes each), kUnroll units at once, before it waits
-// for the previous kernel (programmatic dependent launch) and before any arithmetic. A 32-bit
-// word of codes becomes four bf16 pairs (q - zero) with a mask, an OR that makes the bf16 128 + q
-// and one subtraction of 128 + zero, all exact; one pair of m16n8k16 mmas takes them against x's
-// 16-byte vector of the same 8 columns, so the fp32 sums of exact products run on the tensor
-// cores, and each 32-column run (one group) is scaled once per output. The warps' partial sums
-// meet in shared memory in a fixed order (bitwise-repeatable results).
+// The matmul is one pass over the codes, so the job is to keep enough of them in flight. A
+// persistent grid (SMs x resident blocks) walks the 16-row tiles; a block's 8 warps split k, warp
+// w owning the same run of 128-column units in every tile, and each warp streams its units
+// through its own cp.async ring of kStages shared-memory slots (a unit of the tile's 16 rows and
+// its groups' scales and zeros), kStages - 1 units ahead across tiles; the first are issued before
+// pdl_wait (only weights are read before it). A word of codes becomes four bf16 pairs (q - zero)
+// by mask, OR (bf16 128 + q) and one subtraction of 128 + zero, all exact; a pair of m16n8k16
+// mmas takes them against x's 16-byte vector of the same 8 columns, and each 32-column run (one
+// group) is scaled once per output. At each tile's end the warps' sums meet in shared memory in
+// a fixed order (bitwise-repeatable results).
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/error.h"
@@ -25,6 +27,8 @@ namespace {
 using skinny::bf16;
 
 constexpr int kWarps = 8;       // warps per block, splitting k
+constexpr int kStages = 6;      // ring slots per warp: 5 units in flight while one is computed
+constexpr int kTileRows = 16;   // w rows per tile: one mma A tile
 constexpr int kUnitCols = 128;  // packed columns per unit: 64 bytes of a row, 16 per quad lane
 constexpr int kUnitBytes = 64;
 
@@ -35,6 +39,77 @@ struct Int4Args {
   const float* scales;   // [groups, n]
   const uint8_t* zeros;  // [groups, n]
   int m, n, k, group_size, groups, row_bytes;
+  int group_units;  // group_size >= 128: units per group (one group per row: all the units)
+};
+
+// One ring slot: unit u of a tile (rows row0..row0 + 15) and its kRuns groups' scales and zero
+// points. A group's 16 entries lie at base = group * n + row0 of [groups, n], not necessarily
+// 16-byte aligned, so whole 16-byte pieces are copied from the boundary at or below base:
+// `offset` = base % 16, and row r's zero is zeros[offset + r], its scale scales[offset % 4 + r].
+template <int kRuns>
+struct alignas(16) Slot {
+  uint8_t codes[kTileRows][kUnitBytes];  // 64 bytes a row: lanes g, g + 1 hit other banks
+  float scales[kRuns][20];               // 5 pieces: 16 entries 0..3 past a boundary
+  uint8_t zeros[kRuns][32];              // 2 pieces: 16 entries 0..15 past a boundary
+  int offset[4];                         // [kRuns]
+};
+
+// A 16-byte cp.async of which the first `bytes` (0..16) are read and the rest zero-filled.
+__device__ __forceinline__ void copy16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::smem_addr(dst)),
+               "l"(src), "r"(bytes)
+               : "memory");
+}
+
+// What one lane copies of each unit of its warp, worked out once: code pieces lane and lane + 32
+// (rows lane / 4 and lane / 4 + 8, 16 bytes each; rows past n are zero-filled) and, for lane <
+// 7 kRuns, piece lane % 7 of run lane / 7's window: scales (pieces 0..4) or zeros (5, 6). Only
+// what the layout wrote is read, so copies may be issued before pdl_wait.
+template <int kRuns, int kGroupWords>
+struct UnitCopy {
+  int code_row;        // the first of this lane's two rows in a tile
+  size_t code_at;      // its piece's offset from the tile's unit in codes
+  int run;             // window: run of the unit (lane < 7 kRuns)
+  bool window;         // copies a window piece
+  const uint8_t* src;  // a.scales or a.zeros
+  int esize, mask, first, len;  // entry bytes, boundary mask, first entry, entries of a piece
+  int dst;             // the piece's byte offset in a slot
+
+  __device__ UnitCopy(const Int4Args& a, int lane) {
+    code_row = lane / 4;
+    code_at = size_t(code_row) * a.row_bytes + 16 * (lane % 4);
+    window = lane < 7 * kRuns;
+    run = window ? lane / 7 : 0;
+    const int piece = lane % 7;
+    const bool scale = piece < 5;
+    src = scale ? reinterpret_cast<const uint8_t*>(a.scales) : a.zeros;
+    esize = scale ? 4 : 1;
+    mask = scale ? ~3 : ~15;
+    first = scale ? 4 * piece : 16 * (piece - 5);
+    len = 16 / esize;
+    dst = scale ? int(offsetof(Slot<kRuns>, scales)) + 4 * (20 * run + first)
+                : int(offsetof(Slot<kRuns>, zeros)) + 32 * run + first;
+  }
+
+  // Copies unit u of the tile at row0 into `slot`; grp: the group of the unit's first run. Runs
+  // past k are neither copied nor read.
+  __device__ __forceinline__ void operator()(const Int4Args& a, Slot<kRuns>& slot, int row0, int u,
+                                             int grp, int lane) const {
+    uint8_t* out = reinterpret_cast<uint8_t*>(&slot);
+    const uint8_t* unit = a.codes + size_t(row0) * a.row_bytes + size_t(u) * kUnitBytes + code_at;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool ok = row0 + code_row + 8 * h < a.n;
+      copy16(out + 16 * lane + 512 * h, ok ? unit + size_t(8 * h) * a.row_bytes : a.codes,
+             ok ? 16 : 0);
+    }
+    if (window && u * kUnitCols + 32 * kGroupWords * run < a.k) {
+      const int base = (grp + run) * a.n + row0, at = (base & mask) + first;
+      const int entries = max(0, min(len, a.groups * a.n - at));  // the last pieces of [groups, n]
+      copy16(out + dst, entries > 0 ? src + size_t(at) * esize : src, entries * esize);
+      if (lane == 7 * run) slot.offset[run] = base & 15;
+    }
+  }
 };
 
 // Four bf16 pairs (q - zero) from one word of codes (pair s: columns 2s, 2s + 1 of its 8), as mma
@@ -51,125 +126,156 @@ __device__ __forceinline__ void dequant_word(uint32_t word, uint32_t zero2, uint
 
 __device__ __forceinline__ uint32_t zero_pair(uint32_t zero) { return 0x43004300u + zero * 0x00010001u; }
 
-// kNT n8 tiles of x rows (m <= 8 kNT); kGroupWords: 32-column words per group run (1, 2, or 4
-// when a group spans a whole unit); kUnroll units in flight per warp.
-template <int kNT, int kGroupWords, int kUnroll, class Out>
-__global__ void __launch_bounds__(kWarps * 32) int4_gemv_kernel(const __grid_constant__ Int4Args a) {
-  constexpr int kRuns = 4 / kGroupWords;  // group runs per unit
-  __shared__ float partial[kWarps][kNT * 4][32];
-  pdl_trigger();
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32, g = lane >> 2, t = lane & 3;
-  const int row0 = blockIdx.x * 16;
-  int rows[2];  // w rows g and g + 8, clamped onto n - 1 (read, never stored)
-  const uint8_t* wrow[2];
+// acc += unit u of the slot times x: kNT n8 tiles of x rows (m <= 8 kNT); kGroupWords:
+// 32-column words per group run (1, 2, or 4 when a group spans a whole unit). xrow: this lane's x
+// rows (8 nt + g, columns from 8 t), xok: whether they exist.
+template <int kNT, int kGroupWords>
+__device__ __forceinline__ void unit_product(const Int4Args& a, const Slot<4 / kGroupWords>& slot,
+                                             int u, const bf16* const (&xrow)[kNT],
+                                             const bool (&xok)[kNT], int g, int t,
+                                             float (&acc)[kNT][4]) {
+  constexpr int kRuns = 4 / kGroupWords;
+  const uint4 lo4 = *reinterpret_cast<const uint4*>(&slot.codes[g][16 * t]);      // row g
+  const uint4 hi4 = *reinterpret_cast<const uint4*>(&slot.codes[g + 8][16 * t]);  // row g + 8
+  const uint32_t* lo = &lo4.x;
+  const uint32_t* hi = &hi4.x;
+  const int left = a.k - u * kUnitCols - 8 * t;  // this lane's columns of the unit within k: from 8 t
+  const bf16* xu[kNT];
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    rows[hf] = min(row0 + 8 * hf + g, a.n - 1);
-    wrow[hf] = a.codes + size_t(rows[hf]) * a.row_bytes + 16 * t;
-  }
-  const int units = (a.k + kUnitCols - 1) / kUnitCols;
-  constexpr int kPerRound = kWarps * kUnroll;
-
-  uint4 wv[kUnroll][2];
-  float scale[kUnroll][kRuns][2];
-  uint32_t zero[kUnroll][kRuns][2];
-  // The codes and their groups' scales and zeros of this warp's units in round `first`; all are
-  // written at load, so they may be read before pdl_wait.
-  auto load_w = [&](int first) {
+  for (int nt = 0; nt < kNT; ++nt) xu[nt] = xrow[nt] + u * kUnitCols;
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int u = first + warp * kUnroll + j;
-      const bool ok = u < units;
+  for (int r = 0; r < kRuns; ++r) {
+    if (u * kUnitCols + 32 * kGroupWords * r >= a.k) break;  // warp-uniform: past k
+    const int off = slot.offset[r];
+    const float s0 = slot.scales[r][(off & 3) + g], s1 = slot.scales[r][(off & 3) + g + 8];
+    const uint32_t z0 = zero_pair(slot.zeros[r][off + g]), z1 = zero_pair(slot.zeros[r][off + g + 8]);
+    float run[kNT][4];
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        wv[j][hf] = ok ? skinny::load_stream(wrow[hf] + size_t(u) * kUnitBytes) : uint4{};
+    for (int nt = 0; nt < kNT; ++nt) run[nt][0] = run[nt][1] = run[nt][2] = run[nt][3] = 0.f;
 #pragma unroll
-        for (int r = 0; r < kRuns; ++r) {
-          const int col = u * kUnitCols + 32 * kGroupWords * r;
-          const int grp = min(col / a.group_size, a.groups - 1);
-          const size_t at = size_t(grp) * a.n + rows[hf];
-          scale[j][r][hf] = ok && col < a.k ? __ldg(a.scales + at) : 0.f;
-          zero[j][r][hf] = ok && col < a.k ? uint32_t(__ldg(a.zeros + at)) : 0u;
-        }
-      }
-    }
-  };
-  load_w(0);
-  pdl_wait();
-
-  float acc[kNT][4];
+    for (int ww = 0; ww < kGroupWords; ++ww) {
+      const int w = r * kGroupWords + ww;
+      uint32_t d0[4], d1[4];
+      dequant_word(lo[w], z0, d0);
+      dequant_word(hi[w], z1, d1);
+      const uint32_t a_lo[4] = {d0[0], d1[0], d0[1], d1[1]}, a_hi[4] = {d0[2], d1[2], d0[3], d1[3]};
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-
-  for (int first = 0; first < units; first += kPerRound) {
-    if (first > 0) load_w(first);
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int u = first + warp * kUnroll + j;
-      if (u >= units) break;  // warp-uniform
-#pragma unroll
-      for (int r = 0; r < kRuns; ++r) {
-        float run[kNT][4];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) run[nt][0] = run[nt][1] = run[nt][2] = run[nt][3] = 0.f;
-        const uint32_t z0 = zero_pair(zero[j][r][0]), z1 = zero_pair(zero[j][r][1]);
-#pragma unroll
-        for (int ww = 0; ww < kGroupWords; ++ww) {
-          const int w = r * kGroupWords + ww;
-          const int col = u * kUnitCols + 32 * w + 8 * t;
-          const uint32_t* lo = &wv[j][0].x;
-          const uint32_t* hi = &wv[j][1].x;
-          uint32_t d0[4], d1[4];
-          dequant_word(lo[w], z0, d0);  // row g
-          dequant_word(hi[w], z1, d1);  // row g + 8
-          const uint32_t a_lo[4] = {d0[0], d1[0], d0[1], d1[1]}, a_hi[4] = {d0[2], d1[2], d0[3], d1[3]};
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt) {
-            const int xr = nt * 8 + g;
-            const uint4 xv = col < a.k && xr < a.m ? skinny::load_act(a.x + size_t(xr) * a.k + col)
+      for (int nt = 0; nt < kNT; ++nt) {
+        const uint4 xv = xok[nt] && 32 * w < left ? skinny::load_act(xu[nt] + 32 * w)
                                                    : make_uint4(0, 0, 0, 0);
-            const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
-            detail::mma_m16n8k16<bf16>(run[nt], a_lo, b_lo);
-            detail::mma_m16n8k16<bf16>(run[nt], a_hi, b_hi);
-          }
-        }
-        // C fragment: c0, c1 belong to w row g, c2, c3 to row g + 8.
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          acc[nt][0] = fmaf(run[nt][0], scale[j][r][0], acc[nt][0]);
-          acc[nt][1] = fmaf(run[nt][1], scale[j][r][0], acc[nt][1]);
-          acc[nt][2] = fmaf(run[nt][2], scale[j][r][1], acc[nt][2]);
-          acc[nt][3] = fmaf(run[nt][3], scale[j][r][1], acc[nt][3]);
-        }
+        const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
+        detail::mma_m16n8k16<bf16>(run[nt], a_lo, b_lo);
+        detail::mma_m16n8k16<bf16>(run[nt], a_hi, b_hi);
       }
     }
-  }
-
+    // C fragment: c0, c1 belong to w row g, c2, c3 to row g + 8.
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) partial[warp][nt * 4 + c][lane] = acc[nt][c];
-  __syncthreads();
-  Out* out = static_cast<Out*>(a.out);
-  for (int idx = tid; idx < kNT * 4 * 32; idx += kWarps * 32) {
-    const int e = idx / 32, l = idx % 32;
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += partial[w][e][l];
-    // Accumulator c of tile nt in lane l: w row l / 4 (+ 8 for c >= 2), x row 8 nt + 2 (l % 4)
-    // (+ 1 for odd c): the m16n8 C fragment layout.
-    const int c = e % 4, nt = e / 4;
-    const int row = row0 + l / 4 + 8 * (c / 2), xr = 8 * nt + 2 * (l % 4) + c % 2;
-    if (row < a.n && xr < a.m) skinny::store_out(out + size_t(xr) * a.n + row, s);
+    for (int nt = 0; nt < kNT; ++nt) {
+      acc[nt][0] = fmaf(run[nt][0], s0, acc[nt][0]);
+      acc[nt][1] = fmaf(run[nt][1], s0, acc[nt][1]);
+      acc[nt][2] = fmaf(run[nt][2], s1, acc[nt][2]);
+      acc[nt][3] = fmaf(run[nt][3], s1, acc[nt][3]);
+    }
   }
 }
 
-// Fewer units in flight where small groups need more scale registers per unit.
+template <int kNT, int kGroupWords, class Out>
+__global__ void __launch_bounds__(kWarps * 32, 2) int4_gemv_kernel(const __grid_constant__ Int4Args a) {
+  constexpr int kRuns = 4 / kGroupWords;  // group runs per unit
+  extern __shared__ uint4 ring_smem[];    // [kWarps][kStages] Slot<kRuns>
+  __shared__ float partial[2][kWarps][kNT * 4][32];  // by tile parity: one barrier per tile
+  pdl_trigger();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32, g = lane >> 2, t = lane & 3;
+  Slot<kRuns>* ring = reinterpret_cast<Slot<kRuns>*>(ring_smem) + warp * kStages;
+  const int tiles = (a.n + kTileRows - 1) / kTileRows, units = (a.k + kUnitCols - 1) / kUnitCols;
+  const int my_tiles = (tiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1;  // blockIdx.x < tiles
+  // This warp's units of every tile: u_begin .. u_begin + count - 1 (count may be 0).
+  const int per_warp = (units + kWarps - 1) / kWarps, u_begin = warp * per_warp;
+  const int count = max(0, min(per_warp, units - u_begin)), items = count * my_tiles;
+  // Groups of size >= 128 hold whole units: u_begin's group and its place in it, for the cursor.
+  const int grp_begin = kGroupWords == 4 ? u_begin / a.group_units : 0;
+  const int in_begin = kGroupWords == 4 ? u_begin - grp_begin * a.group_units : 0;
+
+  // The fill cursor: item `fill` (the j-th unit of tile `fill_tile`) goes to slot fill_slot, one
+  // cp.async group per call (empty past the last item) so that group i holds item i.
+  const UnitCopy<kRuns, kGroupWords> copier(a, lane);
+  int fill = 0, fill_slot = 0, fill_tile = blockIdx.x, fill_j = 0, fill_grp = grp_begin,
+      fill_in = in_begin;
+  auto issue = [&] {
+    if (fill < items) {
+      const int u = u_begin + fill_j;
+      const int grp = kGroupWords == 4 ? fill_grp : u * kRuns;
+      copier(a, ring[fill_slot], fill_tile * kTileRows, u, grp, lane);
+      if (kGroupWords == 4 && ++fill_in == a.group_units) fill_in = 0, ++fill_grp;
+      if (++fill_j == count) {
+        fill_j = 0, fill_tile += gridDim.x, fill_grp = grp_begin, fill_in = in_begin;
+      }
+    }
+    ++fill;
+    fill_slot = fill_slot + 1 == kStages ? 0 : fill_slot + 1;
+    detail::cp_async_commit();
+  };
+#pragma unroll 1
+  for (int s = 0; s < kStages - 1; ++s) issue();
+  pdl_wait();
+
+  const bf16* xrow[kNT];
+  bool xok[kNT];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+    const int xr = nt * 8 + g;
+    xok[nt] = xr < a.m;
+    xrow[nt] = a.x + size_t(xok[nt] ? xr : 0) * a.k + 8 * t;
+  }
+  Out* out = static_cast<Out*>(a.out);
+  int slot = 0;
+  for (int i = 0; i < my_tiles; ++i) {
+    float acc[kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    for (int j = 0; j < count; ++j) {
+      issue();  // item i count + j + kStages - 1, into the slot read last
+      detail::cp_async_wait<kStages - 1>();  // this lane's copies of item i count + j landed
+      __syncwarp();                          // and the other lanes'
+      unit_product<kNT, kGroupWords>(a, ring[slot], u_begin + j, xrow, xok, g, t, acc);
+      __syncwarp();  // the slot is read before the next issue() refills it
+      slot = slot + 1 == kStages ? 0 : slot + 1;
+    }
+
+    float(*part)[kNT * 4][32] = partial[i & 1];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) part[warp][nt * 4 + c][lane] = acc[nt][c];
+    __syncthreads();
+    const int row0 = (int(blockIdx.x) + i * int(gridDim.x)) * kTileRows;
+    for (int idx = tid; idx < kNT * 4 * 32; idx += kWarps * 32) {
+      const int e = idx / 32, l = idx % 32;
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) s += part[w][e][l];
+      // Accumulator c of tile nt in lane l: w row l / 4 (+ 8 for c >= 2), x row 8 nt + 2 (l % 4)
+      // (+ 1 for odd c): the m16n8 C fragment layout.
+      const int c = e % 4, nt = e / 4;
+      const int row = row0 + l / 4 + 8 * (c / 2), xr = 8 * nt + 2 * (l % 4) + c % 2;
+      if (row < a.n && xr < a.m) skinny::store_out(out + size_t(xr) * a.n + row, s);
+    }
+  }
+}
+
+// A persistent grid: as many blocks as fit on the GPU at once, at most one per tile.
 template <int kNT, int kGroupWords, class Out>
 void launch_gemv(const Int4Args& a, cudaStream_t stream) {
-  constexpr int kUnroll = kGroupWords == 4 ? 4 : 2;
-  const dim3 grid((a.n + 15) / 16), block(kWarps * 32);
-  launch_pdl(int4_gemv_kernel<kNT, kGroupWords, kUnroll, Out>, grid, block, 0, stream, a);
+  auto kernel = int4_gemv_kernel<kNT, kGroupWords, Out>;
+  constexpr int smem = kWarps * kStages * int(sizeof(Slot<4 / kGroupWords>));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int device = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+  const int tiles = (a.n + kTileRows - 1) / kTileRows;
+  const dim3 grid(std::min(tiles, sms * std::max(per_sm, 1))), block(kWarps * 32);
+  launch_pdl(kernel, grid, block, smem, stream, a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -263,8 +369,15 @@ void int4_gemv(void* out, bool out_f32, const void* x, const uint8_t* codes, con
   FS_CHECK(int4_gemv_supported(m, k, group_size, x, out), "int4_gemv: unsupported m ", m, " k ",
            k, " group ", group_size, " or unaligned pointers");
   if (n == 0) return;
+  // The kernel copies whole 16-byte pieces of the layout and indexes scales and zeros in int.
+  FS_CHECK(aligned16(codes) && aligned16(scales) && aligned16(zeros),
+           "int4_gemv: codes, scales and zeros must be 16-byte aligned");
+  FS_CHECK(int64_t(k / group_size) * n < INT_MAX - 64, "int4_gemv: ", n, "x", k, " group ",
+           group_size, " has too many scales");
+  const int units = (k + kUnitCols - 1) / kUnitCols;
   const Int4Args a{out, static_cast<const bf16*>(x), codes, scales, zeros,
-                   m, n, k, group_size, k / group_size, int4_row_bytes(k)};
+                   m, n, k, group_size, k / group_size, int4_row_bytes(k),
+                   group_size % kUnitCols == 0 ? group_size / kUnitCols : units};
   if (m <= 8 && out_f32)
     launch_groups<1, float>(a, stream);
   else if (m <= 8)

@@ -47,12 +47,14 @@ __device__ __forceinline__ int64_t gemv_instr(const MegaKernelArgs& a, const Meg
                       : op == MegaOp::kLmHead ? a.final_norm
                                               : nullptr;
   // vec: whole 16-byte chunks, which the weight stream copies by owner (issue_page): each thread
-  // reads its own, so pages need no barrier.
-  bool vec = (k & 7) == 0;
-  for (int s = 0; s < num_segments(in); ++s)
-    vec = vec && (reinterpret_cast<uintptr_t>(segment(a, in, s).src) & 15) == 0;
-  const bool staged = vec && B * k <= kMkStageFloats;
-  if (staged) stage_input<B>(input, g, k, d.eps, xs, rstd, red);
+  // reads its own, so pages need no barrier. Steps of 2+ sequences (mma) stage bf16 inputs and
+  // run the tensor-core page.
+  constexpr bool kMma = B >= 2;
+  bool vec = true;
+  for (int s = 0; s < num_segments(in); ++s) vec = vec && is_vec(segment(a, in, s));
+  const bool staged =
+      vec && (kMma ? B * staged_stride(k) <= 2 * kMkStageFloats : B * k <= kMkStageFloats);
+  if (staged) stage_input<B, kMma>(input, g, k, d.eps, xs, rstd, red);
   else if (g) row_rstd(a.x, d.hidden, B, d.eps, rstd, red);
   const int acc_rows = (in.end - in.begin) * num_segments(in);
   int64_t page_wait = 0;
@@ -60,20 +62,27 @@ __device__ __forceinline__ int64_t gemv_instr(const MegaKernelArgs& a, const Meg
   __syncthreads();
   for (int s = 0; s < num_segments(in); ++s) {
     const Segment seg = segment(a, in, s);
-    for (int pg = 0; pg < num_pages(seg); ++pg) {
+    const int cbs = col_blocks(seg), row0 = int(seg.row0);
+    for (int pg = 0; pg < num_pages(seg, kMma); ++pg) {
       const int64_t t0 = a.trace ? clock64() : 0;
       cp_async_wait<kMkPages - 2>();  // this thread's copies of the page landed
       if (!vec) __syncthreads();      // everyone's did; the slot reissued below is free
       if (a.trace) page_wait += clock64() - t0;
-      issue_page(a, st.end, st.producer, st.ring, st.issued++ % kMkPages);
+      issue_page(a, st.end, kMma, st.producer, st.ring, st.issued++ % kMkPages);
+      const uint8_t* page = st.ring + size_t(st.consumed++ % kMkPages) * kMkPageBytes;
       const int off = pg * kMkPageBytes;
       const int n = int(min(int64_t(kMkPageBytes), seg.bytes - off)) / 2;
-      const uint16_t* page = reinterpret_cast<const uint16_t*>(
-          st.ring + size_t(st.consumed++ % kMkPages) * kMkPageBytes);
-      const int e0 = off / 2, row0 = int(seg.row0);
-      if (staged) gemv_page<B, true>(page, e0, n, k, row0, xs, nullptr, acc);
-      else if (vec) gemv_page<B, false>(page, e0, n, k, row0, input, g, acc);
-      else gemv_page_any(page, e0, n, k, row0, input, g, B, acc);
+      const uint16_t* p16 = reinterpret_cast<const uint16_t*>(page);
+      if (!vec) {
+        gemv_page_any(p16, off / 2, n, k, row0, input, g, B, acc);
+      } else if constexpr (kMma) {
+        const int r0 = pg / cbs * kMkMmaRows, c0 = pg % cbs * kMkMmaCols;
+        if (staged) gemv_page_mma<B, true>(page, r0, c0, seg.rows, k, row0, xs, nullptr, acc);
+        else gemv_page_mma<B, false>(page, r0, c0, seg.rows, k, row0, input, g, acc);
+      } else {
+        if (staged) gemv_page<B, true>(p16, off / 2, n, k, row0, xs, nullptr, acc);
+        else gemv_page<B, false>(p16, off / 2, n, k, row0, input, g, acc);
+      }
     }
   }
   __syncthreads();
@@ -92,9 +101,9 @@ __global__ void __launch_bounds__(kMkThreads, 1) megakernel_kernel(const MegaKer
   const int q0 = a.queue_start[blockIdx.x], q1 = a.queue_start[blockIdx.x + 1];
 
   // The weight stream runs kMkPages - 1 pages ahead of the page being computed.
-  Stream st{smem, StreamPos{q0, 0, 0, -1, nullptr, 0}, 0, 0, q1};
+  Stream st{smem, StreamPos{q0, 0, 0, -1, Segment{}}, 0, 0, q1};
   for (int i = 0; i < kMkPages - 1; ++i)
-    issue_page(a, q1, st.producer, st.ring, st.issued++ % kMkPages);
+    issue_page(a, q1, a.dims.batch >= 2, st.producer, st.ring, st.issued++ % kMkPages);
 
   for (int i = q0; i < q1; ++i) {
     const MegaInstr in = a.instrs[i];

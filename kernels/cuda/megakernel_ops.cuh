@@ -1,5 +1,7 @@
 // The decode megakernel's ops on one CTA: a GEMV tile's page (bf16 weights from the shared
-// ring times f32 activations read at L2), the per-row RMSNorm scale, the tile's epilogue per op,
+// ring times the staged or L2-read activations: f32 on the CUDA cores, or rounded to bf16 on
+// the tensor cores in steps of 2 to 8 sequences), the per-row RMSNorm scale, the tile's
+// epilogue per op,
 // the embedding gather and one attention split (q/k norm, RoPE, KV write, online softmax, and the
 // merge by the group's last split). Math as in megakernel/interpreter.cpp.
 #pragma once
@@ -24,15 +26,20 @@ __device__ __forceinline__ void gemv_page_any(const uint16_t* page, int64_t e0, 
   }
 }
 
-// Copies the input rows into shared memory, each element scaled by g[col] when given (the
-// RMSNorm weight), so that the page loop reads them at shared-memory latency instead of once per
-// weight chunk from L2; for a normed input (g given) it also sets rstd[b] = 1 / sqrt(mean(x[b]^2)
-// + eps) from the same reads (the epilogue applies it). k is a multiple of 8.
-template <int B>
+// Row stride (elements) of the inputs staged as bf16: k rounded up to 64, plus 32, so that the
+// rows of sequences g and g + 1 start four 16-byte units apart (distinct banks, gemv_page_mma).
+__device__ __forceinline__ int staged_stride(int k) { return (k + 63) / 64 * 64 + 32; }
+
+// Copies the input rows into shared memory (f32 rows of k, or kBf16: bf16 rows of
+// staged_stride(k)), each element scaled by g[col] when given (the RMSNorm weight), so that the
+// page loop reads them at shared-memory latency instead of once per weight chunk from L2; for a
+// normed input (g given) it also sets rstd[b] = 1 / sqrt(mean(x[b]^2) + eps) from the same f32
+// reads (the epilogue applies it). k is a multiple of 8.
+template <int B, bool kBf16>
 __device__ __forceinline__ void stage_input(const float* in,    // [B, k] global
                                             const uint16_t* g,  // [k] or null
                                             int k, float eps,
-                                            float* xs,     // [B, k] shared
+                                            void* xs,      // [B, k] f32 or [B, stride] bf16 shared
                                             float* rstd,   // [B] shared
                                             float* red) {  // [kMkWarps * B] shared
   float ss[B];
@@ -49,7 +56,11 @@ __device__ __forceinline__ void stage_input(const float* in,    // [B, k] global
       float4 v = __ldcg(reinterpret_cast<const float4*>(in + int64_t(b) * k + i));
       ss[b] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
       v.x *= gf[0], v.y *= gf[1], v.z *= gf[2], v.w *= gf[3];
-      *reinterpret_cast<float4*>(xs + b * k + i) = v;
+      if (kBf16)
+        *reinterpret_cast<uint2*>(static_cast<uint16_t*>(xs) + b * staged_stride(k) + i) =
+            make_uint2(bf16_pair(v.x, v.y), bf16_pair(v.z, v.w));
+      else
+        *reinterpret_cast<float4*>(static_cast<float*>(xs) + b * k + i) = v;
     }
   }
   if (g) {
@@ -147,6 +158,70 @@ __device__ __forceinline__ void gemv_page(const uint16_t* page, int e0, int n, i
       const float v1 = warp_sum(p1[b]);
       if (lane == 0) atomicAdd(&acc[(row0 + R + 1) * B + b], v1);
     }
+  }
+}
+
+// Eight inputs of sequence b at columns col..col + 7 as bf16 (pairs low to high), read from the
+// global f32 rows and scaled by g when given: mma steps' inputs that do not fit the staging area.
+__device__ __forceinline__ uint4 input_chunk(const float* x,     // [batch, k] global
+                                             const uint16_t* g,  // [k] or null
+                                             int k, int b, int col) {
+  const float4* xb = reinterpret_cast<const float4*>(x + int64_t(b) * k + col);
+  const float4 x0 = __ldcg(xb), x1 = __ldcg(xb + 1);
+  float f[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  if (g) {
+    const uint4 gv = __ldg(reinterpret_cast<const uint4*>(g + col));
+    const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[2 * i] *= bf16_lo(gw[i]), f[2 * i + 1] *= bf16_hi(gw[i]);
+  }
+  return make_uint4(bf16_pair(f[0], f[1]), bf16_pair(f[2], f[3]), bf16_pair(f[4], f[5]),
+                    bf16_pair(f[6], f[7]));
+}
+
+// Adds one mma page (rows r0..r0 + 7 of a segment of `rows`, columns c0..c0 + 1023, mma_chunk
+// units) times the B input rows to acc[(row0 + row) * B + b]. Per warp, m16n8k16 mmas with the
+// inputs as A (sequence g in row g; rows 8..15 zero) and the page's rows as B (weight row g in
+// column g): lane (g, t) holds 8 consecutive columns of weight row g and reads the same 8
+// columns of input row g; a dot product does not care in which order its terms come, so each
+// mma takes four of them as k = 2t, 2t + 1, 2t + 8, 2t + 9. Columns past k are zero on both
+// sides. The warp's 8 x B sums go to acc with one shared atomic per lane and row.
+template <int B, bool kStaged>
+__device__ __forceinline__ void gemv_page_mma(const uint8_t* page, int r0, int c0, int rows, int k,
+                                              int row0,
+                                              const void* x,  // staged [B, stride] bf16 or global [B, k] f32
+                                              const uint16_t* g,  // [k] or null (unstaged only)
+                                              float* acc) {       // [tile rows, B] shared
+  const int lane = threadIdx.x & 31, gl = lane >> 2, t = lane & 3;
+  const int warp_col = c0 + 128 * int(threadIdx.x >> 5);
+  if (warp_col >= k) return;  // warp-uniform: no column of this warp is in the matrix
+  float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < kMkChunksPerLane; ++j) {
+    if (warp_col + 32 * j >= k) break;  // warp-uniform
+    const MmaChunk m = mma_chunk(j);
+    const int col = c0 + m.col;
+    const bool in_k = col < k;
+    const uint4 w =
+        in_k ? *reinterpret_cast<const uint4*>(page + m.unit * 16) : make_uint4(0, 0, 0, 0);
+    uint4 xv = make_uint4(0, 0, 0, 0);
+    if (gl < B && in_k) {
+      if (kStaged)
+        xv = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) +
+                                             gl * staged_stride(k) + col);
+      else
+        xv = input_chunk(static_cast<const float*>(x), g, k, gl, col);
+    }
+    const uint32_t a0[4] = {xv.x, 0u, xv.y, 0u}, b0[2] = {w.x, w.y};
+    const uint32_t a1[4] = {xv.z, 0u, xv.w, 0u}, b1[2] = {w.z, w.w};
+    mma_m16n8k16<__nv_bfloat16>(c, a0, b0);
+    mma_m16n8k16<__nv_bfloat16>(c, a1, b1);
+  }
+  // c[0], c[1]: sequence gl, weight rows 2t and 2t + 1 of the page (c[2], c[3]: zero rows).
+  if (gl < B) {
+    const int row = r0 + 2 * t;
+    if (row < rows) atomicAdd(&acc[(row0 + row) * B + gl], c[0]);
+    if (row + 1 < rows) atomicAdd(&acc[(row0 + row + 1) * B + gl], c[1]);
   }
 }
 

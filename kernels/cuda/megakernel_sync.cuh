@@ -52,6 +52,11 @@ __device__ __forceinline__ float bf16_at(const uint16_t* p, int64_t i) {
 __device__ __forceinline__ uint16_t to_bf16(float v) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
+// Two floats rounded to a bf16 pair, lo in the low half (the element of the lower column).
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&p);
+}
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
@@ -67,6 +72,7 @@ struct Segment {
   const uint8_t* src;  // first byte
   int64_t bytes;
   int64_t row0;        // the segment's first row in the tile's accumulator
+  int k, rows;         // row length (elements) and rows of the segment
 };
 __device__ __forceinline__ int num_segments(const MegaInstr& in) {
   const MegaOp op = MegaOp(in.op);
@@ -87,9 +93,24 @@ __device__ __forceinline__ Segment segment(const MegaKernelArgs& a, const MegaIn
                                               : a.lm_head;
   const int64_t k = row_length(a.dims, op), rows = in.end - in.begin;
   const int64_t first = in.begin + (s == 1 ? int64_t(a.dims.intermediate) : 0);
-  return {reinterpret_cast<const uint8_t*>(w + first * k), rows * k * 2, s * rows};
+  return {reinterpret_cast<const uint8_t*>(w + first * k), rows * k * 2, s * rows, int(k),
+          int(rows)};
 }
-__device__ __forceinline__ int num_pages(const Segment& s) {
+// Rows of whole 16-byte chunks: the GEMV's vector paths.
+__device__ __forceinline__ bool is_vec(const Segment& s) {
+  return (s.k & 7) == 0 && (reinterpret_cast<uintptr_t>(s.src) & 15) == 0;
+}
+
+// Steps of 2 to 8 sequences run the GEMV on the tensor cores ("mma" steps, docs/megakernel.md):
+// a vec segment's pages are then blocks of 8 rows x 1024 columns (16 KB when whole), row group
+// by row group, each group's column blocks in order. Other pages are 16 KB runs of bytes.
+constexpr int kMkMmaRows = 8, kMkMmaCols = 1024;
+__device__ __forceinline__ bool mma_pages(const Segment& s, bool mma) { return mma && is_vec(s); }
+__device__ __forceinline__ int col_blocks(const Segment& s) {
+  return (s.k + kMkMmaCols - 1) / kMkMmaCols;
+}
+__device__ __forceinline__ int num_pages(const Segment& s, bool mma) {
+  if (mma_pages(s, mma)) return (s.rows + kMkMmaRows - 1) / kMkMmaRows * col_blocks(s);
   return int((s.bytes + kMkPageBytes - 1) / kMkPageBytes);
 }
 
@@ -97,11 +118,10 @@ __device__ __forceinline__ int num_pages(const Segment& s) {
 // looked up (pages < 0: not yet). Uniform across the CTA.
 struct StreamPos {
   int instr, seg, page, pages;
-  const uint8_t* src;
-  int64_t bytes;
+  Segment s;
 };
 // Moves `p` forward to the next page that exists (past instructions without weights).
-__device__ __forceinline__ void settle(const MegaKernelArgs& a, int end, StreamPos& p) {
+__device__ __forceinline__ void settle(const MegaKernelArgs& a, int end, bool mma, StreamPos& p) {
   while (p.instr < end) {
     if (p.pages < 0) {
       const MegaInstr& in = a.instrs[p.instr];
@@ -109,8 +129,8 @@ __device__ __forceinline__ void settle(const MegaKernelArgs& a, int end, StreamP
         ++p.instr, p.seg = 0, p.page = 0;
         continue;
       }
-      const Segment s = segment(a, in, p.seg);
-      p.src = s.src, p.bytes = s.bytes, p.pages = num_pages(s);
+      p.s = segment(a, in, p.seg);
+      p.pages = num_pages(p.s, mma);
     }
     if (p.page < p.pages) return;
     ++p.seg, p.page = 0, p.pages = -1;
@@ -125,33 +145,64 @@ static_assert(kMkChunksPerLane >= 1, "a page has a chunk per thread");
 __device__ __forceinline__ int owned_chunk(int j) {
   return (threadIdx.x >> 5) * (32 * kMkChunksPerLane) + (threadIdx.x & 31) + 32 * j;
 }
+// In mma steps a thread owns other chunks: on a page of 8 rows, lane (g, t) of warp w owns
+// row g's chunk 16 w + t + 4 j of 128 (its 8 columns): the B operand of its mmas. Row g's
+// chunks start at unit 128 g, and odd rows' units are swapped in fours, so the 8 lanes of one
+// 16-byte shared access (rows g and g + 1, four t) hit distinct banks.
+struct MmaChunk {
+  int row, col;  // in the page: row 0..7, first column 0..1023
+  int unit;      // 16-byte unit in the slot
+};
+__device__ __forceinline__ MmaChunk mma_chunk(int j) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int c = 16 * (threadIdx.x >> 5) + t + 4 * j;
+  return {g, 8 * c, g * 128 + (c ^ (4 * (g & 1)))};
+}
+// The 16-byte unit of a slot a thread owns j-th in either kind of step.
+__device__ __forceinline__ int owned_unit(int j, bool mma) {
+  return mma ? mma_chunk(j).unit : owned_chunk(j);
+}
 
 // Issues the copy of the page at `p` into ring slot `slot` (nothing past the queue's end) and
 // commits one cp.async group either way, then steps `p` on. Every thread writes only its owned
-// chunks, whatever the page: the slot's previous page may still be read by the other threads
-// (an owned page has no barrier). Pages whose bytes are 16-byte aligned go as whole chunks;
-// others (rows of a length not a multiple of 8: small models) as 4-byte words of the same
-// chunks, which their consumer reads after a barrier.
-__device__ __forceinline__ void issue_page(const MegaKernelArgs& a, int end, StreamPos& p,
-                                           uint8_t* ring, int slot) {
-  settle(a, end, p);
+// units (owned_unit), whatever the page: the slot's previous page may still be read by the
+// other threads (an owned page has no barrier). Runs of 16-byte-aligned bytes go as whole
+// chunks; mma pages as their rows' chunks (those past the segment's rows or columns are not
+// copied: their readers mask them); other runs (rows of a length not a multiple of 8: small
+// models) as 4-byte words of the owned units, which their consumer reads after a barrier.
+__device__ __forceinline__ void issue_page(const MegaKernelArgs& a, int end, bool mma,
+                                           StreamPos& p, uint8_t* ring, int slot) {
+  settle(a, end, mma, p);
   if (p.instr < end) {
-    const int64_t off = int64_t(p.page) * kMkPageBytes;
-    const int n = int(min(int64_t(kMkPageBytes), p.bytes - off));
-    const uint8_t* src = p.src + off;
     uint8_t* dst = ring + size_t(slot) * kMkPageBytes;
-    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && (n & 15) == 0) {
+    if (mma_pages(p.s, mma)) {
+      const int cbs = col_blocks(p.s), r0 = p.page / cbs * kMkMmaRows,
+                c0 = p.page % cbs * kMkMmaCols;
 #pragma unroll
       for (int j = 0; j < kMkChunksPerLane; ++j) {
-        const int c = owned_chunk(j);
-        if (c * 16 < n) cp_async_16(smem_addr(dst + c * 16), src + c * 16, true);
+        const MmaChunk m = mma_chunk(j);
+        const int row = r0 + m.row, col = c0 + m.col;
+        if (row < p.s.rows && col < p.s.k)
+          cp_async_16(smem_addr(dst + m.unit * 16), p.s.src + (int64_t(row) * p.s.k + col) * 2,
+                      true);
       }
     } else {
+      const int64_t off = int64_t(p.page) * kMkPageBytes;
+      const int n = int(min(int64_t(kMkPageBytes), p.s.bytes - off));
+      const uint8_t* src = p.s.src + off;
+      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && (n & 15) == 0) {
 #pragma unroll
-      for (int j = 0; j < kMkChunksPerLane; ++j)
-        for (int i = owned_chunk(j) * 16, w = 0; w < 4 && i < n; ++w, i += 4)
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst + i)),
-                       "l"(src + i));
+        for (int j = 0; j < kMkChunksPerLane; ++j) {
+          const int c = owned_unit(j, mma);
+          if (c * 16 < n) cp_async_16(smem_addr(dst + c * 16), src + c * 16, true);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kMkChunksPerLane; ++j)
+          for (int i = owned_unit(j, mma) * 16, w = 0; w < 4 && i < n; ++w, i += 4)
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst + i)),
+                         "l"(src + i));
+      }
     }
     ++p.page;
   }

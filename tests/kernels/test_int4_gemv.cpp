@@ -3,8 +3,9 @@
 // through int4_gather_columns, as the CUDA backend runs them), group sizes 32, 64, 128 and one
 // group per row, symmetric (zero 8) and asymmetric (zeros 0..16, 16 included) weights, a random
 // act-order permutation; n not a multiple of the 16-row tile, k from 128 up, with and without a
-// partial 128-column unit. Scales log-uniform in [1e-4, 1e2], row 0 all at its zero point, x not
-// centred on zero; outputs poisoned with NaN first.
+// partial 128-column unit; n large enough that the persistent grid's blocks walk several tiles.
+// Scales log-uniform in [1e-4, 1e2], row 0 all at its zero point, x not centred on zero; outputs
+// poisoned with NaN first.
 // Tolerance, per output: each 32-column run's fp32 sum of exact products (code - zero) * x, times
 // its scale, may differ from the double twin by k ulps of B = sum |x| |w| (k 2^-23 B, one ulp per
 // addition); a wrong code, zero, scale or column moves an output by a fraction of B. bf16 outputs
@@ -91,6 +92,21 @@ TEST(Int4Gemv, MatchesItsTwinOnLargeShapes) {
     const Int4 w = random_int4(n, k, gs == -1 ? k : gs, true, gs == 32, rng);
     const DevInt4 d(w);
     for (int m : {1, 3, 8, 9, 16}) check_gemv(w, d, m, rng);
+  }
+}
+
+// n past what one wave of the persistent grid covers (132 SMs x 2 blocks x 16 rows on H100 and
+// H200, with room for more), so each block walks 2 to 4 tiles and each warp's ring of cp.async
+// slots wraps across them; groups of 256 and 384 span several units (the group of a warp's first
+// unit is not 0), one group per row, a partial last unit (k 2112) and warps without units.
+TEST(Int4Gemv, MatchesItsTwinWhenBlocksWalkManyTiles) {
+  std::mt19937 rng(44);
+  for (const auto& [n, k, gs, act_order] :
+       {std::tuple{13001, 2112, 64, true}, {12295, 2304, 256, false}, {13000, 1152, 384, false},
+        {12290, 2304, 2304, true}}) {
+    const Int4 w = random_int4(n, k, gs, true, act_order, rng);
+    const DevInt4 d(w);
+    for (int m : {1, 16}) check_gemv(w, d, m, rng);
   }
 }
 
