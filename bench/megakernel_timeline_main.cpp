@@ -6,7 +6,7 @@
 // every SM spent waiting on the op's dependency, waiting for weight pages, and computing, as
 // microseconds per SM at the reported SM clock. JSON lines (docs/megakernel.md).
 //   bench_megakernel_timeline [--shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|llama2-7b]
-//                             [--batch 1] [--kv-len 128] [--steps 30]
+//                             [--batch 1] [--kv-len 128] [--steps 200]
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -47,7 +47,7 @@ ModelConfig shape_config(const std::string& n) {
 
 int main(int argc, char** argv) {
   std::string shape = "tinyllama-1.1b";
-  int batch = 1, kv_len = 128, steps = 30;
+  int batch = 1, kv_len = 128, steps = 200;
   const std::string command = cli::command_line(argc, argv);
   CLI::App app{"A megakernel decode step: time, roofline fraction, per-op trace (JSON lines).",
                "bench_megakernel_timeline"};
@@ -115,20 +115,31 @@ int main(int argc, char** argv) {
     st.max_blocks_per_seq = blocks_per_seq, st.block_size = bs;
     st.logits = logits.tensor.as<float>();
 
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    // An event between launches: the mean step and its distribution (p50/p99 of the steps).
+    std::vector<cudaEvent_t> ev(size_t(steps) + 1);
+    for (cudaEvent_t& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    std::vector<double> step_times;
     auto time_steps = [&] {
       for (int i = 0; i < 3; ++i) dec.run(batch, st);
-      CUDA_CHECK(cudaEventRecord(e0, stream));
-      for (int i = 0; i < steps; ++i) dec.run(batch, st);
-      CUDA_CHECK(cudaEventRecord(e1, stream));
-      CUDA_CHECK(cudaEventSynchronize(e1));
+      CUDA_CHECK(cudaEventRecord(ev[0], stream));
+      for (int i = 0; i < steps; ++i) {
+        dec.run(batch, st);
+        CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1], stream));
+      }
+      CUDA_CHECK(cudaEventSynchronize(ev[size_t(steps)]));
+      step_times.clear();
+      for (int i = 0; i < steps; ++i) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[size_t(i)], ev[size_t(i) + 1]));
+        step_times.push_back(double(ms) * 1e3);
+      }
       float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[size_t(steps)]));
       return double(ms) * 1e3 / steps;
     };
     const double step_us = time_steps();
+    const double p50_us = bench::percentile(step_times, 0.5);
+    const double p99_us = bench::percentile(step_times, 0.99);
 
     const MegaProgram& prog = dec.lowered(batch);
     std::vector<MegaInstr> instrs;
@@ -153,6 +164,8 @@ int main(int argc, char** argv) {
     j["num_sms"] = prog.num_sms;
     j["instructions"] = instrs.size();
     j["step_us"] = step_us;
+    j["step_us_p50"] = p50_us;
+    j["step_us_p99"] = p99_us;
     j["step_us_traced"] = traced_us;
     j["weight_bytes"] = weight_bytes;
     j["kv_bytes"] = kv_bytes;
