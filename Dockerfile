@@ -20,10 +20,12 @@ WORKDIR /src
 COPY . .
 # Tests and benchmarks are off; only the two binaries are built. FLASHSERVE_CUDA=AUTO builds the
 # CUDA backend when nvcc exists (CMAKE_CUDA_ARCHITECTURES defaults to 90a: H100/H200).
+# CMAKE_ARGS: more CMake options (tests/docker passes a unity build with the JSON PCH).
 ARG CUDA_ARCHITECTURES=90a
+ARG CMAKE_ARGS=
 RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=AUTO \
       -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES} \
-      -DFLASHSERVE_BUILD_TESTS=OFF -DFLASHSERVE_BUILD_BENCH=OFF \
+      -DFLASHSERVE_BUILD_TESTS=OFF -DFLASHSERVE_BUILD_BENCH=OFF ${CMAKE_ARGS} \
  && cmake --build /build --target flashserve $(test -f chat_cli/CMakeLists.txt && echo flashserve-chat)
 # The runtime packages are computed, not guessed: every shared library the binaries load (ldd),
 # mapped to the Debian/Ubuntu package that owns it (dpkg -S). libcuda.so.1 is not listed: the

@@ -73,9 +73,11 @@ if [ "$(du -sm "$W/storage" | cut -f1)" -gt 4096 ]; then
 fi
 log "podman build (log: $W/build.log)"
 t0=$(date +%s)
-# Niced: in CI the other tests run beside it, and their timeouts come before this compile.
+# Niced: in CI the other tests run beside it, and their timeouts come before this compile. A unity
+# build with the JSON PCH, as CI's own trees: the same sources, g++ CPU time 663 -> 296 s.
 if ! nice -n 10 podman build --format docker --pull=never --network host \
       --build-arg BUILD_IMAGE=$base --build-arg RUNTIME_IMAGE=$base \
+      --build-arg "CMAKE_ARGS=-DCMAKE_UNITY_BUILD=ON -DFLASHSERVE_PCH=ON" \
       -t "$image" -f "$src/Dockerfile" "$src" >"$W/build.log" 2>&1; then
   tail -40 "$W/build.log"
   fail "podman build failed"
