@@ -263,18 +263,24 @@ __global__ void __launch_bounds__(kWarps * 32, 2) int4_gemv_kernel(const __grid_
   }
 }
 
-// A persistent grid: as many blocks as fit on the GPU at once, at most one per tile.
+// A persistent grid: as many blocks as fit on the GPU at once, at most one per tile. The
+// kernel's attribute and that count are worked out once per device (this runs per matmul).
 template <int kNT, int kGroupWords, class Out>
 void launch_gemv(const Int4Args& a, cudaStream_t stream) {
   auto kernel = int4_gemv_kernel<kNT, kGroupWords, Out>;
   constexpr int smem = kWarps * kStages * int(sizeof(Slot<4 / kGroupWords>));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int device = 0, sms = 0, per_sm = 0;
+  static thread_local int cached_device = -1, resident = 0;
+  int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+  if (device != cached_device) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int sms = 0, per_sm = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+    cached_device = device, resident = sms * std::max(per_sm, 1);
+  }
   const int tiles = (a.n + kTileRows - 1) / kTileRows;
-  const dim3 grid(std::min(tiles, sms * std::max(per_sm, 1))), block(kWarps * 32);
+  const dim3 grid(std::min(tiles, resident)), block(kWarps * 32);
   launch_pdl(kernel, grid, block, smem, stream, a);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,9 +1,9 @@
 // The decode megakernel's ops on one CTA: a GEMV tile's page (bf16 weights from the shared
 // ring times the staged or L2-read activations: f32 on the CUDA cores, or rounded to bf16 on
 // the tensor cores in steps of 2 to 8 sequences), the per-row RMSNorm scale, the tile's
-// epilogue per op,
-// the embedding gather and one attention split (q/k norm, RoPE, KV write, online softmax, and the
-// merge by the group's last split). Math as in megakernel/interpreter.cpp.
+// epilogue per op, the embedding gather and one attention split (q/k norm, RoPE, KV write,
+// online softmax, and the merge by the group's last split). Math as in
+// megakernel/interpreter.cpp.
 #pragma once
 
 #include "kernels/cuda/megakernel_sync.cuh"
@@ -58,7 +58,7 @@ __device__ __forceinline__ void stage_input(const float* in,    // [B, k] global
       v.x *= gf[0], v.y *= gf[1], v.z *= gf[2], v.w *= gf[3];
       if (kBf16)
         *reinterpret_cast<uint2*>(static_cast<uint16_t*>(xs) + b * staged_stride(k) + i) =
-            make_uint2(bf16_pair(v.x, v.y), bf16_pair(v.z, v.w));
+            make_uint2(pack2<__nv_bfloat16>(v.x, v.y), pack2<__nv_bfloat16>(v.z, v.w));
       else
         *reinterpret_cast<float4*>(static_cast<float*>(xs) + b * k + i) = v;
     }
@@ -175,8 +175,8 @@ __device__ __forceinline__ uint4 input_chunk(const float* x,     // [batch, k] g
 #pragma unroll
     for (int i = 0; i < 4; ++i) f[2 * i] *= bf16_lo(gw[i]), f[2 * i + 1] *= bf16_hi(gw[i]);
   }
-  return make_uint4(bf16_pair(f[0], f[1]), bf16_pair(f[2], f[3]), bf16_pair(f[4], f[5]),
-                    bf16_pair(f[6], f[7]));
+  return make_uint4(pack2<__nv_bfloat16>(f[0], f[1]), pack2<__nv_bfloat16>(f[2], f[3]),
+                    pack2<__nv_bfloat16>(f[4], f[5]), pack2<__nv_bfloat16>(f[6], f[7]));
 }
 
 // Adds one mma page (rows r0..r0 + 7 of a segment of `rows`, columns c0..c0 + 1023, mma_chunk

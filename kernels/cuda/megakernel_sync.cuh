@@ -52,11 +52,6 @@ __device__ __forceinline__ float bf16_at(const uint16_t* p, int64_t i) {
 __device__ __forceinline__ uint16_t to_bf16(float v) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
-// Two floats rounded to a bf16 pair, lo in the low half (the element of the lower column).
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&p);
-}
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
@@ -153,6 +148,8 @@ struct MmaChunk {
   int row, col;  // in the page: row 0..7, first column 0..1023
   int unit;      // 16-byte unit in the slot
 };
+static_assert(kMkChunksPerLane == 4 && kMkWarps == 8,
+              "an mma page is 8 rows of 128 chunks: 8 warps x 16 chunks, 4 a lane");
 __device__ __forceinline__ MmaChunk mma_chunk(int j) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int c = 16 * (threadIdx.x >> 5) + t + 4 * j;

@@ -8,7 +8,8 @@
 // test compares each request's logprobs step by step up to the first such parting and checks
 // that the parting is a near-tie. A wrong block, position or length in the megakernel's
 // attention moves logprobs by far more than the bounds below. The CPU backend runs the same
-// workload as the f32 reference: the megakernel must be at least as close to it as the other path.
+// workload as the f32 reference: on average the megakernel must be no further from it than the
+// other path is (or within 0.01 nats of it, where both are that close).
 #include <gtest/gtest.h>
 
 #include <cmath>
