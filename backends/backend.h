@@ -75,6 +75,21 @@ TensorView stacked_view(std::span<const TensorView> parts);
 TensorView stacked_on_host(std::span<const TensorView> parts, std::vector<char>* bytes,
                            std::vector<float>* row_scales);
 
+// One MoE layer's routed experts as a backend laid them out (Backend::load_moe_experts). Every
+// expert is a SwiGLU MLP: y = down · (silu(x · gateᵀ) * (x · upᵀ)). The views keep the loader's
+// dtype and quantization (bf16, FP8 with row scales, block-wise FP8, int4), as load_weight()
+// gives them; `device_tables` is the backend's own layout for its kernels (pointer and scale
+// tables, a stacked copy), built once at load.
+struct MoeExperts {
+  int num_experts = 0;
+  int hidden = 0;
+  int intermediate = 0;          // per expert (this rank's slice under tensor parallelism)
+  std::vector<Tensor> gate_up;   // [num_experts] each [2 * intermediate, hidden]: gate rows, then up
+  std::vector<Tensor> down;      // [num_experts] each [hidden, intermediate]
+  std::vector<Buffer> storage;   // owns what the views point at
+  std::shared_ptr<void> device_tables;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -234,6 +249,38 @@ class Backend {
       const Tensor& k_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const Tensor& v_cache,  // [num_blocks, block_size, num_kv_heads, head_dim]
       const StepArgs& batch, const AttentionScoring& scoring) = 0;
+
+  // ---- Mixture of experts (docs/MODELS.md) -------------------------------------------------
+  // The routed experts of one layer: expert e's gate, up and down projections (loader views).
+  // The default loads each expert's [gate; up] with load_stacked_weight() and down with
+  // load_weight(); a backend whose kernels want another layout overrides it.
+  virtual std::shared_ptr<MoeExperts> load_moe_experts(std::span<const TensorView> gate,
+                                                       std::span<const TensorView> up,
+                                                       std::span<const TensorView> down);
+  // Routing: per row, the top_k experts by router logit (ties to the lower expert id, as
+  // torch.topk does on the CPU) and their weights softmax(logits)[ids]; with `renormalize`
+  // the k weights are divided by their sum (norm_topk_prob; Mixtral always). Weights are f32.
+  virtual void moe_route(Tensor expert_ids,        // [n, top_k] int32
+                         Tensor weights,           // [n, top_k] f32
+                         const Tensor& logits,     // [n, num_experts] f32
+                         int top_k, bool renormalize) {
+    FS_THROW("backend ", name(), " has no mixture-of-experts ops");
+  }
+  // out[t] = sum_j weights[t, j] * expert_{expert_ids[t, j]}(x[t]), for every row t; rows and
+  // experts in any order, no host synchronisation (it may run under graph capture).
+  virtual void moe_experts(Tensor out,                 // [n, hidden] compute_dtype()
+                           const Tensor& x,            // [n, hidden] compute_dtype()
+                           const Tensor& expert_ids,   // [n, top_k] int32
+                           const Tensor& weights,      // [n, top_k] f32
+                           const MoeExperts& experts) {
+    FS_THROW("backend ", name(), " has no mixture-of-experts ops");
+  }
+  // out += sigmoid(gate_logit[r]) * y[r, :] per row (Qwen2-MoE's gated shared expert).
+  virtual void add_sigmoid_gated(Tensor out,                  // [n, hidden]
+                                 const Tensor& y,             // [n, hidden]
+                                 const Tensor& gate_logit) {  // [n, 1] f32 or compute_dtype()
+    FS_THROW("backend ", name(), " has no mixture-of-experts ops");
+  }
 
   // ---- Graph capture and replay (optional; the CUDA backend has it, as CUDA graphs) ----------
   // A pure decode step can be recorded once and replayed: LlamaModel pads it to a bucket (see

@@ -87,3 +87,29 @@ Buffer Backend::load_stacked_weight(std::span<const TensorView> parts) {
 }
 
 }  // namespace flashserve
+
+namespace flashserve {
+
+std::shared_ptr<MoeExperts> Backend::load_moe_experts(std::span<const TensorView> gate,
+                                                      std::span<const TensorView> up,
+                                                      std::span<const TensorView> down) {
+  FS_CHECK(!gate.empty() && gate.size() == up.size() && gate.size() == down.size(),
+           "MoE experts: ", gate.size(), " gate, ", up.size(), " up and ", down.size(),
+           " down projections");
+  auto e = std::make_shared<MoeExperts>();
+  e->num_experts = int(gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const TensorView parts[2] = {gate[i], up[i]};
+    Buffer gu = load_stacked_weight(parts);
+    Buffer dn = load_weight(down[i]);
+    e->gate_up.push_back(gu.tensor);
+    e->down.push_back(dn.tensor);
+    e->storage.push_back(std::move(gu));
+    e->storage.push_back(std::move(dn));
+  }
+  e->intermediate = int(e->gate_up[0].dim(0) / 2);
+  e->hidden = int(e->gate_up[0].ndim > 1 ? e->gate_up[0].dim(1) : 0);
+  return e;
+}
+
+}  // namespace flashserve
