@@ -3,6 +3,7 @@
 //   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
 //   rope(q, k) (the layer's table: zeros for NoPE layers); write k,v to their slots;
 //   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+//   (a mixture-of-experts layer: x += the routed experts' weighted sum, model/moe_layer.cpp)
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
 // Gemma 2/3 (sandwich_norms): x = embedding · sqrt(hidden); each block's output is RMSNormed
 // before its residual add; GeGLU (gelu_tanh) replaces SwiGLU; every norm scales by 1 + w
@@ -49,6 +50,10 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   inter_ = shard ? shard->plan.inter : c.intermediate_size;
   vocab_ = shard ? shard->plan.vocab : c.vocab_size;
   k_slices_ = shard ? shard->plan.k_slices : row_parallel_slices(c, 1);
+  moe_inter_ = shard ? shard->plan.moe_inter : c.moe.intermediate;
+  shared_inter_ = shard ? shard->plan.shared_inter : c.moe.shared_intermediate;
+  dense_mlp_ = false;
+  for (int i = 0; i < c.num_layers; ++i) dense_mlp_ = dense_mlp_ || !c.moe.sparse(i);
   const std::string rank = shard ? " (rank " + std::to_string(shard->plan.rank) + ")" : "";
   LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
   FS_CHECK(!(shard && c.qk_norm_full), c.architecture, ": tensor parallelism is not supported "
@@ -87,15 +92,22 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
     if (c.sandwich_norms) L.attn_out_norm = load_norm(model, attn_norm);
     if (c.post_norms || c.sandwich_norms)
       L.post_ff_norm = load_norm(model, p + "post_feedforward_layernorm.weight");
-    L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
-    L.w_down = load_scaled(model.tensor(down), down, c.residual_multiplier);
+    if (c.moe.sparse(i)) {
+      load_moe_layer(model, i, L);
+    } else {
+      L.w_gate_up = load_stacked(model, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+      L.w_down = load_scaled(model.tensor(down), down, c.residual_multiplier);
+    }
     layers_.push_back(std::move(L));
     const Layer& l = layers_.back();
     int64_t bytes = 0;
     for (const Buffer* x : {&l.input_norm, &l.wqkv, &l.bqkv, &l.q_norm, &l.k_norm, &l.wo,
                             &l.attn_out_norm, &l.post_norm, &l.post_ff_norm, &l.w_gate_up,
-                            &l.w_down})
+                            &l.w_down, &l.router, &l.shared_gate_up, &l.shared_down,
+                            &l.shared_gate})
       if (x->storage) bytes += int64_t(x->tensor.bytes());
+    if (l.experts)
+      for (const Buffer& x : l.experts->storage) bytes += int64_t(x.tensor.bytes());
     progress.step(bytes);
   }
   progress.finish();
@@ -273,8 +285,10 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
   Tensor qkv = scratch(ws_.qkv, act, {n, (hq + 2 * hkv) * d});
   Tensor q = scratch(ws_.q, act, {n, hq, d});
   Tensor attn = scratch(ws_.attn, act, {n, hq, d});
-  Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter});
-  Tensor gate = scratch(ws_.gate, act, {n, inter});
+  // A model without dense MLPs (Mixtral) needs no room for them.
+  Tensor gate_up = scratch(ws_.gate_up, act, {n, dense_mlp_ ? 2 * inter : 1});
+  Tensor gate = scratch(ws_.gate, act, {n, dense_mlp_ ? inter : 1});
+  Tensor moe_in = c.moe.num_experts ? scratch(ws_.moe_in, act, {n, hidden}) : Tensor();
 
   backend_.embedding(x, b.tokens, embed_.tensor);
   if (embed_scale_ != 1.f) backend_.scale(x, embed_scale_);
@@ -297,6 +311,12 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, layer_scoring(l));
     row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
     if (c.sandwich_norms) backend_.rms_norm(h, h, L.attn_out_norm.tensor, eps);
+    if (L.experts) {  // x += h; h = experts(rms_norm(x))
+      backend_.add_rms_norm(moe_in, x, h, L.post_norm.tensor, eps);
+      run_moe(L, h, moe_in);
+      delta = h;
+      continue;
+    }
     // x_next = x + h; gate_up = rms_norm(x_next)·Wguᵀ.
     backend_.add_rms_norm_matmul(gate_up, h, x_next, x, h, L.post_norm.tensor, eps,
                                  L.w_gate_up.tensor);

@@ -2,7 +2,7 @@
 // (Qwen3), RoPE with its scalings, partial rotary, NoPE and local layers (model/rope_tables.h),
 // grouped-query paged attention with per-layer windows and soft-caps, SwiGLU or GeGLU MLP,
 // Gemma's sandwich norms, tied or untied head; Olmo2's post-norm layers in
-// model/post_norm_layer.cpp), written once against Backend ops so every backend shares it.
+// model/post_norm_layer.cpp, mixture-of-experts layers in model/moe_layer.cpp), written once against Backend ops so every backend shares it.
 // Weights are uploaded once at construction, with the families' constant factors folded in;
 // activations live in a workspace that grows to the largest step seen. Not thread-safe.
 #pragma once
@@ -101,6 +101,12 @@ class LlamaModel {
     Buffer post_ff_norm;  // [hidden] after the MLP (post_norms only)
     Buffer w_gate_up;  // [2 intermediate, hidden]: gate_proj then up_proj
     Buffer w_down;
+    // A mixture-of-experts layer (model/moe_layer.cpp) has these instead of w_gate_up, w_down:
+    Buffer router;  // [num_experts, hidden]
+    std::shared_ptr<MoeExperts> experts;  // this rank's columns of every expert
+    Buffer shared_gate_up;  // [2 shared intermediate, hidden] (Qwen2-MoE's shared expert)
+    Buffer shared_down;     // [hidden, shared intermediate]
+    Buffer shared_gate;     // [1, hidden]: its sigmoid gate's weight
   };
   // Loads the weights stacked along dim 0 as one (they must share dtype and row length; 1-d
   // vectors such as biases are concatenated).
@@ -109,6 +115,12 @@ class LlamaModel {
                       const std::vector<int>& order = {}, const std::vector<float>& factor = {});
   // This rank's slice of weight `name` with every row multiplied by `factor`.
   Buffer load_scaled(const TensorView& full, const std::string& name, float factor);
+  // A mixture-of-experts layer's weights (model/moe_layer.cpp): router, experts, shared expert.
+  void load_moe_layer(const LoadedModel& model, int layer, Layer& L);
+  // out = the layer's mixture of experts on `in` (its normed input), summed over the ranks.
+  void run_moe(const Layer& L,
+               Tensor out,          // [n, hidden_size]
+               const Tensor& in);   // [n, hidden_size]
   // One Olmo2 layer (model/post_norm_layer.cpp): x += norm(attention(x)); x += norm(mlp(x)).
   void run_post_norm_layer(const Layer& L, int layer, const StepArgs& step, KvCache& cache,
                            Tensor x,   // [num_tokens, hidden_size] residual, updated
@@ -150,6 +162,8 @@ class LlamaModel {
   // This rank's sizes (the whole model's without a shard) and k-slices of o/down products.
   int hq_ = 0, hkv_ = 0, k_slices_ = 1;
   int64_t inter_ = 0, vocab_ = 0;
+  int64_t moe_inter_ = 0, shared_inter_ = 0;  // each expert's and the shared expert's columns
+  bool dense_mlp_ = true;  // some layer has a dense MLP (a Mixtral has none)
   Buffer embed_, final_norm_, lm_head_, inv_freq_;  // lm_head_ empty when tied
   Buffer no_rope_;  // [head_dim / 2] zeros, for NoPE layers
   Buffer local_inv_freq_;  // [head_dim / 2] Gemma 3's local layers' table
@@ -161,6 +175,10 @@ class LlamaModel {
     Buffer meta;  // int32: tokens, positions, slots, cu_q_lens, kv_lens, block table, logit rows
     Buffer x, x_next, h, qkv, q, attn, gate_up, gate, sel, logits, argmax;
     Buffer logits_local, gathered;  // tensor parallelism: this rank's vocabulary rows, all ranks'
+    // Mixture of experts: the normed input, router logits, each row's experts and weights, and
+    // the shared expert's activations, output and gate logit.
+    Buffer moe_in, router_logits, expert_ids, expert_weights;
+    Buffer shared_gate_up, shared_act, shared_out, shared_logit;
   } ws_;
   std::map<int64_t, Buffer> gather_order_;  // by number of rows (kept: graphs point at them)
   uint64_t ws_epoch_ = 0;           // bumped whenever a workspace buffer is reallocated

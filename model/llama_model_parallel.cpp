@@ -90,21 +90,44 @@ bool LlamaModel::has_new_matmul_rows(const StepPlan& s) const {
 // Every product run_layers would run at these row counts, once each, on the buffers it would use
 // (so the same shapes, pointers and out dtypes: the same cuBLASLt algorithms); their contents are
 // overwritten by the step. Layer 0 stands for all: every layer's products have its shapes.
+// A mixture of experts' router and shared expert likewise (its experts run in the backend's own
+// kernels, not these products).
 void LlamaModel::warm_up_matmuls(const StepPlan& s) {
   const DType act = backend_.compute_dtype();
   const int64_t hidden = config_.hidden_size, d = config_.head_dim;
   const Layer& L = layers_[0];
+  const Layer* dense = nullptr;  // the first layer of each kind
+  const Layer* sparse = nullptr;
+  for (const Layer& l : layers_) {
+    const Layer*& first = l.experts ? sparse : dense;
+    if (!first) first = &l;
+  }
   for (int64_t n : matmul_token_rows(s)) {
     if (n == 0 || !warm_token_rows_.insert(n).second) continue;
     Tensor h = block_out(n);
     Tensor qkv = scratch(ws_.qkv, act, {n, (hq_ + 2 * hkv_) * d});
     Tensor attn = scratch(ws_.attn, act, {n, hq_ * d});
-    Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter_});
-    Tensor gate = scratch(ws_.gate, act, {n, inter_});
     backend_.matmul(qkv, h, L.wqkv.tensor);
     backend_.matmul_k_sliced(h, attn, L.wo.tensor, k_slices_);
-    backend_.matmul(gate_up, h, L.w_gate_up.tensor);
-    backend_.matmul_k_sliced(h, gate, L.w_down.tensor, k_slices_);
+    if (dense) {
+      Tensor gate_up = scratch(ws_.gate_up, act, {n, 2 * inter_});
+      Tensor gate = scratch(ws_.gate, act, {n, inter_});
+      backend_.matmul(gate_up, h, dense->w_gate_up.tensor);
+      backend_.matmul_k_sliced(h, gate, dense->w_down.tensor, k_slices_);
+    }
+    if (sparse) {
+      const int64_t experts = config_.moe.num_experts;
+      backend_.matmul(scratch(ws_.router_logits, DType::kF32, {n, experts}), h,
+                      sparse->router.tensor);
+      if (sparse->shared_gate_up.storage) {
+        Tensor gate_up = scratch(ws_.shared_gate_up, act, {n, 2 * shared_inter_});
+        Tensor gate = scratch(ws_.shared_act, act, {n, shared_inter_});
+        backend_.matmul(gate_up, h, sparse->shared_gate_up.tensor);
+        backend_.matmul(scratch(ws_.shared_out, act, {n, hidden}), gate, sparse->shared_down.tensor);
+        backend_.matmul(scratch(ws_.shared_logit, DType::kF32, {n, 1}), h,
+                        sparse->shared_gate.tensor);
+      }
+    }
   }
   const Tensor& head = lm_head_.storage ? lm_head_.tensor : embed_.tensor;
   for (int64_t rows : matmul_logit_rows(s)) {

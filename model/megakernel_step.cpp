@@ -10,7 +10,9 @@ void LlamaModel::set_megakernel(bool on) {
   mega_.reset();
   mega_cache_ = nullptr;
   if (!on) return;
-  std::string why = shard_ ? "tensor parallelism" : megakernel_unsupported(config_, 1);
+  std::string why = shard_                      ? "tensor parallelism"
+                    : config_.moe.num_experts > 0 ? "mixture-of-experts layers"
+                                                  : megakernel_unsupported(config_, 1);
   if (why.empty() && (backend_.device() != Device::kCuda || backend_.compute_dtype() != DType::kBF16))
     why = "needs the CUDA backend with bf16 weights";
   for (const Layer& L : layers_)

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "parallel/packed_slice.h"
+#include "weights/llama_tensors.h"
 #include "weights/packed_views.h"
 
 namespace flashserve {
@@ -21,6 +22,12 @@ void check_tensor_parallel(const ModelConfig& c, int size) {
   divides(c.num_q_heads, "num_attention_heads", "each rank computes as many query heads");
   divides(c.intermediate_size, "intermediate_size", "each rank holds as many MLP columns");
   divides(c.vocab_size, "vocab_size", "each rank holds as many rows of the vocabulary projection");
+  if (c.moe.num_experts > 0) {
+    divides(c.moe.intermediate, "moe_intermediate_size", "each rank holds as many of every "
+            "expert's columns");
+    divides(c.moe.shared_intermediate, "shared_expert_intermediate_size", "each rank holds as "
+            "many of the shared expert's columns");
+  }
   if (c.num_kv_heads % size != 0 && (c.num_kv_heads <= 0 || size % c.num_kv_heads != 0))
     FS_THROW("tensor-parallel-size ", size, " and the model's num_key_value_heads ",
              c.num_kv_heads, ": one must divide the other (KV heads are split across the ranks, "
@@ -51,6 +58,10 @@ ShardPlan make_shard_plan(const ModelConfig& c, int size, int rank) {
   }
   p.inter = c.intermediate_size / size;
   p.inter0 = rank * p.inter;
+  p.moe_inter = c.moe.intermediate / size;
+  p.moe_inter0 = rank * p.moe_inter;
+  p.shared_inter = c.moe.shared_intermediate / size;
+  p.shared_inter0 = rank * p.shared_inter;
   p.vocab = c.vocab_size / size;
   p.vocab0 = rank * p.vocab;
   p.k_slices = row_parallel_slices(c, size) / size;
@@ -77,6 +88,12 @@ WeightSplit weight_split(const ShardPlan& p, const ModelConfig& c, const std::st
     return {K::kRows, p.inter0, p.inter};
   if (ends_with(name, "mlp.down_proj.weight")) return {K::kColumns, p.inter0, p.inter};
   if (name == "lm_head.weight") return {K::kRows, p.vocab0, p.vocab};
+  if (const MoeTensor m = moe_tensor(name); m.role != MoeRole::kNone) {
+    const bool shared = m.role == MoeRole::kShared;
+    const int64_t begin = shared ? p.shared_inter0 : p.moe_inter0;
+    const int64_t count = shared ? p.shared_inter : p.moe_inter;
+    return {m.proj == ExpertProj::kDown ? K::kColumns : K::kRows, begin, count};
+  }  // the router and the shared expert's gate: whole
   return {};  // embedding, norms, q/k norms: whole on every rank
 }
 

@@ -1,7 +1,8 @@
 // Which slice of a Llama-family model one tensor-parallel rank holds (Megatron-style), as plain
 // numbers: column-parallel q/k/v and gate/up (each rank computes some of the heads / some of the
 // intermediate columns), row-parallel o and down (each rank adds a partial sum over its own
-// columns: one all-reduce each per layer), KV heads split across ranks or, when there are fewer
+// columns: one all-reduce each per layer; a mixture of experts' experts each split so, the
+// layer's experts summed by the same one all-reduce), KV heads split across ranks or, when there are fewer
 // KV heads than ranks, each replicated on size / num_kv_heads ranks; the vocabulary projection
 // split by rows (a gather before sampling); embedding and norms whole on every rank.
 #pragma once
@@ -22,6 +23,10 @@ struct ShardPlan {
   int kv_heads = 0, kv_head0 = 0;  // KV heads [kv_head0, kv_head0 + kv_heads)
   int64_t inter = 0, inter0 = 0;   // intermediate columns [inter0, inter0 + inter)
   int64_t vocab = 0, vocab0 = 0;   // vocabulary rows [vocab0, vocab0 + vocab)
+  // Mixture of experts: every routed expert's intermediate columns [moe_inter0, + moe_inter) and
+  // the shared expert's [shared_inter0, + shared_inter), cut as a dense MLP's.
+  int64_t moe_inter = 0, moe_inter0 = 0;
+  int64_t shared_inter = 0, shared_inter0 = 0;
   // k-slices of each row-parallel product on this rank (row_parallel_slices() / size).
   int k_slices = 1;
 };

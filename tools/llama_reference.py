@@ -11,7 +11,8 @@ multipliers), Olmo2ForCausalLM (norms on the blocks' outputs, q/k norms over the
 projection), SmolLM3ForCausalLM (layers without RoPE), Gemma2ForCausalLM or Gemma3ForCausalLM
 (norms before and after each block scaling by 1 + w, GeGLU with tanh GELU, embeddings times
 sqrt(hidden), query_pre_attn_scalar, attention and final logit soft-caps, Gemma 3's per-head q/k
-norms and local RoPE base on its sliding layers), the differences as transformers' modelling code
+norms and local RoPE base on its sliding layers), and the mixtures of experts Qwen2MoeForCausalLM,
+Qwen3MoeForCausalLM and MixtralForCausalLM (moe() below), the differences as transformers' modelling code
 writes them; sliding windows (a query sees itself and the window - 1 keys before it) on the
 layers transformers' config classes name: layer_types, else Mistral's and Phi3's every layer,
 Qwen's from max_window_layers on with use_sliding_window, Gemma 2's even layers, Gemma 3's all but
@@ -105,7 +106,9 @@ def load_hf(folder):
                 "Qwen2ForCausalLM": (1, 0, 0, 0, 0), "Qwen3ForCausalLM": (0, 1, 0, 0, 0),
                 "Phi3ForCausalLM": (0, 0, 0, 0, 1), "GraniteForCausalLM": (0, 0, 0, 0, 0),
                 "Olmo2ForCausalLM": (0, 0, 1, 1, 0), "SmolLM3ForCausalLM": (0, 0, 0, 0, 0),
-                "Gemma2ForCausalLM": (0, 0, 0, 0, 0), "Gemma3ForCausalLM": (0, 1, 0, 0, 0)}
+                "Gemma2ForCausalLM": (0, 0, 0, 0, 0), "Gemma3ForCausalLM": (0, 1, 0, 0, 0),
+                "Qwen2MoeForCausalLM": (1, 0, 0, 0, 0), "Qwen3MoeForCausalLM": (0, 1, 0, 0, 0),
+                "MixtralForCausalLM": (0, 0, 0, 0, 0)}
     if arch not in families:
         raise SystemExit(f"{folder}: architecture {arch} is not one this reference knows")
     qkv_bias, qk_norm, qk_norm_full, post_norms, fused = families[arch]
@@ -118,9 +121,9 @@ def load_hf(folder):
     else:
         uses_rope = [1] * layers
     sliding = sliding_layers(c, arch, layers)
-    window = c.get("sliding_window", None if arch == "Phi3ForCausalLM" else 4096)
-    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM") and \
-            not c.get("use_sliding_window", False):
+    window = c.get("sliding_window",
+                   None if arch in ("Phi3ForCausalLM", "MixtralForCausalLM") else 4096)
+    if arch in QWEN_WINDOWS and not c.get("use_sliding_window", False):
         window = None
     gemma2 = arch == "Gemma2ForCausalLM"
     cfg = {"dim": c["hidden_size"], "layers": layers, "heads": heads,
@@ -150,11 +153,14 @@ def load_hf(folder):
     q_rows = heads * cfg["head_dim"]
     kv_rows = cfg["kv_heads"] * cfg["head_dim"]
     inter = c["intermediate_size"]
+    cfg["moe"] = moe_config(c, arch)
     layer_w = []
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
-        names = {"wo": "self_attn.o_proj", "ln2": "post_attention_layernorm",
-                 "w2": "mlp.down_proj"}
+        sparse = cfg["moe"] and cfg["moe"]["sparse"][i]
+        names = {"wo": "self_attn.o_proj", "ln2": "post_attention_layernorm"}
+        if not sparse:
+            names["w2"] = "mlp.down_proj"
         if not post_norms:
             names["ln1"] = "input_layernorm"
         if post_norms or gemma:
@@ -162,9 +168,12 @@ def load_hf(folder):
         if gemma:
             names["ln_pre_ff"] = "pre_feedforward_layernorm"
         if not fused:
-            names.update(wq="self_attn.q_proj", wk="self_attn.k_proj", wv="self_attn.v_proj",
-                         w1="mlp.gate_proj", w3="mlp.up_proj")
+            names.update(wq="self_attn.q_proj", wk="self_attn.k_proj", wv="self_attn.v_proj")
+        if not fused and not sparse:
+            names.update(w1="mlp.gate_proj", w3="mlp.up_proj")
         lw = {k: t[p + n + ".weight"] for k, n in names.items()}
+        if sparse:
+            lw["moe"] = moe_weights(t, p, cfg["moe"], arch)
         if fused:  # Phi3: q, k, v stacked by rows in qkv_proj; gate then up in gate_up_proj
             qkv, gu = t[p + "self_attn.qkv_proj.weight"], t[p + "mlp.gate_up_proj.weight"]
             lw.update(wq=qkv[:q_rows], wk=qkv[q_rows:q_rows + kv_rows],
@@ -185,13 +194,55 @@ def load_hf(folder):
     return cfg, embed, layer_w, norm, head
 
 
+QWEN_WINDOWS = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM",
+                "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+
+
+def moe_config(c, arch):
+    """The experts' settings with transformers' config defaults; None for a dense model."""
+    mixtral = arch == "MixtralForCausalLM"
+    qwen2 = arch == "Qwen2MoeForCausalLM"
+    if not mixtral and arch != "Qwen3MoeForCausalLM" and not qwen2:
+        return None
+    experts = c.get("num_local_experts" if mixtral else "num_experts") or \
+        (8 if mixtral else 60 if qwen2 else 128)
+    if mixtral:
+        sparse = [True] * c["num_hidden_layers"]
+    else:
+        step = c.get("decoder_sparse_step", 1)
+        dense = c.get("mlp_only_layers") or []
+        sparse = [i not in dense and (i + 1) % step == 0 for i in range(c["num_hidden_layers"])]
+    return {"experts": experts,
+            "top_k": c.get("num_experts_per_tok", 2 if mixtral else 4 if qwen2 else 8),
+            "renormalize": mixtral or c.get("norm_topk_prob", False),
+            "shared": qwen2 and c.get("shared_expert_intermediate_size", 5632) > 0,
+            "sparse": sparse}
+
+
+def moe_weights(t, p, m, arch):
+    """Layer p's router, experts [(gate, up, down)] and Qwen2-MoE's shared expert and gate."""
+    if arch == "MixtralForCausalLM":
+        b = p + "block_sparse_moe."
+        experts = [tuple(t[f"{b}experts.{e}.{w}.weight"] for w in ("w1", "w3", "w2"))
+                   for e in range(m["experts"])]
+        return {"router": t[b + "gate.weight"], "experts": experts}
+    b = p + "mlp."
+    out = {"router": t[b + "gate.weight"],
+           "experts": [tuple(t[f"{b}experts.{e}.{w}_proj.weight"] for w in ("gate", "up", "down"))
+                       for e in range(m["experts"])]}
+    if m["shared"]:
+        out["shared"] = tuple(t[f"{b}shared_expert.{w}_proj.weight"] for w in ("gate", "up", "down"))
+        out["shared_gate"] = t[b + "shared_expert_gate.weight"]
+    return out
+
+
 def sliding_layers(c, arch, layers):
     """Which layers transformers' config classes mark "sliding_attention"."""
     if c.get("layer_types"):
         return [t == "sliding_attention" for t in c["layer_types"]]
-    if arch in ("MistralForCausalLM", "Phi3ForCausalLM"):
+    if arch in ("MistralForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM"):
         return [True] * layers
-    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM"):
+    if arch in QWEN_WINDOWS:
         return [i >= c.get("max_window_layers", 28) for i in range(layers)]
     if arch == "Gemma2ForCausalLM":
         return [(i + 1) % 2 != 0 for i in range(layers)]
@@ -289,6 +340,38 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
+def silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def swiglu_mlp(h, gate, up, down):
+    return (silu(h @ gate.T) * (h @ up.T)) @ down.T
+
+
+def moe(h, W, m):
+    """A mixture-of-experts block on its normed input h [T, hidden], as transformers' Qwen2-MoE,
+    Qwen3-MoE and Mixtral blocks compute it: softmax over the router logits, the top_k experts
+    by probability (ties to the lower expert id: a stable sort, as torch.topk on the CPU),
+    weights renormalised to sum 1 with norm_topk_prob (Mixtral: always), the experts' SwiGLU
+    outputs summed by those weights; Qwen2-MoE adds sigmoid(h . shared_gate) * shared(h)."""
+    logits = h @ W["router"].T  # [T, experts]
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    top = np.argsort(-p, axis=-1, kind="stable")[:, :m["top_k"]]
+    w = np.take_along_axis(p, top, -1)
+    if m["renormalize"]:
+        w = w / w.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    for e, (gate, up, down) in enumerate(W["experts"]):
+        rows, slot = np.nonzero(top == e)
+        if len(rows):
+            out[rows] += w[rows, slot][:, None] * swiglu_mlp(h[rows], gate, up, down)
+    if "shared" in W:
+        g = h @ W["shared_gate"].T  # [T, 1]
+        out += 1 / (1 + np.exp(-g)) * swiglu_mlp(h, *W["shared"])
+    return out
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
@@ -363,6 +446,9 @@ def forward(model, ids):
             continue
         x = x + o * rm
         h = rmsnorm(x, L["ln2"], cfg["eps"])
+        if "moe" in L:
+            x = x + moe(h, L["moe"], cfg["moe"])
+            continue
         g = h @ L["w1"].T
         x = x + ((g / (1 + np.exp(-g))) * (h @ L["w3"].T)) @ L["w2"].T * rm
     logits = rmsnorm(x, norm, cfg["eps"]) @ head.T  # [T, vocab]

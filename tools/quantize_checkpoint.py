@@ -8,7 +8,9 @@ Weights are quantized by round-to-nearest per group (no calibration data, no GPT
 feedback): the files have each format's layout and metadata, not a calibrated model's quality.
 Act-order (--act-order) orders the columns by falling norm, a stand-in for GPTQ's Hessian order,
 and writes g_idx; projections that read the same input (q/k/v, gate/up) share one order, as
-they share GPTQ's Hessian. Only the seven projections of each layer are quantized; lm_head never is.
+they share GPTQ's Hessian. Only the seven projections of each layer are quantized, and a mixture
+of experts' expert and shared-expert projections (never its router or the shared expert's gate);
+lm_head never is.
 
 Needs only the Python standard library and numpy (runs where torch is installed too).
 
@@ -25,6 +27,10 @@ import numpy as np
 
 PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+# A mixture of experts' projections: "mlp.experts.3.up_proj", "mlp.shared_expert.up_proj"
+# (Qwen2-MoE, Qwen3-MoE), "block_sparse_moe.experts.3.w3" (Mixtral: w1 gate, w3 up, w2 down).
+EXPERT_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+MIXTRAL_PROJECTIONS = ("w1", "w2", "w3")
 AWQ_NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)  # output column 8c + j sits in nibble AWQ_NIBBLE[j]
 
 # ---- safetensors -------------------------------------------------------------------------------
@@ -164,9 +170,19 @@ def group_index(w, group_size, col_norm):
     return g_idx, in_features // gs
 
 
+def is_projection(module):
+    if any(module.endswith("." + p) for p in PROJECTIONS):
+        return True
+    if ".mlp.experts." in module or ".mlp.shared_expert." in module:
+        return any(module.endswith("." + p) for p in EXPERT_PROJECTIONS)
+    return ".block_sparse_moe.experts." in module and \
+        any(module.endswith("." + p) for p in MIXTRAL_PROJECTIONS)
+
+
 def input_group(module):
     """The name shared by the projections that read `module`'s input (q/k/v, gate/up)."""
-    for members, group in ((("q_proj", "k_proj", "v_proj"), "qkv"), (("gate_proj", "up_proj"), "gate_up")):
+    for members, group in ((("q_proj", "k_proj", "v_proj"), "qkv"), (("gate_proj", "up_proj"), "gate_up"),
+                           (("w1", "w3"), "w1_w3")):
         for m in members:
             if module.endswith("." + m):
                 return module[:-len(m)] + group
@@ -323,8 +339,7 @@ def main():
         config, tensors = tiny_model(args.tiny)
     out, expected = {}, ({} if args.expected else None)
     quantized = {name[:-len(".weight")]: (dtype, arr) for name, (dtype, arr) in tensors.items()
-                 if any(name[:-len(".weight")].endswith("." + p) for p in PROJECTIONS)
-                 and not is_ignored(name[:-len(".weight")], args.ignore)}
+                 if is_projection(name[:-len(".weight")]) and not is_ignored(name[:-len(".weight")], args.ignore)}
     # Column norms over each input group's rows (sum of squares, then the root).
     sq = {}
     for module, (dtype, arr) in quantized.items():

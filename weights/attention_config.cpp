@@ -23,7 +23,8 @@ bool is_gemma(const std::string& arch) {
 
 // Qwen's rule: a window only with use_sliding_window, on the layers from max_window_layers on.
 bool qwen_rule(const std::string& arch) {
-  return arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" || arch == "SmolLM3ForCausalLM";
+  return arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" || arch == "SmolLM3ForCausalLM" ||
+         arch == "Qwen2MoeForCausalLM" || arch == "Qwen3MoeForCausalLM";
 }
 
 // An integer >= `least`; `absent` when the key is missing or null.
@@ -64,7 +65,8 @@ std::vector<bool> sliding_layers(const json& j, const ModelConfig& c, const std:
   const int pattern = integer(j, "sliding_window_pattern", path, 6, 1);  // Gemma 3
   const int first_windowed = integer(j, "max_window_layers", path, 28, 0);  // Qwen's default
   for (size_t i = 0; i < n; ++i) {
-    if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM") s[i] = true;
+    if (a == "MistralForCausalLM" || a == "MixtralForCausalLM" || a == "Phi3ForCausalLM")
+      s[i] = true;
     if (a == "Gemma2ForCausalLM") s[i] = i % 2 == 0;
     if (a == "Gemma3ForCausalLM") s[i] = (i + 1) % size_t(pattern) != 0;
     if (qwen_rule(a)) s[i] = int(i) >= first_windowed;
@@ -99,7 +101,8 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
   const std::string& arch = c->architecture;
   std::vector<bool> sliding = sliding_layers(j, *c, path);
   const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
-  const bool windowed_family = arch == "MistralForCausalLM" || arch == "Phi3ForCausalLM" ||
+  const bool windowed_family = arch == "MistralForCausalLM" || arch == "MixtralForCausalLM" ||
+                               arch == "Phi3ForCausalLM" ||
                                qwen_rule(arch) || is_gemma(arch);
   if (any && !windowed_family)
     FS_THROW(path, ": sliding-window layers (layer_types) are not supported for ", arch);
@@ -113,8 +116,10 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
     for (size_t i = 0; i < sliding.size(); ++i)
       if (sliding[i]) c->rope_layers[i] = 2;
   }
-  // The config classes' default window when the key is absent (Phi3's: none); null: none.
-  const int window = integer(j, "sliding_window", path, arch == "Phi3ForCausalLM" ? 0 : 4096, 1);
+  // The config classes' default window when the key is absent (Phi3's, Mixtral's: none); null:
+  // none.
+  const bool no_default = arch == "Phi3ForCausalLM" || arch == "MixtralForCausalLM";
+  const int window = integer(j, "sliding_window", path, no_default ? 0 : 4096, 1);
   c->layer_windows.assign(sliding.size(), 0);
   bool windowed = false;
   for (size_t i = 0; i < sliding.size(); ++i)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "weights/llama_tensors.h"
 #include "core/fp8.h"
 #include "weights/packed_views.h"
 
@@ -39,7 +40,7 @@ bool is_fp8_projection(const std::string& name) {
                         ".self_attn.v_proj.weight", ".self_attn.o_proj.weight",
                         ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight"})
     if (ends_with(name, p)) return true;
-  return false;
+  return moe_tensor(name).role != MoeRole::kNone;  // experts' projections; never the router
 }
 
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale"; }

@@ -15,7 +15,9 @@
 namespace flashserve {
 
 // The seven projections of a layer (q, k, v, o, gate, up, down: "model.layers.{i}.*_proj.weight"):
-// the tensors --quantize fp8 converts and the only ones an FP8 checkpoint may store as FP8.
+// and a mixture of experts' expert and shared-expert projections (not the router, not the shared
+// expert's gate): the tensors --quantize fp8 converts and the only ones an FP8 checkpoint may
+// store as FP8.
 // Embeddings, norms, biases and lm_head stay as stored (docs/FP8.md says why).
 bool is_fp8_projection(const std::string& name);
 

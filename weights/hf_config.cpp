@@ -57,6 +57,7 @@ struct Family {
   bool post_norms = false;    // norms after the blocks' outputs instead of before (Olmo2)
   bool fused_projections = false;  // qkv_proj and gate_up_proj in the checkpoint (Phi3)
   bool gemma = false;  // sandwich norms, (1 + w) norms, GeGLU, scaled embeddings (Gemma 2/3)
+  bool moe = false;    // mixture-of-experts layers (read_moe_config)
 };
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", false, false, 0},
@@ -69,6 +70,23 @@ constexpr Family kFamilies[] = {
     {"SmolLM3ForCausalLM", "smollm3", false, false, 0},
     {"Gemma2ForCausalLM", "gemma2", false, false, 256, false, false, false, true},
     {"Gemma3ForCausalLM", "gemma3_text", false, true, 256, false, false, false, true},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", true, false, 0, false, false, false, false, true},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", false, true, 0, false, false, false, false, true},
+    {"MixtralForCausalLM", "mixtral", false, false, 0, false, false, false, false, true},
+};
+
+// Architectures people ask for that need what the forward pass does not have: the start-up
+// error says what.
+constexpr std::pair<const char*, const char*> kUnsupportedMoe[] = {
+    {"DeepseekV2ForCausalLM", "DeepSeek's grouped top-k routing (n_group, topk_group) and "
+                              "multi-head latent attention (MLA, kv_lora_rank)"},
+    {"DeepseekV3ForCausalLM", "DeepSeek's grouped top-k routing (n_group, topk_group), its "
+                              "expert score-correction bias and multi-head latent attention "
+                              "(MLA, kv_lora_rank)"},
+    {"Glm4MoeForCausalLM", "routing with an expert score-correction bias (e_score_correction_bias)"},
+    {"GptOssForCausalLM", "expert biases, clamped SwiGLU and attention sinks"},
+    {"Qwen3NextForCausalLM", "linear-attention (Gated DeltaNet) layers"},
+    {"Llama4ForCausalLM", "sigmoid top-1 routing and chunked attention"},
 };
 
 void set_family(ModelConfig& c, const Family& f) {
@@ -95,6 +113,12 @@ const Family& find_family(const json& j, const std::string& path) {
       for (const auto& name : a)
         for (const Family& f : kFamilies)
           if (name.is_string() && names_family(name.get<std::string>(), f)) return f;
+    if (a.is_array())
+      for (const auto& name : a)
+        for (const auto& [arch, what] : kUnsupportedMoe)
+          if (name == arch)
+            FS_THROW(path, ": architecture ", arch, " is not supported: ", what, " (supported: ",
+                     supported_architectures(), ")");
     FS_THROW(path, ": unsupported architecture ", a.dump(), " (supported: ",
              supported_architectures(), ")");
   }
@@ -244,6 +268,64 @@ void read_family_fields(const json& j, const Family& f, ModelConfig& c, const st
   }
 }
 
+// A setting of a mixture-of-experts config that the routing here does not implement: an error
+// naming it when the config sets it to anything but `off` (null counts as off).
+void refuse_moe_setting(const json& j, const char* key, const json& off, const char* what,
+                        const std::string& path) {
+  if (!j.contains(key) || j[key].is_null() || j[key] == off) return;
+  FS_THROW(path, ": ", key, " ", j[key].dump(), " is not supported (", what, "; flashserve's "
+           "experts route by softmax top-k alone)");
+}
+
+// The experts of Qwen2-MoE, Qwen3-MoE and Mixtral with their config classes' defaults; which
+// layers are sparse (Qwen: every decoder_sparse_step-th layer not in mlp_only_layers; Mixtral:
+// all); and errors for routing settings of other MoE families.
+void read_moe_config(const json& j, ModelConfig& c, const std::string& path) {
+  const std::string arch = c.architecture;
+  const bool mixtral = arch == "MixtralForCausalLM", qwen2 = arch == "Qwen2MoeForCausalLM";
+  MoeConfig& m = c.moe;
+  const int experts = mixtral ? 8 : qwen2 ? 60 : 128, top_k = mixtral ? 2 : qwen2 ? 4 : 8;
+  const int inter = qwen2 ? 1408 : 768, shared = 5632, step = 1;
+  m.num_experts = get_int(j, mixtral ? "num_local_experts" : "num_experts", path, &experts);
+  m.top_k = get_int(j, "num_experts_per_tok", path, &top_k);
+  m.intermediate = mixtral ? c.intermediate_size : get_int(j, "moe_intermediate_size", path, &inter);
+  m.renormalize = mixtral || get_bool(j, "norm_topk_prob", path);
+  const int zero = 0;
+  m.shared_intermediate = qwen2 ? get_int(j, "shared_expert_intermediate_size", path, &shared) : 0;
+  if (!qwen2 && get_int(j, "shared_expert_intermediate_size", path, &zero) > 0)
+    FS_THROW(path, ": shared_expert_intermediate_size is not supported for ", arch,
+             " (only Qwen2MoeForCausalLM has a shared expert)");
+  refuse_moe_setting(j, "router_jitter_noise", 0, "router jitter", path);
+  refuse_moe_setting(j, "n_group", 1, "DeepSeek's grouped routing", path);
+  refuse_moe_setting(j, "topk_group", 1, "DeepSeek's grouped routing", path);
+  refuse_moe_setting(j, "topk_method", "greedy", "routing other than greedy top-k", path);
+  refuse_moe_setting(j, "scoring_func", "softmax", "router scores other than softmax", path);
+  refuse_moe_setting(j, "routed_scaling_factor", 1, "a factor on the routed experts", path);
+  refuse_moe_setting(j, "n_shared_experts", 0, "shared experts other than Qwen2-MoE's", path);
+  refuse_moe_setting(j, "first_k_dense_replace", 0, "DeepSeek's dense first layers", path);
+  refuse_moe_setting(j, "kv_lora_rank", 0, "multi-head latent attention (MLA)", path);
+  refuse_moe_setting(j, "q_lora_rank", 0, "multi-head latent attention (MLA)", path);
+  refuse_moe_setting(j, "router_bias", false, "a bias on the router", path);
+  refuse_moe_setting(j, "moe_router_bias", false, "a bias on the router", path);
+  if (m.num_experts == 0) return;  // transformers builds dense MLPs everywhere
+  std::vector<int> dense;
+  if (!mixtral && j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+    if (!j["mlp_only_layers"].is_array()) FS_THROW(path, ": \"mlp_only_layers\" must be a list");
+    for (const json& v : j["mlp_only_layers"]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers)
+        FS_THROW(path, ": \"mlp_only_layers\" entries must be layer numbers 0..",
+                 c.num_layers - 1, ", got ", v.dump());
+      dense.push_back(v.get<int>());
+    }
+  }
+  const int every = mixtral ? 1 : get_int(j, "decoder_sparse_step", path, &step);
+  if (every < 1) FS_THROW(path, ": \"decoder_sparse_step\" must be >= 1, got ", every);
+  m.sparse_layers.assign(size_t(c.num_layers), 0);
+  for (int i = 0; i < c.num_layers; ++i)
+    m.sparse_layers[size_t(i)] =
+        std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % every == 0;
+}
+
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& path) {
@@ -292,6 +374,8 @@ ModelConfig read_hf_config(const std::string& path) {
   validate_config(c, path);  // and those lists
   check_unsupported(j, family, c, path);
   c.quant_method = read_quantization(j, path, &c.quant);
+  if (family.moe) read_moe_config(j, c, path);
+  validate_config(c, path);  // and the experts
   if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
     FS_THROW(path, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
              c.num_q_heads, " and no head_dim is given");
@@ -311,6 +395,34 @@ void set_architecture(ModelConfig& c, const std::string& architecture) {
            supported_architectures(), ")");
 }
 
+namespace {
+// ModelConfig::moe as its family's config.json keys (the sparse layers as mlp_only_layers).
+void write_moe_config(const ModelConfig& c, json* out) {
+  json& j = *out;
+  const MoeConfig& m = c.moe;
+  j["num_experts_per_tok"] = m.top_k;
+  if (c.architecture == "MixtralForCausalLM") {
+    FS_CHECK(m.num_experts > 0 && m.intermediate == c.intermediate_size && m.renormalize &&
+                 m.shared_intermediate == 0 &&
+                 std::count(m.sparse_layers.begin(), m.sparse_layers.end(), 0) == 0,
+             "Mixtral's experts are every layer's MLP, of intermediate_size, renormalized");
+    j["num_local_experts"] = m.num_experts;
+    j["router_jitter_noise"] = 0.0;
+    return;
+  }
+  j["num_experts"] = m.num_experts;
+  j["moe_intermediate_size"] = m.intermediate;
+  j["norm_topk_prob"] = m.renormalize;
+  j["decoder_sparse_step"] = 1;
+  std::vector<int> dense;
+  for (int i = 0; i < c.num_layers; ++i)
+    if (!m.sparse(i)) dense.push_back(i);
+  j["mlp_only_layers"] = dense;
+  if (c.architecture == "Qwen2MoeForCausalLM")
+    j["shared_expert_intermediate_size"] = m.shared_intermediate;
+}
+}  // namespace
+
 std::string hf_config_json(const ModelConfig& c) {
   const Family* family = nullptr;
   for (const Family& f : kFamilies)
@@ -324,6 +436,7 @@ std::string hf_config_json(const ModelConfig& c) {
                flags.norm_weight_plus_one == c.norm_weight_plus_one &&
                flags.scale_embeddings == c.scale_embeddings,
            "no supported architecture '", c.architecture, "' with these family flags");
+  FS_CHECK(family->moe || c.moe.num_experts == 0, c.architecture, " has no experts");
   json j = {{"architectures", {c.architecture}},
             {"model_type", family->model_type},
             {"hidden_act", c.gelu_mlp ? "gelu_pytorch_tanh" : "silu"},
@@ -359,6 +472,7 @@ std::string hf_config_json(const ModelConfig& c) {
     j["use_sliding_window"] = false;
   }
   if (c.gelu_mlp) j["hidden_activation"] = "gelu_pytorch_tanh";
+  if (family->moe) write_moe_config(c, &j);
   if (c.architecture != "LlamaForCausalLM") j["sliding_window"] = nullptr;  // full attention
   write_attention_config(c, &j);
   if (c.quant_method == "fp8")  // the projections in F8_E4M3 with a weight_scale each; lm_head not

@@ -114,6 +114,11 @@ std::unique_ptr<ModelImpl> load_hf(const std::string& dir, ModelTask task) {
   const std::string where = fs::exists(single) ? "" : " in weight_map";
   const bool bare = !weight_map.count("model.embed_tokens.weight") &&
                     weight_map.count("embed_tokens.weight");
+  if (c.moe.num_experts > 0) {
+    std::vector<std::string> names;
+    for (const auto& [name, file] : weight_map) names.push_back(name);
+    check_moe_names(c, names, source);
+  }
   if (!c.tie_word_embeddings && !weight_map.count("lm_head.weight"))
     tie_missing_lm_head(&model->config_, task, dir, source);
 

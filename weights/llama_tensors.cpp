@@ -4,6 +4,7 @@
 #include "weights/llama_tensors.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -42,6 +43,22 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
     if (c.sandwich_norms) out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
     if (c.post_norms || c.sandwich_norms)
       out.push_back({p + "post_feedforward_layernorm.weight", {h}});
+    if (c.moe.sparse(i)) {
+      const int64_t e_inter = c.moe.intermediate, s_inter = c.moe.shared_intermediate;
+      out.push_back({moe_router_name(c, i), {c.moe.num_experts, h}});
+      for (int e = 0; e < c.moe.num_experts; ++e) {
+        out.push_back({moe_expert_name(c, i, e, ExpertProj::kGate), {e_inter, h}});
+        out.push_back({moe_expert_name(c, i, e, ExpertProj::kUp), {e_inter, h}});
+        out.push_back({moe_expert_name(c, i, e, ExpertProj::kDown), {h, e_inter}});
+      }
+      if (s_inter > 0) {
+        out.push_back({moe_shared_name(i, ExpertProj::kGate), {s_inter, h}});
+        out.push_back({moe_shared_name(i, ExpertProj::kUp), {s_inter, h}});
+        out.push_back({moe_shared_name(i, ExpertProj::kDown), {h, s_inter}});
+        out.push_back({moe_shared_gate_name(i), {1, h}});
+      }
+      continue;
+    }
     if (c.fused_projections) {
       out.push_back({p + "mlp.gate_up_proj.weight", {2 * inter, h}});
     } else {
@@ -53,6 +70,86 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
   out.push_back({"model.norm.weight", {h}});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}});
   return out;
+}
+
+namespace {
+bool mixtral_names(const ModelConfig& c) { return c.architecture == "MixtralForCausalLM"; }
+const char* qwen_proj(ExpertProj w) {
+  return w == ExpertProj::kGate ? "gate_proj" : w == ExpertProj::kUp ? "up_proj" : "down_proj";
+}
+}  // namespace
+
+std::string moe_router_name(const ModelConfig& c, int layer) {
+  return str_cat("model.layers.", layer, mixtral_names(c) ? ".block_sparse_moe" : ".mlp",
+                 ".gate.weight");
+}
+
+std::string moe_expert_name(const ModelConfig& c, int layer, int expert, ExpertProj which) {
+  if (mixtral_names(c)) {  // w1: gate, w3: up, w2: down
+    const char* w = which == ExpertProj::kGate ? "w1" : which == ExpertProj::kUp ? "w3" : "w2";
+    return str_cat("model.layers.", layer, ".block_sparse_moe.experts.", expert, ".", w, ".weight");
+  }
+  return str_cat("model.layers.", layer, ".mlp.experts.", expert, ".", qwen_proj(which), ".weight");
+}
+
+std::string moe_shared_name(int layer, ExpertProj which) {
+  return str_cat("model.layers.", layer, ".mlp.shared_expert.", qwen_proj(which), ".weight");
+}
+
+std::string moe_shared_gate_name(int layer) {
+  return str_cat("model.layers.", layer, ".mlp.shared_expert_gate.weight");
+}
+
+MoeTensor moe_tensor(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return {};
+  const bool qwen = name.find(".mlp.experts.") != std::string::npos;
+  const bool mixtral = name.find(".block_sparse_moe.experts.") != std::string::npos;
+  const bool shared = name.find(".mlp.shared_expert.") != std::string::npos;
+  for (ExpertProj w : {ExpertProj::kGate, ExpertProj::kUp, ExpertProj::kDown}) {
+    if ((qwen || shared) && name.ends_with(str_cat(".", qwen_proj(w), ".weight")))
+      return {shared ? MoeRole::kShared : MoeRole::kExpert, w};
+    const char* m = w == ExpertProj::kGate ? ".w1.weight" : w == ExpertProj::kUp ? ".w3.weight"
+                                                                                 : ".w2.weight";
+    if (mixtral && name.ends_with(m)) return {MoeRole::kExpert, w};
+  }
+  return {};
+}
+
+void check_moe_names(const ModelConfig& c, const std::vector<std::string>& names,
+                     const std::string& source) {
+  if (c.moe.num_experts == 0) return;
+  for (const std::string& name : names) {
+    const size_t at = name.find("layers.");
+    if (at == std::string::npos) continue;
+    const char* p = name.c_str() + at + 7;
+    char* end = nullptr;
+    const long layer = std::strtol(p, &end, 10);
+    if (end == p || *end != '.') continue;
+    const std::string rest = end + 1;  // "mlp.experts.3.up_proj.weight"
+    if (rest.ends_with("gate.e_score_correction_bias") || rest.ends_with("mlp.gate.bias") ||
+        rest.ends_with("block_sparse_moe.gate.bias"))
+      FS_THROW(source, ": tensor '", name, "': a router bias (expert score correction) is not "
+               "supported; flashserve's experts route by softmax top-k of the router logits alone");
+    const size_t e = rest.find("experts.");
+    const bool moe_block = rest.rfind("mlp.", 0) == 0 || rest.rfind("block_sparse_moe.", 0) == 0;
+    if (e == std::string::npos || !moe_block) continue;
+    const char* q = rest.c_str() + e + 8;
+    const long expert = std::strtol(q, &end, 10);
+    if (end == q || *end != '.')
+      FS_THROW(source, ": tensor '", name, "': experts stored fused (one tensor for every expert) "
+               "are not supported; save the checkpoint with one tensor per expert "
+               "(experts.{e}.gate_proj.weight, as transformers 4 does)");
+    if (rest.ends_with(".bias"))
+      FS_THROW(source, ": tensor '", name, "': expert biases are not supported");
+    if (layer >= c.num_layers) continue;  // an extra layer: ignored as other extra tensors are
+    if (!c.moe.sparse(int(layer)))
+      FS_THROW(source, ": tensor '", name, "': layer ", layer, " holds experts but config.json "
+               "makes it a dense MLP layer (mlp_only_layers, decoder_sparse_step)");
+    if (expert >= c.moe.num_experts)
+      FS_THROW(source, ": tensor '", name, "' is expert ", expert, " but config.json has ",
+               c.moe.num_experts, " experts (", c.architecture == "MixtralForCausalLM"
+               ? "num_local_experts" : "num_experts", ")");
+  }
 }
 
 void split_fused_projections(const ModelConfig& c, std::map<std::string, TensorView>* tensors) {
@@ -78,6 +175,32 @@ void split_fused_projections(const ModelConfig& c, std::map<std::string, TensorV
     part(gu, p + "mlp.up_proj.weight", inter, inter);
   }
 }
+
+namespace {
+void validate_moe(const ModelConfig& c, const std::string& source) {
+  const MoeConfig& m = c.moe;
+  if (m.num_experts == 0) {
+    if (!m.sparse_layers.empty()) FS_THROW(source, ": sparse layers without experts");
+    return;
+  }
+  // 4096 experts: far above any published model (Qwen3: 128, DeepSeek-V3: 256, Kimi K2: 384).
+  if (m.num_experts < 0 || m.num_experts > 4096)
+    FS_THROW(source, ": num_experts ", m.num_experts, " must be in 1..4096");
+  if (m.top_k < 1 || m.top_k > m.num_experts)
+    FS_THROW(source, ": num_experts_per_tok ", m.top_k, " must be in 1..num_experts (",
+             m.num_experts, ")");
+  if (m.intermediate <= 0 || m.intermediate > (1 << 22))
+    FS_THROW(source, ": moe_intermediate_size ", m.intermediate, " must be in 1..", 1 << 22);
+  if (m.shared_intermediate < 0 || m.shared_intermediate > (1 << 22))
+    FS_THROW(source, ": shared_expert_intermediate_size ", m.shared_intermediate,
+             " must be in 0..", 1 << 22);
+  if (int(m.sparse_layers.size()) != c.num_layers)
+    FS_THROW(source, ": ", m.sparse_layers.size(), " sparse-layer flags for ", c.num_layers,
+             " layers");
+  if (c.fused_projections || c.post_norms || c.sandwich_norms)
+    FS_THROW(source, ": experts are not supported for ", c.architecture);
+}
+}  // namespace
 
 void validate_config(const ModelConfig& c, const std::string& source) {
   auto positive = [&](int value, const char* name) {
@@ -130,6 +253,7 @@ void validate_config(const ModelConfig& c, const std::string& source) {
     FS_THROW(source, ": ", c.layer_windows.size(), " sliding windows for ", c.num_layers, " layers");
   for (int w : c.layer_windows)
     if (w < 0) FS_THROW(source, ": sliding_window must be positive, got ", w);
+  validate_moe(c, source);
   for (float v : {c.query_pre_attn_scalar, c.attn_logit_softcapping, c.final_logit_softcapping})
     if (!(v >= 0.f) || !std::isfinite(v))
       FS_THROW(source, ": query_pre_attn_scalar and the soft-caps must be positive numbers");

@@ -25,6 +25,15 @@
 //   model.layers.{i}.pre_feedforward_layernorm.weight, post_feedforward_layernorm.weight
 //     [hidden_size]  (sandwich_norms: Gemma 2/3, whose post_attention_layernorm norms the
 //     attention output and pre_feedforward_layernorm the MLP's input)
+//   mixture-of-experts layers (ModelConfig::moe.sparse_layers) hold, instead of mlp.*_proj,
+//   with E = num_experts, I = moe_intermediate_size, S = shared_expert_intermediate_size:
+//     Qwen2-MoE, Qwen3-MoE: model.layers.{i}.mlp.gate.weight [E, hidden_size] (the router)
+//       model.layers.{i}.mlp.experts.{e}.{gate,up}_proj.weight [I, hidden_size], down_proj [hidden_size, I]
+//       Qwen2-MoE also model.layers.{i}.mlp.shared_expert.{gate,up}_proj.weight [S, hidden_size],
+//       down_proj [hidden_size, S] and mlp.shared_expert_gate.weight [1, hidden_size]
+//     Mixtral: model.layers.{i}.block_sparse_moe.gate.weight [E, hidden_size] (the router)
+//       model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight (gate), w3 (up) [I, hidden_size],
+//       w2 (down) [hidden_size, I]
 // RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
 // llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
 // q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
@@ -66,6 +75,21 @@ struct GenerationDefaults {
   std::optional<float> top_p;
   std::optional<int> top_k;
   std::optional<float> repetition_penalty;
+};
+
+// A mixture-of-experts model's routing and expert sizes (ModelConfig::moe).
+struct MoeConfig {
+  int num_experts = 0;        // routed experts in each sparse layer; 0: no sparse layers
+  int top_k = 0;              // num_experts_per_tok
+  int intermediate = 0;       // each expert's intermediate size (moe_intermediate_size)
+  bool renormalize = false;   // norm_topk_prob: the k weights divided by their sum (Mixtral: always)
+  int shared_intermediate = 0;  // Qwen2-MoE's gated shared expert (0: none)
+  // Per layer: 1 = a sparse (MoE) layer, 0 = a dense MLP of intermediate_size (Qwen's
+  // mlp_only_layers and decoder_sparse_step). Empty exactly when num_experts is 0.
+  std::vector<int> sparse_layers;
+  bool sparse(int layer) const {
+    return layer >= 0 && size_t(layer) < sparse_layers.size() && sparse_layers[size_t(layer)];
+  }
 };
 
 // The Llama family's members differ only in what these flags say (docs/ARCHITECTURE.md, "Model
@@ -120,6 +144,12 @@ struct ModelConfig {
   std::vector<int> eos_token_ids = {2};
   bool eos_from_config = false;  // a config file (or the checkpoint format) fixed eos_token_ids
   GenerationDefaults generation;
+  // Mixture of experts (docs/MODELS.md, "Mixture of experts"): the sparse layers' MLP is a
+  // router (logits over num_experts), the top_k experts per token by softmax probability
+  // (divided by their sum with norm_topk_prob), and the weighted sum of those experts' SwiGLU
+  // MLPs of moe_intermediate_size; Qwen2-MoE adds a shared expert of
+  // shared_expert_intermediate_size scaled by sigmoid(its gate). num_experts 0: a dense model.
+  MoeConfig moe;
   // "" for plain f32/f16/bf16 weights; "fp8" when the layers' projections are FP8 E4M3
   // (config.json's quantization_config, or quantized at load: LoadOptions); "gptq", "awq" or
   // "compressed-tensors" for int4 checkpoints (docs/QUANTIZATION.md).

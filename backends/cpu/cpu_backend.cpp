@@ -2,7 +2,8 @@
 // and int4 weights dequantized: the reference the CUDA kernels are checked against, docs/FP8.md,
 // docs/QUANTIZATION.md).
 // Matmul is split over output columns (weight rows) across a small thread pool, attention over
-// ranges of query rows; each output element is computed by the same code whatever the split, so results
+// ranges of query rows, a mixture of experts over token rows; each output element
+// is computed by the same code whatever the split, so results
 // do not depend on the thread count, the batch or the chunking. Attention is ref::paged_attention.
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/argmax_ref.h"
 #include "kernels/cpu/elementwise_ref.h"
 #include "kernels/cpu/embedding_gather_ref.h"
+#include "kernels/cpu/moe_ref.h"
 #include "kernels/cpu/norms_ref.h"
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cpu/rope_kv_write_ref.h"
@@ -313,6 +315,55 @@ class CpuBackend final : public Backend {
   }
 
   void scale(Tensor x, float factor) override { ref::scale(x.as<float>(), factor, x.numel()); }
+
+  // Mixture of experts: kernels/cpu/moe_ref.h, rows split over the workers (each row's result
+  // is the same whatever the split). The experts are the default load_moe_experts' f32 weights.
+  void moe_route(Tensor expert_ids, Tensor weights, const Tensor& logits, int top_k,
+                 bool renormalize) override {
+    const int64_t n = logits.dim(0), experts = logits.dim(1);
+    FS_CHECK(logits.dtype == DType::kF32 && expert_ids.dtype == DType::kI32 &&
+                 weights.dtype == DType::kF32 && expert_ids.numel() == n * top_k &&
+                 weights.numel() == n * top_k,
+             "moe_route: ", n, " rows of ", experts, " f32 logits, top_k ", top_k, ": ids ",
+             expert_ids.numel(), " weights ", weights.numel());
+    ref::moe_route(expert_ids.as<int32_t>(), weights.as<float>(), logits.as<float>(), n,
+                   int(experts), top_k, renormalize);
+  }
+
+  void moe_experts(Tensor out, const Tensor& x, const Tensor& expert_ids, const Tensor& weights,
+                   const MoeExperts& e) override {
+    const int64_t n = x.dim(0), hidden = e.hidden, inter = e.intermediate;
+    const int top_k = int(expert_ids.numel() / std::max<int64_t>(n, 1));
+    FS_CHECK(x.numel() == n * hidden && out.numel() == n * hidden &&
+                 expert_ids.numel() == n * top_k && weights.numel() == n * top_k &&
+                 int(e.gate_up.size()) == e.num_experts && int(e.down.size()) == e.num_experts,
+             "moe_experts: x ", x.numel(), " out ", out.numel(), " for ", n, " rows of ", hidden,
+             "; ", e.num_experts, " experts");
+    std::vector<const float*> gate_up, down;
+    for (int i = 0; i < e.num_experts; ++i) {
+      FS_CHECK(e.gate_up[i].dtype == DType::kF32 && e.down[i].dtype == DType::kF32 &&
+                   e.gate_up[i].numel() == 2 * inter * hidden && e.down[i].numel() == hidden * inter,
+               "moe_experts: expert ", i, " is not f32 [", 2 * inter, ", ", hidden, "] / [", hidden,
+               ", ", inter, "]");
+      gate_up.push_back(e.gate_up[i].as<float>());
+      down.push_back(e.down[i].as<float>());
+    }
+    const int chunks = int(std::min<int64_t>(n, pool_.size()));
+    pool_.run(chunks, [&](int c) {
+      const int64_t r0 = n * c / chunks, r1 = n * (c + 1) / chunks;
+      ref::moe_experts(out.as<float>() + r0 * hidden, x.as<float>() + r0 * hidden,
+                       expert_ids.as<int32_t>() + r0 * top_k, weights.as<float>() + r0 * top_k,
+                       gate_up, down, r1 - r0, top_k, hidden, inter);
+    });
+  }
+
+  void add_sigmoid_gated(Tensor out, const Tensor& y, const Tensor& gate_logit) override {
+    const int64_t n = gate_logit.numel(), hidden = out.numel() / std::max<int64_t>(n, 1);
+    FS_CHECK(gate_logit.dtype == DType::kF32 && y.numel() == out.numel() &&
+                 out.numel() == n * hidden,
+             "add_sigmoid_gated: out ", out.numel(), " y ", y.numel(), " gate ", n);
+    ref::add_sigmoid_gated(out.as<float>(), y.as<float>(), gate_logit.as<float>(), n, hidden);
+  }
 
   void softcap(Tensor x, float cap) override {
     FS_CHECK(cap > 0.f, "softcap: cap ", cap, " must be positive");

@@ -18,6 +18,7 @@
 
 #include "model/model_runner.h"
 #include "tests/model/model_test_util.h"
+#include "tests/model/numpy_reference.h"
 #include "weights/attention_config.h"
 #include "weights/hf_config.h"
 
@@ -28,35 +29,6 @@ namespace {
 // errors are ~1e-6 of the largest logit; 2e-5 leaves room while catching any real mistake
 // (a wrong RoPE pairing or scaling band moves logits by > 1e-2 relative).
 constexpr double kTol = 2e-5;
-
-bool have_numpy() {
-  return std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") == 0;
-}
-
-// The numpy reference's command line for `model` and prompt `ids`, before its output options.
-std::string reference_command(const std::string& model, const std::vector<int32_t>& ids) {
-  std::string list;
-  for (int32_t t : ids) {
-    if (!list.empty()) list += ',';
-    list += std::to_string(t);
-  }
-  return "/usr/bin/python3 " + std::string(FS_SOURCE_DIR) + "/tools/llama_reference.py --model '" +
-         model + "' --prompt-ids " + list;
-}
-
-// Logits [num_tokens, vocab] from the numpy reference, or empty on failure.
-std::vector<float> numpy_logits(const std::string& model, const std::vector<int32_t>& ids,
-                                const std::string& out_file) {
-  const std::string cmd = reference_command(model, ids) + " --dump-logits '" + out_file + "'";
-  if (std::system(cmd.c_str()) != 0) {
-    ADD_FAILURE() << "reference failed: " << cmd;
-    return {};
-  }
-  std::ifstream in(out_file, std::ios::binary);
-  std::vector<double> d;
-  for (double x; in.read(reinterpret_cast<char*>(&x), sizeof x);) d.push_back(x);
-  return std::vector<float>(d.begin(), d.end());
-}
 
 struct Case {
   RandomModelShape model;

@@ -92,7 +92,8 @@ TEST_F(BadModelFiles, BadConfigJson) {
   EXPECT_MSG(error(), cfg + ": unsupported architecture [\"GemmaForCausalLM\"] (supported: "
                             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                             "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
-                            "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)");
+                            "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+                            "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gpt2";
   test::write_text(cfg, j.dump());

@@ -260,12 +260,20 @@ TEST(ModelFamilies, ModelTypeAloneAndDefaults) {
 
 TEST(ModelFamilies, UnsupportedArchitecturesAreNamed) {
   json j = published("qwen2.5-0.5b-instruct");
-  j["architectures"] = {"Qwen2MoeForCausalLM"};
-  EXPECT_MSG(config_error(j), ": unsupported architecture [\"Qwen2MoeForCausalLM\"] (supported: "
+  j["architectures"] = {"DbrxForCausalLM"};
+  EXPECT_MSG(config_error(j), ": unsupported architecture [\"DbrxForCausalLM\"] (supported: "
                               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                               "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
                               "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, "
-                              "Gemma3ForCausalLM)");
+                              "Gemma3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+                              "MixtralForCausalLM)");
+  // Mixtures of experts whose routing or attention the forward pass lacks: the error says which.
+  j["architectures"] = {"DeepseekV3ForCausalLM"};
+  EXPECT_MSG(config_error(j), ": architecture DeepseekV3ForCausalLM is not supported: DeepSeek's "
+                              "grouped top-k routing (n_group, topk_group), its expert "
+                              "score-correction bias and multi-head latent attention");
+  j["architectures"] = {"DeepseekV2ForCausalLM"};
+  EXPECT_MSG(config_error(j), "multi-head latent attention (MLA, kv_lora_rank)");
   j.erase("architectures");
   j["model_type"] = "gemma";
   EXPECT_MSG(config_error(j), "model_type \"gemma\" is none of the supported ones");
