@@ -1,4 +1,4 @@
-// flashserve-random-model: writes a random-weight Llama folder (config.json + safetensors) of a
+// flashserve-random-model: writes a random-weight Llama-family folder (config.json + safetensors) of a
 // real model's shape, for benchmarks and for comparisons with HF transformers on the GPU machine.
 //   flashserve-random-model --out DIR [--preset NAME] [--dtype bf16] [--seed 1] [--shards 1]
 //                           [--scale 0.02] [--tokenizer FILE] [--config-only 1] [--layers N]
@@ -7,7 +7,8 @@
 // projections F8_E4M3 with a weight_scale each (per output channel, or per tensor), the rest bf16.
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b,
-// olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b (see preset()).
+// olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b, and the mixtures of experts
+// qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b (see preset()).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,7 +26,7 @@ namespace {
 constexpr const char* kPresets =
     "tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
     "mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b, olmo-2-1b, smollm3-3b, "
-    "qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b";
+    "qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b, qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b";
 
 flashserve::ModelConfig preset(const std::string& name) {
   flashserve::ModelConfig c;
@@ -135,6 +136,30 @@ flashserve::ModelConfig preset(const std::string& name) {
     c.eos_token_ids = {1};
     c.rope_theta = 1e6f, c.rope_local_theta = 1e4f, c.query_pre_attn_scalar = 256.f;
     set_sliding_layers(c, 512, 6);
+  } else if (name == "qwen3-30b-a3b") {
+    // Qwen3-30B-A3B's shape: 128 experts of 768 columns, top 8 renormalised, every layer
+    // sparse, q/k norms, head_dim 128 over hidden 2048; vocab 32000 (not 151936) and 8192
+    // positions (not 40960), as qwen3-0.6b.
+    set(2048, 6144, 48, 32, 4, 128, 32000, 8192);
+    set_architecture(c, "Qwen3MoeForCausalLM");
+    c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f;
+    c.moe = {.num_experts = 128, .top_k = 8, .intermediate = 768, .renormalize = true,
+             .shared_intermediate = 0, .sparse_layers = std::vector<int>(48, 1)};
+  } else if (name == "mixtral-8x7b") {
+    // Mixtral-8x7B's shape: 8 experts of 14336 columns, top 2, no sliding window.
+    set(4096, 14336, 32, 32, 8, 128, 32000, 8192);
+    set_architecture(c, "MixtralForCausalLM");
+    c.rope_theta = 1e6f;
+    c.moe = {.num_experts = 8, .top_k = 2, .intermediate = 14336, .renormalize = true,
+             .shared_intermediate = 0, .sparse_layers = std::vector<int>(32, 1)};
+  } else if (name == "qwen1.5-moe-a2.7b") {
+    // Qwen1.5-MoE-A2.7B's shape: 60 experts of 1408 columns, top 4 not renormalised, a shared
+    // expert of 5632 with its sigmoid gate, q/k/v biases; vocab 32000 (not 151936).
+    set(2048, 5632, 24, 16, 16, 128, 32000, 8192);
+    set_architecture(c, "Qwen2MoeForCausalLM");
+    c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f;
+    c.moe = {.num_experts = 60, .top_k = 4, .intermediate = 1408, .renormalize = false,
+             .shared_intermediate = 5632, .sparse_layers = std::vector<int>(24, 1)};
   } else {
     FS_THROW("unknown preset '", name, "' (", kPresets, ")");
   }
@@ -196,12 +221,14 @@ int main(int argc, char** argv) {
                                                               : flashserve::Fp8Layout::kPerChannel;
     flashserve::ModelConfig config = preset(preset_name);
     if (layers > 0) {  // the per-layer lists keep their pattern
-      for (std::vector<int>* list : {&config.rope_layers, &config.layer_windows})
+      for (std::vector<int>* list :
+           {&config.rope_layers, &config.layer_windows, &config.moe.sparse_layers})
         for (size_t i = list->size(); !list->empty() && i < size_t(layers); ++i)
           list->push_back((*list)[i % size_t(config.num_layers)]);
       config.num_layers = layers;
       if (!config.rope_layers.empty()) config.rope_layers.resize(size_t(layers));
       if (!config.layer_windows.empty()) config.layer_windows.resize(size_t(layers));
+      if (!config.moe.sparse_layers.empty()) config.moe.sparse_layers.resize(size_t(layers));
     }
     if (vocab_size > 0) config.vocab_size = vocab_size;
     if (config_only) {

@@ -155,5 +155,41 @@ TEST(ReductionOrder, PairwiseComposesWithRankLocalSums) {
   EXPECT_GT(linear_differs, 0) << "the inputs should tell the orders apart";
 }
 
+// A mixture of experts: every expert's gate/up rows and down columns of the rank's slice of
+// moe_intermediate_size (the shared expert's of its own size); routers and the shared expert's
+// gate whole; sizes that do not divide are start-up errors naming them.
+TEST(ShardPlan, ExpertsSplitTheirIntermediateColumns) {
+  ModelConfig c = config(64, 128, 4, 2, 16, 256);
+  c.architecture = "Qwen2MoeForCausalLM";
+  c.moe = {.num_experts = 4, .top_k = 2, .intermediate = 96, .renormalize = false,
+           .shared_intermediate = 64, .sparse_layers = {1, 1}};
+  const ShardPlan p = make_shard_plan(c, 2, 1);
+  using K = WeightSplit::Kind;
+  auto expect = [&](const std::string& name, K kind, int64_t begin, int64_t count) {
+    const WeightSplit s = weight_split(p, c, name);
+    EXPECT_EQ(int(s.kind), int(kind)) << name;
+    EXPECT_EQ(s.begin, begin) << name;
+    EXPECT_EQ(s.count, count) << name;
+  };
+  expect("model.layers.1.mlp.experts.3.gate_proj.weight", K::kRows, 48, 48);
+  expect("model.layers.1.mlp.experts.3.up_proj.weight", K::kRows, 48, 48);
+  expect("model.layers.1.mlp.experts.0.down_proj.weight", K::kColumns, 48, 48);
+  expect("model.layers.0.mlp.shared_expert.up_proj.weight", K::kRows, 32, 32);
+  expect("model.layers.0.mlp.shared_expert.down_proj.weight", K::kColumns, 32, 32);
+  expect("model.layers.0.mlp.gate.weight", K::kWhole, 0, 0);
+  expect("model.layers.0.mlp.shared_expert_gate.weight", K::kWhole, 0, 0);
+  expect("model.layers.0.block_sparse_moe.experts.2.w1.weight", K::kRows, 48, 48);
+  expect("model.layers.0.block_sparse_moe.experts.2.w3.weight", K::kRows, 48, 48);
+  expect("model.layers.0.block_sparse_moe.experts.2.w2.weight", K::kColumns, 48, 48);
+  EXPECT_EQ(error_of(c, 4), "");
+  c.moe.intermediate = 90;
+  EXPECT_NE(error_of(c, 4).find("does not divide the model's moe_intermediate_size 90"),
+            std::string::npos) << error_of(c, 4);
+  c.moe.intermediate = 96;
+  c.moe.shared_intermediate = 42;
+  EXPECT_NE(error_of(c, 4).find("shared_expert_intermediate_size 42"), std::string::npos)
+      << error_of(c, 4);
+}
+
 }  // namespace
 }  // namespace flashserve
