@@ -3,7 +3,8 @@
 
 For each shape: build a seeded random-weight model in bf16 (tools/hf_models.py: LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
-Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM, by the shape's
+Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, or the mixtures of
+experts Qwen3MoeForCausalLM, MixtralForCausalLM and Qwen2MoeForCausalLM, by the shape's
 architecture),
 save_pretrained it (safetensors) with the Llama 2 tokenizer.model beside it, run flashserve's
 `flashserve-logits` on the saved folder, and compare with transformers run in bf16 and in fp32
@@ -197,7 +198,7 @@ def compare_shape(a, shape, prompts, out_f, logdir):
         f"({sum(p.numel() for p in model.parameters()) / 1e9:.3f} B parameters)")
     t0 = time.time()
     shutil.rmtree(model_dir, ignore_errors=True)
-    model.save_pretrained(model_dir)
+    hf_models.save_model(model, model_dir)  # save_pretrained; experts one tensor each
     if a.tokenizer and os.path.exists(a.tokenizer):  # token ids only here; the server needs it
         shutil.copy(a.tokenizer, os.path.join(model_dir, "tokenizer.model"))
     else:

@@ -1,6 +1,7 @@
 """Random-weight Hugging Face models of the Llama family (LlamaForCausalLM, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM,
-SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM) of named real shapes, shared by
+SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, and the mixtures of experts
+Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM) of named real shapes, shared by
 tools/hf_compare.py and bench/hf_generate_baseline.py (GPU machine: torch + transformers; no model
 files needed).
 
@@ -30,7 +31,9 @@ CLASSES = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConf
            "Qwen2ForCausalLM": "Qwen2Config", "Qwen3ForCausalLM": "Qwen3Config",
            "Phi3ForCausalLM": "Phi3Config", "GraniteForCausalLM": "GraniteConfig",
            "Olmo2ForCausalLM": "Olmo2Config", "SmolLM3ForCausalLM": "SmolLM3Config",
-           "Gemma2ForCausalLM": "Gemma2Config", "Gemma3ForCausalLM": "Gemma3TextConfig"}
+           "Gemma2ForCausalLM": "Gemma2Config", "Gemma3ForCausalLM": "Gemma3TextConfig",
+           "Qwen3MoeForCausalLM": "Qwen3MoeConfig", "MixtralForCausalLM": "MixtralConfig",
+           "Qwen2MoeForCausalLM": "Qwen2MoeConfig"}
 
 # name -> config fields (rms_norm_eps 1e-5 and rope_theta 10000 unless given; architecture
 # LlamaForCausalLM unless given). Vocabularies are 32000 (the Llama 2 tokenizer's) and contexts
@@ -129,7 +132,36 @@ SHAPES = {
                             rope_theta=1000000.0, rms_norm_eps=1e-6, use_sliding_window=False,
                             rope_scaling=dict(rope_type="yarn", factor=4.0,
                                               original_max_position_embeddings=2048)),
+    # Mixtures of experts, layer-reduced (every layer has the published shape; "-4l": 4 layers).
+    # Qwen3-30B-A3B: 128 experts of 768 columns, top 8 renormalised, q/k norms.
+    "qwen3-30b-a3b-4l": dict(architecture="Qwen3MoeForCausalLM", hidden_size=2048,
+                             intermediate_size=6144, num_hidden_layers=4, num_attention_heads=32,
+                             num_key_value_heads=4, head_dim=128, vocab_size=32000,
+                             max_position_embeddings=8192, rope_theta=1000000.0,
+                             rms_norm_eps=1e-6, num_experts=128, num_experts_per_tok=8,
+                             moe_intermediate_size=768, norm_topk_prob=True,
+                             decoder_sparse_step=1, mlp_only_layers=[], use_sliding_window=False,
+                             attention_bias=False),
+    # Mixtral-8x7B: 8 experts of 14336 columns, top 2, no sliding window.
+    "mixtral-8x7b-2l": dict(architecture="MixtralForCausalLM", hidden_size=4096,
+                            intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
+                            num_key_value_heads=8, head_dim=128, vocab_size=32000,
+                            max_position_embeddings=8192, rope_theta=1000000.0,
+                            num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
+                            router_jitter_noise=0.0),
+    # Qwen1.5-MoE-A2.7B: 60 experts of 1408 columns, top 4 not renormalised, a shared expert of
+    # 5632 with its sigmoid gate, q/k/v biases.
+    "qwen1.5-moe-a2.7b-4l": dict(architecture="Qwen2MoeForCausalLM", hidden_size=2048,
+                                 intermediate_size=5632, num_hidden_layers=4,
+                                 num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                                 max_position_embeddings=8192, rope_theta=1000000.0,
+                                 rms_norm_eps=1e-6, num_experts=60, num_experts_per_tok=4,
+                                 moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                                 norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+                                 use_sliding_window=False),
 }
+
+MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM")
 
 
 def architecture(name, config_json=None):
@@ -226,6 +258,58 @@ def pin_long_rope(model):
     rotary.long_inv_freq = long_inv_freq
     rotary.original_inv_freq = long_inv_freq
     rotary.register_buffer("inv_freq", long_inv_freq, persistent=False)
+
+
+def save_model(model, folder):
+    """save_pretrained, except for mixtures of experts: their config by save_pretrained and their
+    weights written here, one tensor per expert under the names flashserve reads
+    (experts.{e}.gate_proj/up_proj/down_proj; Mixtral's block_sparse_moe.experts.{e}.w1/w3/w2),
+    whatever layout this transformers version keeps them in (versions 5 and later hold each
+    layer's experts fused: gate_up_proj [experts, 2 * inter, hidden], down_proj [experts,
+    hidden, inter], and may name Mixtral's block mlp)."""
+    import os
+    import re
+
+    from safetensors.torch import save_file
+
+    arch = model.config.architectures[0] if model.config.architectures else type(model).__name__
+    if arch not in MOE_ARCHITECTURES:
+        model.save_pretrained(folder)
+        return
+    os.makedirs(folder, exist_ok=True)
+    model.config.save_pretrained(folder)
+    mixtral = arch == "MixtralForCausalLM"
+    block = "block_sparse_moe" if mixtral else "mlp"
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    hidden = model.config.hidden_size
+    out = {}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight" and model.config.tie_word_embeddings:
+            continue
+        m = re.match(r"(model\.layers\.\d+)\.(?:mlp|block_sparse_moe)\.(.+)$", name)
+        if not m:
+            out[name] = t
+            continue
+        layer, rest = m.groups()
+        base = f"{layer}.{block}."
+        fused = re.match(r"experts\.(gate_up_proj|gate_proj|up_proj|down_proj|w1|w2|w3)$", rest)
+        if not fused:  # per-expert tensors, the router, the shared expert and its gate
+            out[base + rest] = t
+            continue
+        kind = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}.get(fused.group(1),
+                                                                           fused.group(1))
+        for e in range(t.shape[0]):
+            w = t[e]
+            down = kind == "down_proj"
+            if (w.shape[0] != hidden) if down else (w.shape[1] != hidden):  # stored transposed
+                w = w.t()
+            parts = ([("gate_proj", w[:w.shape[0] // 2]), ("up_proj", w[w.shape[0] // 2:])]
+                     if kind == "gate_up_proj" else [(kind, w)])
+            for k, v in parts:
+                out[f"{base}experts.{e}.{names[('gate_proj', 'up_proj', 'down_proj').index(k)]}"
+                    ".weight"] = v
+    save_file({k: v.detach().contiguous() for k, v in out.items()},
+              os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
 
 
 def gpu_name():

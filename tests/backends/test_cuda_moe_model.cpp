@@ -1,0 +1,115 @@
+// Mixture-of-experts models through the CUDA backend (its MoE ops: docs/MOE_KERNELS.md) against
+// the CPU backend (kernels/cpu/moe_ref.h over f32 weights): the random Qwen3-MoE, Mixtral and
+// Qwen2-MoE models of tests/model/moe_test_util.h in bf16, with --quantize fp8, as an FP8
+// per-channel checkpoint, and as GPTQ int4 (act-order) and block-wise FP8 checkpoints written
+// by tools/quantize_checkpoint.py (those two skipped without a python3 that has numpy). Every
+// position's logits from a whole prefill of 40 rows (the grouped path), and from decode steps
+// of 1, 12 and 64 sequences in lockstep, replayed under CUDA graphs (the decode path, with
+// experts that no token of the step chose). Tolerance as test_cuda_quantized_model.cpp's: bf16
+// activations against fp32 give NMSE ~1e-5, a wrong expert or weight ~1e-1; the bound is 1e-3.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "model/model_runner.h"
+#include "tests/model/model_test_util.h"
+#include "tests/model/moe_test_util.h"
+
+namespace flashserve::test {
+namespace {
+
+constexpr double kTol = 1e-3;
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Every position's logits of each sequence, one token a step with all sequences together
+// (decode steps: replayed under CUDA graphs after the first of each batch size).
+std::vector<std::vector<float>> decode_logits(const LoadedModel& m,
+                                              const std::vector<std::vector<int32_t>>& ids) {
+  ModelRunnerOptions o;
+  o.backend = "cuda";
+  o.kv_cache_tokens = 8192;
+  auto r = ModelRunner::create(m, o);
+  BlockPool pool(r->num_kv_blocks(), 5);
+  std::vector<TestSeq> seqs(ids.size());
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i].tokens = ids[i];
+  const size_t vocab = size_t(m.config().vocab_size);
+  std::vector<std::vector<float>> out(seqs.size());
+  std::vector<float> logits;
+  for (size_t t = 0; t < ids[0].size(); ++t) {
+    StepPlan b;
+    for (TestSeq& s : seqs) b.chunks.push_back(s.chunk(1, r->block_size(), pool, LogitsWanted::kLast));
+    logits.clear();
+    r->step(b, &logits);
+    for (size_t i = 0; i < seqs.size(); ++i)
+      out[i].insert(out[i].end(), logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
+  }
+  return out;
+}
+
+void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what) {
+  const int vocab = m.config().vocab_size;
+  const std::vector<int32_t> ids = random_tokens(40, vocab, 8);
+  ModelRunnerOptions o;
+  o.backend = "cuda";
+  const std::vector<float> cpu = all_logits(m, ids);
+  const double prefill = nmse(prefill_logits(m, ids, o), cpu);
+  std::printf("%s: prefill of 40 rows NMSE %.3e\n", what.c_str(), prefill);
+  EXPECT_LT(prefill, kTol) << what;
+  for (int batch : {1, 12, 64}) {
+    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(batch));
+    for (int i = 0; i < batch; ++i) seqs[size_t(i)] = random_tokens(16, vocab, 200 + i);
+    const std::vector<std::vector<float>> got = decode_logits(m, seqs);
+    double worst = 0;
+    for (int i = 0; i < batch; i += batch > 12 ? 7 : 1)  // a sample of the 64
+      worst = std::max(worst, nmse(got[size_t(i)], all_logits(m, seqs[size_t(i)])));
+    std::printf("%s: decode of %d sequences, worst NMSE %.3e\n", what.c_str(), batch, worst);
+    EXPECT_LT(worst, kTol) << what << ", " << batch << " sequences";
+  }
+}
+
+class CudaMoe : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(CudaMoe, Bf16AndFp8MatchCpu) {
+  const ModelConfig c = GetParam().config();
+  const std::string bf16 = fresh_dir("bf16"), fp8 = fresh_dir("fp8");
+  write_random_hf_model(bf16, c, 31, DType::kBF16, 1, 0.08f);
+  write_random_hf_model(fp8, c, 31, DType::kF32, 1, 0.08f, Fp8Layout::kPerChannel);
+  expect_cuda_matches_cpu(*load_model(bf16), std::string(GetParam().name) + " bf16");
+  expect_cuda_matches_cpu(*load_model(bf16, LoadOptions{.quantize = Quantize::kFp8,
+                                                        .fp8_in_backend = true}),
+                          std::string(GetParam().name) + " --quantize fp8");
+  expect_cuda_matches_cpu(*load_model(fp8), std::string(GetParam().name) + " FP8 checkpoint");
+}
+
+TEST_P(CudaMoe, QuantizedCheckpointsMatchCpu) {
+  if (std::system("python3 -c 'import numpy' > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no python3 with numpy for tools/quantize_checkpoint.py";
+  const std::string src = fresh_dir("src");
+  write_random_hf_model(src, GetParam().config(), 32, DType::kF32, 1, 0.08f);
+  for (const char* args : {"--format gptq --group-size 32 --asym --act-order",
+                           "--format block-fp8 --block-size 32"}) {
+    const std::string out = fresh_dir("q");
+    const std::string cmd = "python3 " + std::string(FS_SOURCE_DIR) +
+                            "/tools/quantize_checkpoint.py --source " + src + " --out " + out +
+                            " " + args;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    expect_cuda_matches_cpu(*load_model(out), std::string(GetParam().name) + " " + args);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Moe, CudaMoe, ::testing::ValuesIn(moe_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace flashserve::test
