@@ -211,8 +211,9 @@ class LoadedModel {
   virtual void use_tokenizer_eos(int eos_id) = 0;
 };
 
-// Quantization applied while loading: kFp8 turns the seven projections of every layer into FP8
-// E4M3 with one scale per output row (weights/fp8_weights.h); the other tensors stay as stored.
+// Quantization applied while loading: kFp8 turns the seven projections of every layer (and a
+// mixture of experts' expert projections) into FP8 E4M3 with one scale per output row
+// (weights/fp8_weights.h: is_fp8_projection); the other tensors stay as stored.
 enum class Quantize { kNone, kFp8 };
 // What the model is loaded for. It matters only for an HF checkpoint saved without lm_head.weight
 // and with untied embeddings (a bare Qwen3Model, as Qwen3-Embedding-8B is saved): embedding steps

@@ -27,7 +27,7 @@ void ModelImpl::check_required_tensors(const std::string& source, bool only_pres
     if (t.dtype == DType::kI32) FS_THROW(source, ": tensor '", name, "' is not floating point");
     if (t.dtype == DType::kF8E4M3 && !is_fp8_projection(name))
       FS_THROW(source, ": tensor '", name, "' is F8_E4M3: only the seven projections of each "
-               "layer (q, k, v, o, gate, up, down) may be FP8");
+               "layer (q, k, v, o, gate, up, down) and the experts' may be FP8");
     if (t.dtype == DType::kF8E4M3 && config_.quant_method != "fp8")
       FS_THROW(source, ": tensor '", name, "' is F8_E4M3 but config.json has no "
                "quantization_config with quant_method \"fp8\"");

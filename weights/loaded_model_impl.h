@@ -38,7 +38,7 @@ class ModelImpl final : public LoadedModel {
     std::string path;
   };
   void attach_fp8_scales(const std::map<std::string, ScaleEntry>& scales, const std::string& source);
-  // --quantize fp8: the seven projections of every layer become FP8 with per-row scales, here
+  // --quantize fp8: the projections (is_fp8_projection) become FP8 with per-row scales, here
   // on every core, or (in_backend) as the backend loads them: marked TensorView::to_fp8.
   void quantize_fp8(bool in_backend);
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "model/model_runner.h"
+#include "tests/backends/cuda_logits.h"
 #include "tests/model/model_test_util.h"
 #include "tests/model/moe_test_util.h"
 
@@ -21,41 +22,6 @@ namespace flashserve::test {
 namespace {
 
 constexpr double kTol = 1e-3;
-
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-// Every position's logits of each sequence, one token a step with all sequences together
-// (decode steps: replayed under CUDA graphs after the first of each batch size).
-std::vector<std::vector<float>> decode_logits(const LoadedModel& m,
-                                              const std::vector<std::vector<int32_t>>& ids) {
-  ModelRunnerOptions o;
-  o.backend = "cuda";
-  o.kv_cache_tokens = 8192;
-  auto r = ModelRunner::create(m, o);
-  BlockPool pool(r->num_kv_blocks(), 5);
-  std::vector<TestSeq> seqs(ids.size());
-  for (size_t i = 0; i < seqs.size(); ++i) seqs[i].tokens = ids[i];
-  const size_t vocab = size_t(m.config().vocab_size);
-  std::vector<std::vector<float>> out(seqs.size());
-  std::vector<float> logits;
-  for (size_t t = 0; t < ids[0].size(); ++t) {
-    StepPlan b;
-    for (TestSeq& s : seqs) b.chunks.push_back(s.chunk(1, r->block_size(), pool, LogitsWanted::kLast));
-    logits.clear();
-    r->step(b, &logits);
-    for (size_t i = 0; i < seqs.size(); ++i)
-      out[i].insert(out[i].end(), logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
-  }
-  return out;
-}
 
 void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what) {
   const int vocab = m.config().vocab_size;
