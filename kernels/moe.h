@@ -1,0 +1,137 @@
+// Host launchers of the mixture-of-experts kernels (docs/MOE_KERNELS.md): routing
+// (kernels/cuda/moe_route.cu), the token permutation into expert order and the weighted combine
+// back (moe_permute.cu), a simple grouped GEMM over the permuted rows (moe_expert_gemm.cu) and
+// the fused small-batch decode kernels (moe_fused_decode.cu). The CPU twins are
+// kernels/cpu/moe_ref.h. Every launch shape follows from the sizes (n, top_k, the experts'
+// shapes), never from the routing, so a MoE layer can be recorded in a CUDA graph. Every launcher
+// checks its launch and throws flashserve::Error. C++17-clean, so host .cpp files include it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flashserve::cuda {
+
+constexpr int kMoeMaxExperts = 256;
+constexpr int kMoeMaxTopK = 16;
+
+// ---- Routing -----------------------------------------------------------------------------
+// Per row: the top_k experts by logit, ties to the lower expert id, in descending order of
+// logit; weights[j] = softmax(logits)[ids[j]], divided by the k weights' sum when `renormalize`
+// (ref::moe_route). One warp per row; 1 <= top_k <= num_experts <= kMoeMaxExperts,
+// top_k <= kMoeMaxTopK. A row holding a NaN routes as if the NaN were -inf.
+void moe_route(int32_t* ids,         // [n, top_k]
+               float* weights,       // [n, top_k]
+               const float* logits,  // [n, num_experts]
+               int n, int num_experts, int top_k, bool renormalize, cudaStream_t stream);
+
+// ---- Permutation -------------------------------------------------------------------------
+// The n * top_k (token, choice) pairs grouped by expert: permuted row p holds one pair, expert e's
+// rows are [offsets[e], offsets[e + 1]) in the order of (token, choice) (stable, so the result
+// never depends on thread timing), offsets[num_experts] = n * top_k. `active` lists the experts
+// with at least one row, in id order, then -1 up to num_experts entries; `tile_offsets` the first
+// tile of each expert when its rows are cut into tiles of kMoeGemmTileRows (the grouped GEMM's
+// grid). Device memory only; nothing goes to the host.
+constexpr int kMoeGemmTileRows = 64;
+struct MoePermutation {
+  int32_t* offsets = nullptr;       // [num_experts + 1]
+  int32_t* tile_offsets = nullptr;  // [num_experts + 1]
+  int32_t* active = nullptr;        // [num_experts]
+  int32_t* row_token = nullptr;     // [n * top_k] token of permuted row p
+  int32_t* pair_row = nullptr;      // [n * top_k] permuted row of pair (t, j), t * top_k + j
+};
+// Bytes of the five arrays, and the arrays carved out of one such workspace.
+size_t moe_permutation_bytes(int n, int top_k, int num_experts);
+MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_experts);
+// One thread block: counts, prefix sums, then each pair's row. Expert ids outside
+// [0, num_experts) are counted nowhere and their pairs get row -1 (moe_combine skips them).
+void moe_permute(const MoePermutation& p,
+                 const int32_t* ids,  // [n, top_k]
+                 int n, int top_k, int num_experts, cudaStream_t stream);
+
+// xp[p, :] = x[row_token[p], :] for every permuted row: the experts' inputs in expert order.
+void moe_gather_rows(void* xp,                 // [rows, hidden] bf16
+                     const void* x,            // [n, hidden] bf16
+                     const int32_t* row_token, // [rows]
+                     int rows, int hidden, cudaStream_t stream);
+
+// out[t, :] = sum_j weights[t, j] * y[pair_row[t * top_k + j], :], rounded to bf16 once: the
+// scatter back to token order with the routing weights, fp32 sums in the order j = 0, 1, ...
+void moe_combine(void* out,                // [n, hidden] bf16
+                 const void* y,            // [n * top_k, hidden] bf16, or f32 when y_f32
+                 bool y_f32,
+                 const int32_t* pair_row,  // [n * top_k]
+                 const float* weights,     // [n, top_k]
+                 int n, int top_k, int hidden, cudaStream_t stream);
+
+// ---- Expert weights as the kernels read them ---------------------------------------------
+// One projection ([rows, cols] per expert, out = x · wᵀ) of every expert, in one of the formats
+// the CUDA backend loads (docs/QUANTIZATION.md, docs/FP8.md):
+//  - kBf16: w bf16 [rows, cols];
+//  - kFp8Rows: w E4M3 codes [rows, cols], scale [rows] (one per row);
+//  - kBlockFp8: w E4M3 codes [rows, cols], scale [ceil(rows / block_n), scale_ld], one per block;
+//  - kInt4: w the int4 layout of kernels/int4_gemv.h [rows, int4_row_bytes(cols)], scale
+//    [groups, rows] f32, zeros [groups, rows] u8, perm [cols] i32 or null (act-order).
+enum class MoeFormat : int { kBf16 = 0, kFp8Rows = 1, kBlockFp8 = 2, kInt4 = 3 };
+struct MoeExpertPtrs {
+  const void* w = nullptr;
+  const float* scale = nullptr;
+  const uint8_t* zeros = nullptr;
+  const int32_t* perm = nullptr;
+};
+struct MoeProjection {
+  MoeFormat format = MoeFormat::kBf16;
+  const MoeExpertPtrs* experts = nullptr;  // [num_experts] device table
+  int rows = 0, cols = 0;
+  int group_size = 0;                      // kInt4
+  int block_n = 0, block_k = 0, scale_ld = 0;  // kBlockFp8
+};
+// Whether the fused decode kernels take this projection: cols a multiple of 8; block-FP8 blocks
+// of a multiple of 8 columns; int4 groups of a multiple of 8 columns.
+bool moe_projection_supported(const MoeProjection& w);
+
+// ---- Grouped GEMM over the permuted rows (the general path) -------------------------------
+// out rows [offsets[e], offsets[e + 1]) = a rows [offsets[e], offsets[e + 1]) · w[e]ᵀ for e in
+// [0, num_experts), bf16 in and out, f32 accumulation; w bf16 [num_experts, n, k] stacked.
+// tile_offsets: moe_permute's, for tiles of kMoeGemmTileRows. The grid covers the most tiles any
+// routing of max_rows rows can need (max_rows / 64 + num_experts); blocks beyond the routing's
+// tiles return at once. k a multiple of 8, pointers 16-byte aligned. With num_experts = 1 and
+// offsets/tile_offsets advanced by e it is one expert's GEMM (the quantized experts' dequantized
+// copy).
+void moe_expert_gemm_bf16(void* out,                    // [max_rows, n] bf16
+                          const void* a,                // [max_rows, k] bf16
+                          const int32_t* offsets,       // [num_experts + 1]
+                          const int32_t* tile_offsets,  // [num_experts + 1]
+                          const void* w,                // [num_experts, n, k] bf16
+                          int num_experts, int n, int k, int max_rows, cudaStream_t stream);
+
+// ---- Fused small-batch decode ------------------------------------------------------------
+// For steps of up to kMoeFusedMaxRows tokens the selected experts' weights are streamed once each,
+// whatever number of the step's tokens chose them, in two kernels over moe_permute's groups:
+//   act[p, i] = silu(gate_e(x[row_token[p]])[i]) * up_e(x[row_token[p]])[i]     (f32)
+//   y[p, h]   = down_e(act[p])[h]                                               (f32)
+// then moe_combine(y_f32) weighs and adds them per token. The launch grids follow from n, top_k
+// and the shapes only. gate_up: rows 2 * inter (gate then up), cols hidden; down: rows hidden,
+// cols inter.
+constexpr int kMoeFusedMaxRows = 16;
+void moe_fused_gate_up(float* act,                  // [n * top_k, inter]
+                       const void* x,               // [n, hidden] bf16
+                       const MoePermutation& p,
+                       const MoeProjection& gate_up,
+                       int n, int top_k, int num_experts, cudaStream_t stream);
+void moe_fused_down(float* y,                       // [n * top_k, hidden]
+                    const float* act,               // [n * top_k, inter]
+                    const MoePermutation& p,
+                    const MoeProjection& down,
+                    int n, int top_k, int num_experts, cudaStream_t stream);
+
+// out[r, :] += sigmoid(gate_logit[r]) * y[r, :] (Qwen2-MoE's shared expert; ref::add_sigmoid_gated),
+// fp32 math, out rounded to bf16 once.
+void add_sigmoid_gated_bf16(void* out,               // [n, hidden] bf16
+                            const void* y,           // [n, hidden] bf16
+                            const void* gate_logit,  // [n] f32, or bf16 when gate_bf16
+                            bool gate_bf16, int n, int hidden, cudaStream_t stream);
+
+}  // namespace flashserve::cuda
