@@ -30,6 +30,9 @@ on the GPU machine (repository root, a copy of the working tree):
                      tp       bench_e2e and the collectives at each tensor-parallel size
                      serve    HTTP serving under bench_server
                      prefix   automatic prefix caching on and off (shared prefix, multi-turn)
+                     moe      one MoE layer's experts and routing at m = 1..64, Qwen3-30B-A3B,
+                              Mixtral-8x7B and Qwen1.5-MoE shapes, bf16/FP8/block-FP8/int4
+                              (bench_moe_decode), vs the copy bandwidth
                      structured  bench_e2e free vs JSON-Schema-constrained on random TinyLlama-1.1B
                               and Llama-2-7B shapes at vocab 32000 and 128256 (Llama 2's
                               tokenizer stretched by --synthetic-vocab)
@@ -183,6 +186,11 @@ bench_decode() {  # rotating KV copies, so every timed run reads from HBM
     2> "$LOGS/decode_torch.log" || fail "decode baseline"
   python3 bench/merge_records.py decode --ours "$LOGS/decode_ours.jsonl" --torch "$LOGS/decode_torch.jsonl" \
     --out "$RES/decode.jsonl" --command "bench/gpu.sh bench decode (DECODE_ARGS=${DECODE_ARGS:-})"
+}
+
+bench_moe() {  # each format's experts of one layer; Mixtral's bf16 layer is 2.8 GB
+  timeout 900 "$B/bench/bench_moe_decode" --rows 1,2,4,8,16,32,64 >> "$RES/moe_decode.jsonl" \
+    2> "$LOGS/moe_decode.log" || fail "bench_moe_decode"
 }
 
 bench_prefill() {
@@ -387,7 +395,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured moe " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;
