@@ -59,10 +59,14 @@ void moe_gather_rows(void* xp,                 // [rows, hidden] bf16
 
 // out[t, :] = sum_j weights[t, j] * y[pair_row[t * top_k + j], :], rounded to bf16 once: the
 // scatter back to token order with the routing weights, fp32 sums in the order j = 0, 1, ...
+// pair_row null: y is in pair order (row t * top_k + j), as the fused kernels write it, and the
+// pairs whose ids are outside [0, num_experts) are skipped (pair_row has -1 for them).
 void moe_combine(void* out,                // [n, hidden] bf16
                  const void* y,            // [n * top_k, hidden] bf16, or f32 when y_f32
                  bool y_f32,
-                 const int32_t* pair_row,  // [n * top_k]
+                 const int32_t* pair_row,  // [n * top_k] or null
+                 const int32_t* ids,       // [n, top_k], read when pair_row is null
+                 int num_experts,
                  const float* weights,     // [n, top_k]
                  int n, int top_k, int hidden, cudaStream_t stream);
 
@@ -108,22 +112,24 @@ void moe_expert_gemm_bf16(void* out,                    // [max_rows, n] bf16
                           int num_experts, int n, int k, int max_rows, cudaStream_t stream);
 
 // ---- Fused small-batch decode ------------------------------------------------------------
-// For steps of up to kMoeFusedMaxRows tokens the selected experts' weights are streamed once each,
-// whatever number of the step's tokens chose them, in two kernels over moe_permute's groups:
-//   act[p, i] = silu(gate_e(x[row_token[p]])[i]) * up_e(x[row_token[p]])[i]     (f32)
-//   y[p, h]   = down_e(act[p])[h]                                               (f32)
-// then moe_combine(y_f32) weighs and adds them per token. The launch grids follow from n, top_k
-// and the shapes only. gate_up: rows 2 * inter (gate then up), cols hidden; down: rows hidden,
-// cols inter.
-constexpr int kMoeFusedMaxRows = 16;
+// For decode steps the selected experts' weights are streamed once each, whatever number of the
+// step's tokens chose them, in two kernels that read the ids themselves (no permutation):
+//   act[q, i] = silu(gate_e(x[t])[i]) * up_e(x[t])[i]      (f32)
+//   y[q, h]   = down_e(act[q])[h]                          (f32)
+// for every pair q = t * top_k + j, e = ids[q]; then moe_combine(y_f32, pair_row null) weighs and
+// adds them per token. The launch grids follow from n, top_k and the shapes only. Up to
+// kMoeFusedMaxPairs pairs (n * top_k); the kernels' register tiles are sized for up to 16 rows per
+// expert, more take several passes over the expert's weights. gate_up: rows 2 * inter (gate then
+// up), cols hidden; down: rows hidden, cols inter.
+constexpr int kMoeFusedMaxPairs = 1024;
 void moe_fused_gate_up(float* act,                  // [n * top_k, inter]
                        const void* x,               // [n, hidden] bf16
-                       const MoePermutation& p,
+                       const int32_t* ids,          // [n, top_k]
                        const MoeProjection& gate_up,
                        int n, int top_k, int num_experts, cudaStream_t stream);
 void moe_fused_down(float* y,                       // [n * top_k, hidden]
                     const float* act,               // [n * top_k, inter]
-                    const MoePermutation& p,
+                    const int32_t* ids,             // [n, top_k]
                     const MoeProjection& down,
                     int n, int top_k, int num_experts, cudaStream_t stream);
 

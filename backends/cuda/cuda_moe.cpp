@@ -20,6 +20,14 @@
 namespace flashserve {
 namespace {
 
+// moe_experts runs the fused decode kernels up to this many tokens, the grouped GEMM above
+// (bf16 experts: the GEMM's tensor cores pay from a few dozen rows per step).
+constexpr int kMoeFusedRowsBf16 = 16;
+// Quantized experts stay on the fused kernels longer: the general path dequantizes every expert
+// to bf16 before its GEMM, writing and reading twice the bf16 weights, which only prefill-sized
+// steps amortise.
+constexpr int kMoeFusedRowsQuantized = 64;
+
 // MoeExperts::device_tables of the CUDA backend: both projections of every expert as the kernels
 // read them (a device table of per-expert pointers each), and, for bf16 experts, the stacked
 // buffers the grouped GEMM takes.
@@ -184,7 +192,6 @@ void CudaBackend::moe_route(Tensor expert_ids, Tensor weights, const Tensor& log
 // The workspace of one moe_experts call (the permutation, then the path's activations), grown
 // only where no graph is being recorded; growing drops the recorded graphs (graph_epoch).
 void* CudaBackend::moe_workspace(size_t bytes) {
-  bytes += moe_expert_bytes_;
   if (bytes > moe_ws_bytes_) {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream_, &st));
@@ -255,39 +262,49 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
   const int top_k = int(expert_ids.dim(1));
   FS_CHECK(top_k >= 1 && top_k <= num_experts, "moe_experts: top_k ", top_k, " of ", num_experts,
            " experts");
+  const int32_t* ids = expert_ids.as<int32_t>();
   if (n == 0) return;
   const int rows = int(n) * top_k;
-  const size_t perm_bytes = align16(cuda::moe_permutation_bytes(int(n), top_k, num_experts));
-  const bool fused = n <= cuda::kMoeFusedMaxRows;
-  // Fused: act f32 [rows, inter], y f32 [rows, hidden]. General: xp bf16 [rows, hidden], h bf16
-  // [rows, 2 inter], act bf16 [rows, inter], y bf16 [rows, hidden].
-  const size_t act_bytes = align16(size_t(rows) * inter * (fused ? 4 : 2));
-  const size_t y_bytes = align16(size_t(rows) * hidden * (fused ? 4 : 2));
-  const size_t xp_bytes = fused ? 0 : align16(size_t(rows) * hidden * 2);
-  const size_t h_bytes = fused ? 0 : align16(size_t(rows) * 2 * inter * 2);
-  char* ws = static_cast<char*>(moe_workspace(perm_bytes + act_bytes + y_bytes + xp_bytes + h_bytes));
-  const cuda::MoePermutation p = cuda::moe_permutation_in(ws, int(n), top_k, num_experts);
-  char* act = ws + perm_bytes;
-  char* y = act + act_bytes;
-  char* xp = y + y_bytes;
-  char* h = xp + xp_bytes;
-  char* expert_bf16 = moe_expert_bytes_ ? h + h_bytes : nullptr;  // the workspace's tail
-  const int32_t* ids = expert_ids.as<int32_t>();
-  cuda::moe_permute(p, ids, int(n), top_k, num_experts, stream_);
+  const bool quantized = t->gate_up.format != cuda::MoeFormat::kBf16 ||
+                         t->down.format != cuda::MoeFormat::kBf16;
+  const bool fused = rows <= cuda::kMoeFusedMaxPairs &&
+                     n <= (quantized ? kMoeFusedRowsQuantized : kMoeFusedRowsBf16);
   if (fused) {
-    cuda::moe_fused_gate_up(reinterpret_cast<float*>(act), x.data, p, t->gate_up, int(n), top_k,
-                            num_experts, stream_);
-    cuda::moe_fused_down(reinterpret_cast<float*>(y), reinterpret_cast<const float*>(act), p,
-                         t->down, int(n), top_k, num_experts, stream_);
-  } else {
-    cuda::moe_gather_rows(xp, x.data, p.row_token, rows, hidden, stream_);
-    moe_grouped_matmul(h, xp, p, t->gate_up, t->gate_up_stack, t->host.data(), num_experts, rows, expert_bf16);
-    cuda::swiglu_fused_bf16(act, h, rows, inter, stream_);
-    moe_grouped_matmul(y, act, p, t->down, t->down_stack, t->host.data() + num_experts,
-                       num_experts, rows, expert_bf16);
+    // act f32 [rows, inter], y f32 [rows, hidden], in pair order.
+    const size_t act_bytes = align16(size_t(rows) * inter * 4);
+    char* ws = static_cast<char*>(moe_workspace(act_bytes + size_t(rows) * hidden * 4));
+    float* act = reinterpret_cast<float*>(ws);
+    float* y = reinterpret_cast<float*>(ws + act_bytes);
+    cuda::moe_fused_gate_up(act, x.data, ids, t->gate_up, int(n), top_k, num_experts, stream_);
+    cuda::moe_fused_down(y, act, ids, t->down, int(n), top_k, num_experts, stream_);
+    cuda::moe_combine(out.data, y, true, nullptr, ids, num_experts, weights.as<float>(), int(n),
+                      top_k, hidden, stream_);
+    return;
   }
-  cuda::moe_combine(out.data, y, fused, p.pair_row, weights.as<float>(), int(n), top_k, hidden,
-                    stream_);
+  // The permutation, then xp bf16 [rows, hidden], h bf16 [rows, 2 inter], act bf16 [rows, inter],
+  // y bf16 [rows, hidden], and (quantized) one expert dequantized to bf16.
+  const size_t perm_bytes = align16(cuda::moe_permutation_bytes(int(n), top_k, num_experts));
+  const size_t xp_bytes = align16(size_t(rows) * hidden * 2);
+  const size_t h_bytes = align16(size_t(rows) * 2 * inter * 2);
+  const size_t act_bytes = align16(size_t(rows) * inter * 2);
+  const size_t y_bytes = align16(size_t(rows) * hidden * 2);
+  char* ws = static_cast<char*>(
+      moe_workspace(perm_bytes + xp_bytes + h_bytes + act_bytes + y_bytes + moe_expert_bytes_));
+  const cuda::MoePermutation p = cuda::moe_permutation_in(ws, int(n), top_k, num_experts);
+  char* xp = ws + perm_bytes;
+  char* h = xp + xp_bytes;
+  char* act = h + h_bytes;
+  char* y = act + act_bytes;
+  char* expert_bf16 = quantized ? y + y_bytes : nullptr;
+  cuda::moe_permute(p, ids, int(n), top_k, num_experts, stream_);
+  cuda::moe_gather_rows(xp, x.data, p.row_token, rows, hidden, stream_);
+  moe_grouped_matmul(h, xp, p, t->gate_up, t->gate_up_stack, t->host.data(), num_experts, rows,
+                     expert_bf16);
+  cuda::swiglu_fused_bf16(act, h, rows, inter, stream_);
+  moe_grouped_matmul(y, act, p, t->down, t->down_stack, t->host.data() + num_experts, num_experts,
+                     rows, expert_bf16);
+  cuda::moe_combine(out.data, y, false, p.pair_row, nullptr, num_experts, weights.as<float>(),
+                    int(n), top_k, hidden, stream_);
 }
 
 void CudaBackend::add_sigmoid_gated(Tensor out, const Tensor& y, const Tensor& gate_logit) {

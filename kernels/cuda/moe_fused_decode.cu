@@ -1,14 +1,18 @@
 // The fused small-batch MoE kernels (kernels/moe.h, docs/MOE_KERNELS.md). At decode a step has a
 // few tokens and each picks top_k experts, so the layer is a pass over the selected experts'
 // weights: every weight byte should be read once and used by every token that chose its expert.
-// Both kernels work over moe_permute's groups: block (slot, chunk) takes expert active[slot] (the
-// grid has min(num_experts, n * top_k) slots, the most experts a routing can select; slots past
-// the routing's return at once) and a chunk of 8 output rows, one warp per row (gate/up: row i
-// of gate and row i of up together, so SwiGLU happens in registers). A lane streams 8 weights a
-// step (16 bytes of bf16, 8 of FP8, 4 of int4), several steps in flight, widens them to f32 and
-// takes them against each of the expert's rows of x (R, a compile-time bound on the rows an
-// expert has at this n, so the accumulators stay in registers); x comes from L1/L2. This is the
-// warp-per-row scheme of kernels/cuda/gemv.cu with the expert chosen on the device.
+// Block (slot, chunk) takes the slot-th selected expert (the grid has min(num_experts, n * top_k)
+// slots, the most experts a routing can select; slots past the routing's return at once) and a
+// chunk of 8 output rows, one warp per row (gate/up: row i of gate and row i of up together, so
+// SwiGLU happens in registers). Each block finds its expert and that expert's (token, choice)
+// pairs from the ids itself, so no permutation kernel runs before these two, and the
+// activations stay in pair order (row q = t * top_k + j), which moe_combine reads directly.
+// A lane streams 8 weights a step (16 bytes of bf16, 8 of FP8, 4 of int4), several steps in
+// flight, widens them to f32 and takes them against each of the expert's rows of x (R, a
+// compile-time bound on the rows an expert has at this n, so the accumulators stay in
+// registers); x comes from L1/L2. This is the warp-per-row scheme of kernels/cuda/gemv.cu with
+// the expert chosen on the device. Both kernels are launched with programmatic dependent launch
+// (kernels/cuda/pdl.cuh) to overlap their launch with the previous kernel's tail.
 //
 // Formats (MoeFormat): bf16; FP8 with row scales (the row's scale times the f32 dot product, as
 // gemv_fp8); block-wise FP8 (each 8 codes times their block's scale: blocks are >= 8 columns); int4
@@ -22,6 +26,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/int4_gemv.h"
 #include "kernels/moe.h"
 
@@ -207,26 +212,81 @@ __device__ inline void warp_dots(float (&acc)[kRowsW][R], const MoeExpertPtrs& e
   }
 }
 
-// act[p, i] = silu(gate_i · x) * (up_i · x) for the expert's rows p, i = this warp's row.
+// The expert of block slot `slot` (the slot-th lowest expert id that some pair selects; -1 when
+// fewer are selected) and its pairs q = t * top_k + j, ascending, into pairs[]. Every thread of
+// the block must call it. A 256-bit mask of the selected experts (shared-memory atomics), warp 0
+// finds the slot-th set bit and collects the expert's pairs with ballots, 32 ids at a time.
+struct ExpertPairs {
+  int expert, count;
+};
+__device__ ExpertPairs block_expert(int slot, const int32_t* __restrict__ ids, int total,
+                                    int num_experts, int* pairs) {
+  __shared__ unsigned mask[kMoeMaxExperts / 32];
+  __shared__ ExpertPairs found;
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x < kMoeMaxExperts / 32) mask[threadIdx.x] = 0;
+  __syncthreads();
+  for (int q = threadIdx.x; q < total; q += blockDim.x) {
+    const int e = ids[q];
+    if (e >= 0 && e < num_experts) atomicOr(&mask[e / 32], 1u << (e % 32));
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    unsigned word = lane < kMoeMaxExperts / 32 ? mask[lane] : 0u;
+    const int bits = __popc(word);
+    int below = bits;  // inclusive prefix of the set bits over the lanes
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, below, o);
+      if (lane >= o) below += v;
+    }
+    below -= bits;
+    const bool mine = slot >= below && slot < below + bits;
+    int e = -1;
+    if (mine) {
+      for (int k = below; k < slot; ++k) word &= word - 1;  // drop the lower set bits
+      e = 32 * lane + __ffs(int(word)) - 1;
+    }
+    const unsigned owner = __ballot_sync(0xffffffffu, mine);
+    e = owner ? __shfl_sync(0xffffffffu, e, __ffs(int(owner)) - 1) : -1;
+    int count = 0;
+    if (e >= 0)
+      for (int base = 0; base < total; base += 32) {
+        const int q = base + lane;
+        const bool match = q < total && ids[q] == e;
+        const unsigned m = __ballot_sync(0xffffffffu, match);
+        if (match) pairs[count + __popc(m & ((1u << lane) - 1u))] = q;
+        count += __popc(m);
+      }
+    if (lane == 0) found = {e, count};
+  }
+  __syncthreads();
+  return found;
+}
+
+// act[q, i] = silu(gate_i · x[t]) * (up_i · x[t]) for the pairs q = t * top_k + j of the block's
+// expert, i = this warp's row.
 template <MoeFormat F, int R>
 __global__ void __launch_bounds__(kWarps * 32)
-    moe_gate_up_kernel(float* __restrict__ act, const bf16* __restrict__ x, MoePermutation p,
-                       MoeProjection w, int hidden) {
-  const int e = p.active[blockIdx.x];
-  if (e < 0) return;
-  const int inter = w.rows / 2;
+    moe_gate_up_kernel(float* __restrict__ act, const bf16* __restrict__ x,
+                       const int32_t* __restrict__ ids, MoeProjection w, int total, int top_k,
+                       int num_experts) {
+  __shared__ int pairs[kMoeFusedMaxPairs];
+  pdl_wait();  // ids, x: the previous kernels' outputs; act: maybe still read by one
+  pdl_trigger();
+  const ExpertPairs ep = block_expert(blockIdx.x, ids, total, num_experts, pairs);
+  const int inter = w.rows / 2, hidden = w.cols;
   const int i = blockIdx.y * kWarps + threadIdx.x / 32;
-  if (i >= inter) return;
-  const MoeExpertPtrs ptrs = w.experts[e];
-  const int begin = p.offsets[e], end = p.offsets[e + 1];
+  if (ep.expert < 0 || i >= inter) return;
+  const MoeExpertPtrs ptrs = w.experts[ep.expert];
   const int wrow[2] = {i, inter + i};
-  // An expert has at most n rows when every token picks distinct experts (moe_route's do); more
-  // would be correct too, R rows at a time.
-  for (int r0 = begin; r0 < end; r0 += R) {
-    const int rows = min(R, end - r0);
+  // moe_route gives an expert at most one pair per token, so R (>= n) covers them in one pass;
+  // more would be correct too, R at a time.
+  for (int r0 = 0; r0 < ep.count; r0 += R) {
+    const int rows = min(R, ep.count - r0);
     int xrow[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) xrow[r] = r < rows ? p.row_token[r0 + r] : 0;
+    for (int r = 0; r < R; ++r) xrow[r] = r < rows ? pairs[r0 + r] / top_k : 0;
     float acc[2][R];
     warp_dots<F, R, 2>(acc, ptrs, w, wrow, x, hidden, xrow, rows);
     const int lane = threadIdx.x % 32;
@@ -234,35 +294,36 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int r = 0; r < R; ++r)
       if (r == lane && r < rows) {
         const float g = acc[0][r], u = acc[1][r];
-        act[int64_t(r0 + r) * inter + i] = g / (1.f + expf(-g)) * u;
+        act[int64_t(pairs[r0 + r]) * inter + i] = g / (1.f + expf(-g)) * u;
       }
   }
 }
 
-// y[p, h] = down_h · act[p] for the expert's rows p, h = this warp's row.
+// y[q, h] = down_h · act[q] for the pairs q of the block's expert, h = this warp's row.
 template <MoeFormat F, int R>
 __global__ void __launch_bounds__(kWarps * 32)
-    moe_down_kernel(float* __restrict__ y, const float* __restrict__ act, MoePermutation p,
-                    MoeProjection w) {
-  const int e = p.active[blockIdx.x];
-  if (e < 0) return;
+    moe_down_kernel(float* __restrict__ y, const float* __restrict__ act,
+                    const int32_t* __restrict__ ids, MoeProjection w, int total, int num_experts) {
+  __shared__ int pairs[kMoeFusedMaxPairs];
+  pdl_wait();
+  pdl_trigger();
+  const ExpertPairs ep = block_expert(blockIdx.x, ids, total, num_experts, pairs);
   const int hidden = w.rows, inter = w.cols;
   const int h = blockIdx.y * kWarps + threadIdx.x / 32;
-  if (h >= hidden) return;
-  const MoeExpertPtrs ptrs = w.experts[e];
-  const int begin = p.offsets[e], end = p.offsets[e + 1];
+  if (ep.expert < 0 || h >= hidden) return;
+  const MoeExpertPtrs ptrs = w.experts[ep.expert];
   const int wrow[1] = {h};
-  for (int r0 = begin; r0 < end; r0 += R) {
-    const int rows = min(R, end - r0);
+  for (int r0 = 0; r0 < ep.count; r0 += R) {
+    const int rows = min(R, ep.count - r0);
     int xrow[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) xrow[r] = r0 + (r < rows ? r : 0);
+    for (int r = 0; r < R; ++r) xrow[r] = r < rows ? pairs[r0 + r] : 0;
     float acc[1][R];
     warp_dots<F, R, 1>(acc, ptrs, w, wrow, act, inter, xrow, rows);
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (r == lane && r < rows) y[int64_t(r0 + r) * hidden + h] = acc[0][r];
+      if (r == lane && r < rows) y[int64_t(pairs[r0 + r]) * hidden + h] = acc[0][r];
   }
 }
 
@@ -289,23 +350,26 @@ void by_format(MoeFormat f, int n, A&&... args) {
 
 template <MoeFormat F, int R>
 struct GateUp {
-  static void run(float* act, const bf16* x, const MoePermutation& p, const MoeProjection& w,
-                  dim3 grid, int hidden, cudaStream_t stream) {
-    moe_gate_up_kernel<F, R><<<grid, kWarps * 32, 0, stream>>>(act, x, p, w, hidden);
+  static void run(float* act, const bf16* x, const int32_t* ids, const MoeProjection& w,
+                  dim3 grid, int total, int top_k, int num_experts, cudaStream_t stream) {
+    launch_pdl(moe_gate_up_kernel<F, R>, grid, dim3(kWarps * 32), 0, stream, act, x, ids, w, total,
+               top_k, num_experts);
   }
 };
 
 template <MoeFormat F, int R>
 struct Down {
-  static void run(float* y, const float* act, const MoePermutation& p, const MoeProjection& w,
-                  dim3 grid, cudaStream_t stream) {
-    moe_down_kernel<F, R><<<grid, kWarps * 32, 0, stream>>>(y, act, p, w);
+  static void run(float* y, const float* act, const int32_t* ids, const MoeProjection& w,
+                  dim3 grid, int total, int num_experts, cudaStream_t stream) {
+    launch_pdl(moe_down_kernel<F, R>, grid, dim3(kWarps * 32), 0, stream, y, act, ids, w, total,
+               num_experts);
   }
 };
 
 void check_fused(const MoeProjection& w, int n, int top_k, int num_experts, const char* what) {
-  FS_CHECK(n >= 0 && n <= kMoeFusedMaxRows, what, ": ", n, " tokens (the fused kernels take up to ",
-           kMoeFusedMaxRows, ")");
+  FS_CHECK(n >= 0 && int64_t(n) * top_k <= kMoeFusedMaxPairs, what, ": ", n, " tokens of ", top_k,
+           " experts each (the fused kernels take up to ", kMoeFusedMaxPairs, " pairs)");
+  FS_CHECK(num_experts <= kMoeMaxExperts, what, ": ", num_experts, " experts");
   FS_CHECK(top_k >= 1 && num_experts >= 1 && w.experts, what, ": top_k ", top_k, " of ",
            num_experts, " experts");
   FS_CHECK(moe_projection_supported(w), what, ": unsupported projection [", w.rows, ", ", w.cols,
@@ -325,24 +389,24 @@ bool moe_projection_supported(const MoeProjection& w) {
   return false;
 }
 
-void moe_fused_gate_up(float* act, const void* x, const MoePermutation& p,
+void moe_fused_gate_up(float* act, const void* x, const int32_t* ids,
                        const MoeProjection& gate_up, int n, int top_k, int num_experts,
                        cudaStream_t stream) {
   check_fused(gate_up, n, top_k, num_experts, "moe_fused_gate_up");
   FS_CHECK(gate_up.rows % 2 == 0, "moe_fused_gate_up: ", gate_up.rows, " gate/up rows");
   if (n == 0) return;
   const dim3 grid(std::min(num_experts, n * top_k), (gate_up.rows / 2 + kWarps - 1) / kWarps);
-  by_format<GateUp>(gate_up.format, n, act, static_cast<const bf16*>(x), p, gate_up, grid,
-                    gate_up.cols, stream);
+  by_format<GateUp>(gate_up.format, n, act, static_cast<const bf16*>(x), ids, gate_up, grid,
+                    n * top_k, top_k, num_experts, stream);
   CUDA_CHECK_LAUNCH();
 }
 
-void moe_fused_down(float* y, const float* act, const MoePermutation& p, const MoeProjection& down,
+void moe_fused_down(float* y, const float* act, const int32_t* ids, const MoeProjection& down,
                     int n, int top_k, int num_experts, cudaStream_t stream) {
   check_fused(down, n, top_k, num_experts, "moe_fused_down");
   if (n == 0) return;
   const dim3 grid(std::min(num_experts, n * top_k), (down.rows + kWarps - 1) / kWarps);
-  by_format<Down>(down.format, n, y, act, p, down, grid, stream);
+  by_format<Down>(down.format, n, y, act, ids, down, grid, n * top_k, num_experts, stream);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/moe.h"
 
 namespace flashserve::cuda {
@@ -112,12 +113,16 @@ __device__ inline float to_float<bf16>(bf16 v) { return __bfloat162float(v); }
 template <class Y>
 __global__ void moe_combine_kernel(bf16* __restrict__ out, const Y* __restrict__ y,
                                    const int32_t* __restrict__ pair_row,
+                                   const int32_t* __restrict__ ids, int num_experts,
                                    const float* __restrict__ weights, int top_k, int hidden) {
+  pdl_wait();  // y: the previous kernel's output
+  pdl_trigger();
   const int t = blockIdx.x;
   for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
     float acc = 0.f;
     for (int j = 0; j < top_k; ++j) {
-      const int row = pair_row[int64_t(t) * top_k + j];
+      const int q = t * top_k + j;
+      const int row = pair_row ? pair_row[q] : (ids[q] >= 0 && ids[q] < num_experts ? q : -1);
       if (row >= 0) acc = fmaf(weights[int64_t(t) * top_k + j], to_float(y[int64_t(row) * hidden + h]), acc);
     }
     out[int64_t(t) * hidden + h] = __float2bfloat16(acc);
@@ -158,15 +163,17 @@ void moe_gather_rows(void* xp, const void* x, const int32_t* row_token, int rows
 }
 
 void moe_combine(void* out, const void* y, bool y_f32, const int32_t* pair_row,
-                 const float* weights, int n, int top_k, int hidden, cudaStream_t stream) {
+                 const int32_t* ids, int num_experts, const float* weights, int n, int top_k,
+                 int hidden, cudaStream_t stream) {
+  FS_CHECK(pair_row || ids, "moe_combine: needs the pairs' rows or their ids");
   if (n == 0) return;
-  const int threads = hidden >= 256 ? 256 : 128;
+  const dim3 threads(hidden >= 256 ? 256 : 128);
   if (y_f32)
-    moe_combine_kernel<float><<<n, threads, 0, stream>>>(
-        static_cast<bf16*>(out), static_cast<const float*>(y), pair_row, weights, top_k, hidden);
+    launch_pdl(moe_combine_kernel<float>, dim3(n), threads, 0, stream, static_cast<bf16*>(out),
+               static_cast<const float*>(y), pair_row, ids, num_experts, weights, top_k, hidden);
   else
-    moe_combine_kernel<bf16><<<n, threads, 0, stream>>>(
-        static_cast<bf16*>(out), static_cast<const bf16*>(y), pair_row, weights, top_k, hidden);
+    launch_pdl(moe_combine_kernel<bf16>, dim3(n), threads, 0, stream, static_cast<bf16*>(out),
+               static_cast<const bf16*>(y), pair_row, ids, num_experts, weights, top_k, hidden);
   CUDA_CHECK_LAUNCH();
 }
 
