@@ -133,8 +133,8 @@ void moe_fused_down(float* y,                       // [n * top_k, hidden]
                     const MoeProjection& down,
                     int n, int top_k, int num_experts, cudaStream_t stream);
 
-// out[r, :] += sigmoid(gate_logit[r]) * y[r, :] (Qwen2-MoE's shared expert; ref::add_sigmoid_gated),
-// fp32 math, out rounded to bf16 once.
+// out[r, :] += sigmoid(gate_logit[r]) * y[r, :] (Qwen2-MoE's shared expert;
+// ref::add_sigmoid_gated), fp32 math, out rounded to bf16 once.
 void add_sigmoid_gated_bf16(void* out,               // [n, hidden] bf16
                             const void* y,           // [n, hidden] bf16
                             const void* gate_logit,  // [n] f32, or bf16 when gate_bf16

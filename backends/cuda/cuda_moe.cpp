@@ -32,7 +32,8 @@ constexpr int kMoeFusedRowsQuantized = 64;
 // read them (a device table of per-expert pointers each), and, for bf16 experts, the stacked
 // buffers the grouped GEMM takes.
 struct CudaMoeTables {
-  cuda::MoeProjection gate_up, down;  // gate_up: [2 inter, hidden] per expert; down: [hidden, inter]
+  cuda::MoeProjection gate_up;  // [2 inter, hidden] per expert
+  cuda::MoeProjection down;     // [hidden, inter] per expert
   std::shared_ptr<void> table;        // [2, num_experts] MoeExpertPtrs: gate_up's, then down's
   const void* gate_up_stack = nullptr;  // [num_experts, 2 inter, hidden] bf16, or null
   const void* down_stack = nullptr;     // [num_experts, hidden, inter] bf16, or null
@@ -127,8 +128,10 @@ std::shared_ptr<MoeExperts> CudaBackend::load_moe_experts(std::span<const Tensor
     }
     // Copy a bf16 expert into its slot of the stack (the per-expert buffer is then dropped).
     auto place = [&](Buffer& b, Buffer& stack, std::vector<Tensor>& views) {
-      if (stack.storage && b.tensor.dtype == DType::kBF16 && b.tensor.shape[0] == stack.tensor.shape[1] &&
-          b.tensor.shape[1] == stack.tensor.shape[2]) {
+      const bool fits = stack.storage && b.tensor.dtype == DType::kBF16 &&
+                        b.tensor.shape[0] == stack.tensor.shape[1] &&
+                        b.tensor.shape[1] == stack.tensor.shape[2];
+      if (fits) {
         char* at = static_cast<char*>(stack.tensor.data) + size_t(e) * b.tensor.bytes();
         CUDA_CHECK(cudaMemcpyAsync(at, b.tensor.data, b.tensor.bytes(), cudaMemcpyDeviceToDevice,
                                    stream_));
@@ -170,7 +173,8 @@ std::shared_ptr<MoeExperts> CudaBackend::load_moe_experts(std::span<const Tensor
   tables->gate_up.experts = device;
   tables->down.experts = device + num_experts;
   // The general path's dequantized copy of one quantized expert grows here, at load.
-  if (tables->gate_up.format != cuda::MoeFormat::kBf16 || tables->down.format != cuda::MoeFormat::kBf16)
+  if (tables->gate_up.format != cuda::MoeFormat::kBf16 ||
+      tables->down.format != cuda::MoeFormat::kBf16)
     moe_expert_bytes_ = std::max(moe_expert_bytes_, size_t(2) * inter * hidden * 2);
   ex->device_tables = tables;
   return ex;
@@ -253,7 +257,8 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
   const auto* t = static_cast<const CudaMoeTables*>(experts.device_tables.get());
   FS_CHECK(t, "moe_experts: experts not loaded by the CUDA backend");
   const int64_t n = x.dim(0);
-  const int hidden = experts.hidden, inter = experts.intermediate, num_experts = experts.num_experts;
+  const int hidden = experts.hidden, inter = experts.intermediate;
+  const int num_experts = experts.num_experts;
   FS_CHECK(x.ndim == 2 && x.dim(1) == hidden && out.ndim == 2 && out.dim(0) == n &&
                out.dim(1) == hidden && expert_ids.ndim == 2 && expert_ids.dim(0) == n &&
                expert_ids.dtype == DType::kI32 && weights.ndim == 2 && weights.dim(0) == n &&

@@ -73,9 +73,11 @@ __global__ void __launch_bounds__(kThreads)
       wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[2];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &sa[wm * 32 + i * 16][kk], kBk + kPad);
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(fa[i], &sa[wm * 32 + i * 16][kk], kBk + kPad);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &sb[wn * 32 + j * 16][kk], kBk + kPad);
+      for (int j = 0; j < 2; ++j)
+        wmma::load_matrix_sync(fb[j], &sb[wn * 32 + j * 16][kk], kBk + kPad);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll

@@ -3,10 +3,11 @@
 // weights: every weight byte should be read once and used by every token that chose its expert.
 // Block (slot, chunk) takes the slot-th selected expert (the grid has min(num_experts, n * top_k)
 // slots, the most experts a routing can select; slots past the routing's return at once) and a
-// chunk of 8 output rows, one warp per row (gate/up: row i of gate and row i of up together, so
-// SwiGLU happens in registers). Each block finds its expert and that expert's (token, choice)
-// pairs from the ids itself, so no permutation kernel runs before these two, and the
-// activations stay in pair order (row q = t * top_k + j), which moe_combine reads directly.
+// chunk of output rows, two rows a warp (gate/up: row i of gate and row i of up, so SwiGLU
+// happens in registers; down: two neighbouring rows). Each block finds its expert and that
+// expert's (token, choice) pairs from the ids itself, so no permutation kernel runs before these
+// two, and the activations stay in pair order (row q = t * top_k + j), which moe_combine reads
+// directly.
 // A lane streams 8 weights a step (16 bytes of bf16, 8 of FP8, 4 of int4), several steps in
 // flight, widens them to f32 and takes them against each of the expert's rows of x (R, a
 // compile-time bound on the rows an expert has at this n, so the accumulators stay in
@@ -299,7 +300,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// y[q, h] = down_h · act[q] for the pairs q of the block's expert, h = this warp's row.
+// y[q, h] = down_h · act[q] for the pairs q of the block's expert, h = this warp's two rows (two
+// rows a warp: down's rows are short at Qwen3's 768 columns, and two keep more loads in flight
+// per lane and halve the blocks that each find their expert).
 template <MoeFormat F, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_down_kernel(float* __restrict__ y, const float* __restrict__ act,
@@ -309,21 +312,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   pdl_trigger();
   const ExpertPairs ep = block_expert(blockIdx.x, ids, total, num_experts, pairs);
   const int hidden = w.rows, inter = w.cols;
-  const int h = blockIdx.y * kWarps + threadIdx.x / 32;
+  const int h = 2 * (blockIdx.y * kWarps + threadIdx.x / 32);
   if (ep.expert < 0 || h >= hidden) return;
   const MoeExpertPtrs ptrs = w.experts[ep.expert];
-  const int wrow[1] = {h};
+  const bool second = h + 1 < hidden;
+  const int wrow[2] = {h, second ? h + 1 : h};
   for (int r0 = 0; r0 < ep.count; r0 += R) {
     const int rows = min(R, ep.count - r0);
     int xrow[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) xrow[r] = r < rows ? pairs[r0 + r] : 0;
-    float acc[1][R];
-    warp_dots<F, R, 1>(acc, ptrs, w, wrow, act, inter, xrow, rows);
+    float acc[2][R];
+    warp_dots<F, R, 2>(acc, ptrs, w, wrow, act, inter, xrow, rows);
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      if (r == lane && r < rows) y[int64_t(pairs[r0 + r]) * hidden + h] = acc[0][r];
+      if (r == lane && r < rows) {
+        float* out = y + int64_t(pairs[r0 + r]) * hidden + h;
+        out[0] = acc[0][r];
+        if (second) out[1] = acc[1][r];
+      }
   }
 }
 
@@ -405,7 +413,7 @@ void moe_fused_down(float* y, const float* act, const int32_t* ids, const MoePro
                     int n, int top_k, int num_experts, cudaStream_t stream) {
   check_fused(down, n, top_k, num_experts, "moe_fused_down");
   if (n == 0) return;
-  const dim3 grid(std::min(num_experts, n * top_k), (down.rows + kWarps - 1) / kWarps);
+  const dim3 grid(std::min(num_experts, n * top_k), (down.rows + 2 * kWarps - 1) / (2 * kWarps));
   by_format<Down>(down.format, n, y, act, ids, down, grid, n * top_k, num_experts, stream);
   CUDA_CHECK_LAUNCH();
 }

@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     row_max = fmaxf(row_max, x);
   }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, o));
+  for (int o = 16; o > 0; o >>= 1)
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, o));
   const float shift = row_max == -INFINITY ? 0.f : row_max;
   float denom = 0.f;
 #pragma unroll

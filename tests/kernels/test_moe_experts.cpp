@@ -3,10 +3,12 @@
 // converted), FP8 with row scales, --quantize fp8 (to_fp8 views), block-wise FP8, int4 (GPTQ-style
 // groups) and int4 with act-order; each quantized format against its dequantized values
 // (weights/fp8_weights.h weight_values). Batches 1, 2, 3, 8 and 16 run the fused decode kernels,
-// 17, 64 and 256 the general path (permuted rows, grouped GEMM, combine). Routings: softmax top-k
-// of random logits (8 experts top-2, 60 top-4, 128 top-8), every token to one expert, top_k =
-// num_experts. A decode step recorded in a CUDA graph and replayed with another routing gives
-// that routing's result (no launch shape depends on the routing). Outputs are poisoned first.
+// 17, 64 and 256 the general path (permuted rows, grouped GEMM, combine; quantized experts stay
+// fused up to 64). Rows from 64 to 2304 columns (several unrolled steps, partial last steps).
+// Routings: softmax top-k of random logits (8 experts top-2, 60 top-4, 128 top-8), every token to
+// one expert, top_k = num_experts. A decode step recorded in a CUDA graph and replayed with another
+// routing gives that routing's result (no launch shape depends on the routing). Outputs are
+// poisoned first.
 // Tolerance: fused kernels are f32 throughout and round once (2^-8 of the output); the general
 // path rounds h, act, y (and a quantized expert's weights) to bf16: relative Frobenius error
 // <= 1e-2 and max error <= 3e-2 of max |ref|; a wrong expert, row or weight gives O(1).
@@ -57,7 +59,8 @@ struct ExpertViews {
   std::vector<std::vector<float>> gate_up_values, down_values;  // [E] dequantized, for the twin
   std::deque<std::vector<char>> bytes;
 
-  TensorView make(Format f, int rows, int cols, const std::vector<int32_t>& perm, std::mt19937& rng) {
+  TensorView make(Format f, int rows, int cols, const std::vector<int32_t>& perm,
+                  std::mt19937& rng) {
     TensorView v;
     v.shape = {rows, cols};
     const size_t numel = size_t(rows) * cols;
@@ -278,6 +281,17 @@ TEST(MoeExperts, Int4MatchesItsDequantizedValues) {
   check(Format::kInt4ActOrder, 8, 2, 256, 128, rng);
 }
 
+// Rows longer than one step of the kernels' unrolled loads, and not a multiple of it (bf16 and FP8:
+// 1024 columns a step, int4: 2048); block-FP8 gate/up whose 520 rows are not whole 32-row blocks
+// load as bf16 beside a block-FP8 down (one projection's format need not be the other's).
+TEST(MoeExperts, LongRowsPartialStepsAndMixedFormats) {
+  std::mt19937 rng(101);
+  check(Format::kBf16, 8, 2, 1088, 520, rng);
+  check(Format::kFp8, 8, 2, 1088, 520, rng);
+  check(Format::kBlockFp8, 8, 2, 1088, 520, rng);
+  check(Format::kInt4, 8, 2, 2304, 544, rng);
+}
+
 TEST(MoeExperts, TopKEqualsNumExperts) {
   std::mt19937 rng(79);
   std::unique_ptr<Backend> backend = make_cuda_backend(0);
@@ -364,7 +378,8 @@ TEST(MoeExperts, RouteAndSharedGateMatchTheTwins) {
     ref::add_sigmoid_gated(want.data(), y.data(), gate.data(), n, hidden);
     std::vector<uint16_t> h(want.size());
     backend->copy_to_host(h.data(), o.tensor);
-    test::expect_close(test::from_bf16(h), want, test::kBf16Tol, gate_bf16 ? "gate bf16" : "gate f32");
+    test::expect_close(test::from_bf16(h), want, test::kBf16Tol,
+                       gate_bf16 ? "gate bf16" : "gate f32");
   }
 }
 
