@@ -28,6 +28,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/skinny_gemm.cuh"
 #include "kernels/int4_gemv.h"
 #include "kernels/moe.h"
 
@@ -39,8 +40,9 @@ using bf16 = __nv_bfloat16;
 constexpr int kWarps = 8;  // output rows per block
 
 // Reading 8 consecutive weights of one row, per format: load() issues the memory access (so a
-// lane can have several in flight), decode() widens them with whatever scale varies within the
-// row; row_scale() is what multiplies the whole row's dot product.
+// lane can have several in flight; weights are read once, so they bypass L1, which keeps x),
+// decode() widens them with whatever scale varies within the row; row_scale() is what multiplies
+// the whole row's dot product.
 template <MoeFormat F>
 struct Fmt;
 
@@ -49,8 +51,7 @@ struct Fmt<MoeFormat::kBf16> {
   using Raw = uint4;
   static constexpr int kUnroll = 4;
   __device__ static Raw load(const MoeExpertPtrs& e, const MoeProjection& w, int row, int c) {
-    return __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(e.w) +
-                                                int64_t(row) * w.cols + c));
+    return skinny::load_stream(static_cast<const bf16*>(e.w) + int64_t(row) * w.cols + c);
   }
   __device__ static void decode(float (&v)[8], const Raw& r, const MoeExpertPtrs&,
                                 const MoeProjection&, int, int) {
@@ -78,8 +79,7 @@ struct Fmt<MoeFormat::kFp8Rows> {
   using Raw = uint2;
   static constexpr int kUnroll = 4;
   __device__ static Raw load(const MoeExpertPtrs& e, const MoeProjection& w, int row, int c) {
-    return __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(e.w) +
-                                                int64_t(row) * w.cols + c));
+    return skinny::load_stream8(static_cast<const uint8_t*>(e.w) + int64_t(row) * w.cols + c);
   }
   __device__ static void decode(float (&v)[8], const Raw& r, const MoeExpertPtrs&,
                                 const MoeProjection&, int, int) {
@@ -114,8 +114,11 @@ struct Fmt<MoeFormat::kInt4> {
   __device__ static Raw load(const MoeExpertPtrs& e, const MoeProjection& w, int row, int c) {
     const int row_bytes = (w.cols + 127) / 128 * 64;
     const int at = c / 128 * 64 + (c % 32) / 8 * 16 + (c % 128) / 32 * 4;
-    return __ldg(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(e.w) +
-                                                   int64_t(row) * row_bytes + at));
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n"
+        : "=r"(v)
+        : "l"(static_cast<const uint8_t*>(e.w) + int64_t(row) * row_bytes + at));
+    return v;
   }
   __device__ static void decode(float (&v)[8], const Raw& r, const MoeExpertPtrs& e,
                                 const MoeProjection& w, int row, int c) {
