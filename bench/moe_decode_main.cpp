@@ -5,8 +5,9 @@
 // one call to the next as in a real step) are recorded back to back and replayed; the median
 // replay time / reps is one layer's time. The bytes a call must read are the weights of the
 // experts its routing selects (each once) plus the activations; frac_of_roofline is those bytes
-// over the time, against the copy bandwidth measured in the same process. m up to 16 runs the
-// fused decode kernels, above the grouped path (docs/MOE_KERNELS.md). Every expert of a layer
+// over the time, against the copy bandwidth measured in the same process. m up to 16 (bf16) or
+// 64 (quantized experts) runs the fused decode kernels, above the grouped path
+// (docs/MOE_KERNELS.md). Every expert of a layer
 // holds the same random values (what is timed does not depend on them; the host builds one
 // expert's).
 //   bench_moe_decode [--shape all|qwen3-30b-a3b|mixtral-8x7b|qwen1.5-moe-a2.7b]
@@ -186,7 +187,8 @@ int main(int argc, char** argv) {
           j["top_k"] = s.top_k;
           j["hidden"] = s.hidden;
           j["moe_intermediate"] = s.inter;
-          j["path"] = m <= 16 ? "fused_decode" : "grouped";
+          // The path cuda_moe.cpp takes: fused up to 16 tokens (bf16) or 64 (quantized experts).
+          j["path"] = m <= (dtype == "bf16" ? 16 : 64) ? "fused_decode" : "grouped";
           j["experts_read"] = experts_read;
           j["bytes_read"] = bytes;
           j["us"] = us;

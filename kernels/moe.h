@@ -30,19 +30,17 @@ void moe_route(int32_t* ids,         // [n, top_k]
 // ---- Permutation -------------------------------------------------------------------------
 // The n * top_k (token, choice) pairs grouped by expert: permuted row p holds one pair, expert e's
 // rows are [offsets[e], offsets[e + 1]) in the order of (token, choice) (stable, so the result
-// never depends on thread timing), offsets[num_experts] = n * top_k. `active` lists the experts
-// with at least one row, in id order, then -1 up to num_experts entries; `tile_offsets` the first
+// never depends on thread timing), offsets[num_experts] = n * top_k; `tile_offsets` the first
 // tile of each expert when its rows are cut into tiles of kMoeGemmTileRows (the grouped GEMM's
 // grid). Device memory only; nothing goes to the host.
 constexpr int kMoeGemmTileRows = 64;
 struct MoePermutation {
   int32_t* offsets = nullptr;       // [num_experts + 1]
   int32_t* tile_offsets = nullptr;  // [num_experts + 1]
-  int32_t* active = nullptr;        // [num_experts]
   int32_t* row_token = nullptr;     // [n * top_k] token of permuted row p
   int32_t* pair_row = nullptr;      // [n * top_k] permuted row of pair (t, j), t * top_k + j
 };
-// Bytes of the five arrays, and the arrays carved out of one such workspace.
+// Bytes of the four arrays, and the arrays carved out of one such workspace.
 size_t moe_permutation_bytes(int n, int top_k, int num_experts);
 MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_experts);
 // One thread block: counts, prefix sums, then each pair's row. Expert ids outside

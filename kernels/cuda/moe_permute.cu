@@ -44,20 +44,14 @@ __global__ void __launch_bounds__(kPermuteThreads)
   __syncthreads();
   // Prefix sums over at most 256 experts: each thread sums the counts below its expert.
   for (int e = tid; e <= num_experts; e += kPermuteThreads) {
-    int rows = 0, tiles = 0, nonempty = 0;
+    int rows = 0, tiles = 0;
     for (int f = 0; f < e; ++f) {
       rows += count[f];
       tiles += (count[f] + kMoeGemmTileRows - 1) / kMoeGemmTileRows;
-      nonempty += count[f] > 0;
     }
     p.offsets[e] = rows;
     p.tile_offsets[e] = tiles;
-    if (e < num_experts) {
-      next[e] = rows;
-      if (count[e] > 0) p.active[nonempty] = e;
-    } else {
-      for (int f = nonempty; f < num_experts; ++f) p.active[f] = -1;
-    }
+    if (e < num_experts) next[e] = rows;
   }
   __syncthreads();
   for (int tile = 0; tile < total; tile += kPermuteThreads) {
@@ -134,7 +128,7 @@ __global__ void moe_combine_kernel(bf16* __restrict__ out, const Y* __restrict__
 }  // namespace
 
 size_t moe_permutation_bytes(int n, int top_k, int num_experts) {
-  return size_t(3 * (num_experts + 1) + 2 * size_t(n) * top_k) * sizeof(int32_t);
+  return size_t(2 * (num_experts + 1) + 2 * size_t(n) * top_k) * sizeof(int32_t);
 }
 
 MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_experts) {
@@ -142,7 +136,6 @@ MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_exp
   MoePermutation p;
   p.offsets = at;
   p.tile_offsets = at += num_experts + 1;
-  p.active = at += num_experts + 1;
   p.row_token = at += num_experts + 1;
   p.pair_row = at + size_t(n) * top_k;
   return p;
