@@ -3,13 +3,15 @@
 // top_k rounds is a warp argmax over the logits not yet taken (larger value first, then the lower
 // expert id, as torch.topk on the CPU and the twin's stable sort order them), so the choices come
 // out in descending order. The softmax needs only the row maximum and the sum of exponentials,
-// which the same registers give.
+// which the same registers give. Launched with programmatic dependent launch, as the fused
+// decode kernels after it.
 #include <cfloat>
 #include <climits>
 #include <cmath>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/moe.h"
 
 namespace flashserve::cuda {
@@ -27,6 +29,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     moe_route_kernel(int32_t* __restrict__ ids, float* __restrict__ weights,
                      const float* __restrict__ logits, int n, int num_experts, int top_k,
                      bool renormalize) {
+  pdl_wait();  // logits: the router matmul's output
+  pdl_trigger();
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kWarps + threadIdx.x / 32;
   if (row >= n) return;
@@ -91,8 +95,8 @@ void moe_route(int32_t* ids, float* weights, const float* logits, int n, int num
            "moe_route: top_k ", top_k, " of ", num_experts, " experts (at most ", kMoeMaxExperts,
            " experts and top_k ", kMoeMaxTopK, ")");
   if (n == 0) return;
-  moe_route_kernel<<<(n + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
-      ids, weights, logits, n, num_experts, top_k, renormalize);
+  launch_pdl(moe_route_kernel, dim3((n + kWarps - 1) / kWarps), dim3(kWarps * 32), 0, stream, ids,
+             weights, logits, n, num_experts, top_k, renormalize);
   CUDA_CHECK_LAUNCH();
 }
 
