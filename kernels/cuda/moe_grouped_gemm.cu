@@ -1,0 +1,107 @@
+// The grouped GEMM's launcher (kernels/moe_grouped_gemm.h): argument checks, the tile choice and
+// the dispatch to the Hopper kernel (kernels/cuda/sm90/moe_grouped_gemm_sm90.cu), the only
+// implementation: other GPUs get a clear error.
+#include "kernels/moe_grouped_gemm.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_check.h"
+#if FLASHSERVE_SM90_KERNELS
+#include "kernels/cuda/sm90/moe_grouped_gemm_sm90.h"
+#endif
+
+namespace flashserve::cuda {
+namespace {
+
+// Below this many rows per expert on average the 64-row tile pads less than it loses to the
+// 128-row tile's better ratio of MMA to shared-memory traffic (docs/MOE_GROUPED_GEMM.md).
+constexpr int kRowsPerExpertFor128 = 192;
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+void check_args(const void* out, const void* a, const int32_t* offsets, const void* w, int num_experts,
+                int n, int k, int max_rows) {
+  FS_CHECK(num_experts >= 1 && num_experts <= kMoeGroupedGemmMaxExperts, "moe_grouped_gemm: num_experts ",
+           num_experts, " outside 1..", kMoeGroupedGemmMaxExperts);
+  FS_CHECK(n > 0 && n % 8 == 0, "moe_grouped_gemm: n = ", n, " must be a positive multiple of 8");
+  FS_CHECK(k > 0 && k % 8 == 0, "moe_grouped_gemm: k = ", k,
+           " must be a positive multiple of 8 (the bulk copies need 16-byte row strides)");
+  FS_CHECK(max_rows >= 0, "moe_grouped_gemm: max_rows = ", max_rows, " is negative");
+  FS_CHECK(offsets != nullptr, "moe_grouped_gemm: offsets is null");
+  // The weight rows are addressed as one [num_experts * n] tensor with 32-bit coordinates, and
+  // the schedule counts tiles in 32 bits: (max_rows / 64 + num_experts) * n / 256 tiles at most.
+  FS_CHECK(int64_t(num_experts) * n < (int64_t(1) << 31), "moe_grouped_gemm: num_experts * n = ",
+           int64_t(num_experts) * n, " does not fit 32-bit row coordinates");
+  FS_CHECK((int64_t(max_rows) / 64 + num_experts) * ((int64_t(n) + 255) / 256) < (int64_t(1) << 31),
+           "moe_grouped_gemm: too many tiles (max_rows ", max_rows, ", n ", n, ")");
+  if (max_rows == 0) return;
+  FS_CHECK(out != nullptr && a != nullptr && w != nullptr, "moe_grouped_gemm: null out, a or w");
+  FS_CHECK(aligned16(out) && aligned16(a) && aligned16(w), "moe_grouped_gemm: out, a and w must be 16-byte aligned");
+}
+
+// Compute capability major and SM count of the current device, queried once per device.
+struct DeviceInfo {
+  int major = 0, minor = 0, num_sms = 0;
+};
+DeviceInfo device_info() {
+  constexpr int kMaxDevices = 64;
+  static DeviceInfo cache[kMaxDevices];
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  FS_CHECK(dev >= 0 && dev < kMaxDevices, "moe_grouped_gemm: device ", dev, " out of range");
+  DeviceInfo& d = cache[dev];
+  if (d.num_sms == 0) {  // benign race: every thread writes the same values
+    DeviceInfo q;
+    CUDA_CHECK(cudaDeviceGetAttribute(&q.major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&q.minor, cudaDevAttrComputeCapabilityMinor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&q.num_sms, cudaDevAttrMultiProcessorCount, dev));
+    d = q;
+  }
+  return d;
+}
+
+}  // namespace
+
+const char* moe_gemm_tile_name(MoeGemmTile tile) {
+  switch (tile) {
+    case MoeGemmTile::kAuto: return "auto";
+    case MoeGemmTile::k128x256: return "128x256";
+    case MoeGemmTile::k64x256: return "64x256";
+  }
+  return "?";
+}
+
+size_t moe_grouped_gemm_workspace(int num_experts, int n, int k, int max_rows) {
+  (void)num_experts, (void)n, (void)k, (void)max_rows;
+  return 0;
+}
+
+void moe_grouped_gemm_tile(MoeGemmTile tile, void* out, const void* a, const int32_t* offsets, const void* w,
+                           int num_experts, int n, int k, int max_rows, cudaStream_t stream) {
+  check_args(out, a, offsets, w, num_experts, n, k, max_rows);
+  const DeviceInfo dev = device_info();
+#if FLASHSERVE_SM90_KERNELS
+  FS_CHECK(dev.major == 9 && dev.minor == 0, "moe_grouped_gemm: needs a compute capability 9.0 GPU (Hopper), this one is ",
+           dev.major, ".", dev.minor);
+  if (max_rows == 0) return;
+  if (tile == MoeGemmTile::kAuto)
+    tile = max_rows / num_experts >= kRowsPerExpertFor128 ? MoeGemmTile::k128x256 : MoeGemmTile::k64x256;
+  detail::run_moe_grouped_gemm_sm90(tile == MoeGemmTile::k128x256, out, a, offsets, w, num_experts, n, k,
+                                    max_rows, dev.num_sms, stream);
+#else
+  (void)tile, (void)stream;
+  FS_THROW("moe_grouped_gemm: built without sm_90a (CMAKE_CUDA_ARCHITECTURES must include 90a); this GPU is ",
+           dev.major, ".", dev.minor);
+#endif
+}
+
+void moe_grouped_gemm(void* out, const void* a, const int32_t* offsets, const void* w, int num_experts, int n,
+                      int k, int max_rows, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  (void)workspace, (void)workspace_bytes;  // moe_grouped_gemm_workspace is 0
+  moe_grouped_gemm_tile(MoeGemmTile::kAuto, out, a, offsets, w, num_experts, n, k, max_rows, stream);
+}
+
+}  // namespace flashserve::cuda
