@@ -42,6 +42,9 @@ size_t moe_grouped_gemm_workspace(int num_experts, int n, int k, int max_rows);
 enum class MoeGemmTile { kAuto, k128x256, k64x256 };
 const char* moe_gemm_tile_name(MoeGemmTile tile);
 
+// The tile moe_grouped_gemm runs for this many experts and rows.
+MoeGemmTile moe_grouped_gemm_auto_tile(int num_experts, int max_rows);
+
 // moe_grouped_gemm with the tile configuration forced (kAuto: the launcher's choice).
 void moe_grouped_gemm_tile(MoeGemmTile tile, void* out, const void* a, const int32_t* offsets,
                            const void* w, int num_experts, int n, int k, int max_rows,

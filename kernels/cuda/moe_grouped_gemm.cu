@@ -74,6 +74,11 @@ const char* moe_gemm_tile_name(MoeGemmTile tile) {
   return "?";
 }
 
+MoeGemmTile moe_grouped_gemm_auto_tile(int num_experts, int max_rows) {
+  return num_experts > 0 && max_rows / num_experts >= kRowsPerExpertFor128 ? MoeGemmTile::k128x256
+                                                                          : MoeGemmTile::k64x256;
+}
+
 size_t moe_grouped_gemm_workspace(int num_experts, int n, int k, int max_rows) {
   (void)num_experts, (void)n, (void)k, (void)max_rows;
   return 0;
@@ -87,8 +92,7 @@ void moe_grouped_gemm_tile(MoeGemmTile tile, void* out, const void* a, const int
   FS_CHECK(dev.major == 9 && dev.minor == 0, "moe_grouped_gemm: needs a compute capability 9.0 GPU (Hopper), this one is ",
            dev.major, ".", dev.minor);
   if (max_rows == 0) return;
-  if (tile == MoeGemmTile::kAuto)
-    tile = max_rows / num_experts >= kRowsPerExpertFor128 ? MoeGemmTile::k128x256 : MoeGemmTile::k64x256;
+  if (tile == MoeGemmTile::kAuto) tile = moe_grouped_gemm_auto_tile(num_experts, max_rows);
   detail::run_moe_grouped_gemm_sm90(tile == MoeGemmTile::k128x256, out, a, offsets, w, num_experts, n, k,
                                     max_rows, dev.num_sms, stream);
 #else
