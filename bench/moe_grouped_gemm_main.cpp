@@ -8,7 +8,8 @@
 // (top_k distinct experts per token, uniformly) or "skewed" (expert popularity falling as
 // 1/rank^1.2, experts drawn without replacement by it).
 // Records (one JSON line each): per projection and implementation ("flashserve" is the launcher's
-// tile choice, "flashserve:<tile>" a forced tile, "cublas_grouped" the baseline) with
+// tile choice, "flashserve:<tile>" each tile this GPU runs forced - on Hopper the two wgmma tiles
+// and the mma.sync kernel - "cublas_grouped" the baseline, "cublaslt_dense" the dense GEMM) with
 // time_us_p50/p10/p90, tflops (useful FLOPs: 2 x rows x n x k), frac_of_dense_gemm (against the
 // cuBLASLt GEMM of [rows, k] x [n, k]ᵀ measured in the same run), frac_of_bf16_matmul (the
 // 8192^3 ceiling), frac_of_step_lower_bound (the larger of the FLOPs at that ceiling and the bytes
@@ -233,8 +234,18 @@ int main(int argc, char** argv) {
     CUBLAS_OK(cublasCreate(&cublas));
     CUBLAS_OK(cublasSetStream(cublas, stream));
     std::mt19937 rng(2026);
-    const cuda::MoeGemmTile tiles[] = {cuda::MoeGemmTile::kAuto, cuda::MoeGemmTile::k128x256,
-                                       cuda::MoeGemmTile::k64x256};
+    // Ours: the launcher's choice, then each tile this GPU runs forced; then the two baselines.
+    std::vector<cuda::MoeGemmTile> tiles{cuda::MoeGemmTile::kAuto};
+    if (cuda::moe_grouped_gemm_auto_tile(8, 4096) != cuda::MoeGemmTile::k128x128Mma)
+      tiles.insert(tiles.end(), {cuda::MoeGemmTile::k128x256, cuda::MoeGemmTile::k64x256});
+    tiles.push_back(cuda::MoeGemmTile::k128x128Mma);
+    const int ours = int(tiles.size()), kGrouped = ours, kDense = ours + 1, impls = ours + 2;
+    std::vector<std::string> impl_names;
+    for (cuda::MoeGemmTile tile : tiles)
+      impl_names.push_back(tile == cuda::MoeGemmTile::kAuto ? std::string("flashserve")
+                                                             : std::string("flashserve:") + cuda::moe_gemm_tile_name(tile));
+    impl_names.push_back("cublas_grouped");
+    impl_names.push_back("cublaslt_dense");
     for (const ModelShape& s : kShapes) {
       if (!listed(shape_list, s.name)) continue;
       for (const std::string& tok : split(tokens_list)) {
@@ -250,11 +261,9 @@ int main(int argc, char** argv) {
           int32_t* d_offsets = nullptr;
           CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_offsets), offsets.size() * sizeof(int32_t)));
           CUDA_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-          // Per implementation (tiles..., cuBLAS grouped, dense): the two projections' times.
-          constexpr int kImpls = 5;
-          const char* impl_names[kImpls] = {"flashserve", "flashserve:128x256", "flashserve:64x256",
-                                            "cublas_grouped", "cublaslt_dense"};
-          double layer_us[kImpls] = {0, 0, 0, 0, 0}, layer_flops = 0, layer_bytes = 0;
+          // Per implementation: the two projections' times.
+          std::vector<double> layer_us(static_cast<size_t>(impls), 0.0);
+          double layer_flops = 0, layer_bytes = 0;
           for (const char* proj : {"gate_up", "down"}) {
             const bool gate_up = std::strcmp(proj, "gate_up") == 0;
             const int n = gate_up ? 2 * s.inter : s.hidden, k = gate_up ? s.hidden : s.inter;
@@ -266,32 +275,35 @@ int main(int argc, char** argv) {
             void* ws = nullptr;
             if (ws_bytes > 0) CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
 
-            Timing t[kImpls];
+            std::vector<Timing> t(static_cast<size_t>(impls));
             CublasGrouped grouped(cublas, rows, ref_out.ptr, a.ptr, w.ptr, n, k);
-            t[3].st = bench::compute_stats(bench::time_runs([&] { grouped.run(); }, stream, 3, iters));
-            for (int i = 0; i < 3; ++i) {
+            t[size_t(kGrouped)].st = bench::compute_stats(bench::time_runs([&] { grouped.run(); }, stream, 3, iters));
+            for (int i = 0; i < ours; ++i) {
               auto fn = [&] {
-                if (tiles[i] == cuda::MoeGemmTile::kAuto)
+                if (tiles[size_t(i)] == cuda::MoeGemmTile::kAuto)
                   cuda::moe_grouped_gemm(out.ptr, a.ptr, d_offsets, w.ptr, s.experts, n, k, total, ws, ws_bytes,
                                          stream);
                 else
-                  cuda::moe_grouped_gemm_tile(tiles[i], out.ptr, a.ptr, d_offsets, w.ptr, s.experts, n, k, total,
+                  cuda::moe_grouped_gemm_tile(tiles[size_t(i)], out.ptr, a.ptr, d_offsets, w.ptr, s.experts, n, k, total,
                                               stream);
               };
-              t[i].st = bench::compute_stats(bench::time_runs(fn, stream, 3, iters));
+              t[size_t(i)].st = bench::compute_stats(bench::time_runs(fn, stream, 3, iters));
               CUDA_CHECK(cudaStreamSynchronize(stream));
-              t[i].rel_diff = rel_diff(out.ptr, ref_out.ptr, size_t(total) * n);
+              t[size_t(i)].rel_diff = rel_diff(out.ptr, ref_out.ptr, size_t(total) * n);
             }
             const double dense_rate = bench::measure_bf16_gemm(total, n, k);
-            t[4].st.p10 = t[4].st.p50 = t[4].st.p90 = flops / dense_rate * 1e6;
+            bench::Stats& dense = t[size_t(kDense)].st;
+            dense.p10 = dense.p50 = dense.p90 = flops / dense_rate * 1e6;
+            const bench::Stats& grouped_st = t[size_t(kGrouped)].st;
             if (ws != nullptr) CUDA_CHECK(cudaFree(ws));
 
             const double lower_bound_us = std::max(flops / hw.bf16_flops_per_s, bytes / hw.copy_bytes_per_s) * 1e6;
-            for (int i = 0; i < kImpls; ++i) {
+            for (int i = 0; i < impls; ++i) {
+              const bench::Stats& st = t[size_t(i)].st;
               json j = bench::record_head("moe_grouped_gemm", hw.gpu, command, s.name, tokens);
               j["proj"] = proj;
               j["routing"] = routing;
-              j["impl"] = impl_names[i];
+              j["impl"] = impl_names[size_t(i)];
               if (i == 0) j["tile"] = cuda::moe_gemm_tile_name(cuda::moe_grouped_gemm_auto_tile(s.experts, total));
               j["experts"] = s.experts;
               j["top_k"] = s.top_k;
@@ -300,43 +312,44 @@ int main(int argc, char** argv) {
               j["max_expert_rows"] = max_expert_rows;
               j["n"] = n;
               j["k"] = k;
-              j["time_us_p50"] = t[i].st.p50;
-              j["time_us_p10"] = t[i].st.p10;
-              j["time_us_p90"] = t[i].st.p90;
-              j["tflops"] = flops / (t[i].st.p50 * 1e-6) / 1e12;
+              j["time_us_p50"] = st.p50;
+              j["time_us_p10"] = st.p10;
+              j["time_us_p90"] = st.p90;
+              j["tflops"] = flops / (st.p50 * 1e-6) / 1e12;
               j["dense_gemm_tflops"] = dense_rate / 1e12;
-              j["frac_of_dense_gemm"] = t[4].st.p50 / t[i].st.p50;
-              j["frac_of_bf16_matmul"] = flops / (t[i].st.p50 * 1e-6) / hw.bf16_flops_per_s;
-              j["frac_of_step_lower_bound"] = lower_bound_us / t[i].st.p50;
-              if (i < 3) {
-                j["speedup_vs_cublas_grouped"] = t[3].st.p50 / t[i].st.p50;
-                j["rel_diff_vs_cublas"] = t[i].rel_diff;
+              j["frac_of_dense_gemm"] = dense.p50 / st.p50;
+              j["frac_of_bf16_matmul"] = flops / (st.p50 * 1e-6) / hw.bf16_flops_per_s;
+              j["frac_of_step_lower_bound"] = lower_bound_us / st.p50;
+              if (i < ours) {
+                j["speedup_vs_cublas_grouped"] = grouped_st.p50 / st.p50;
+                j["rel_diff_vs_cublas"] = t[size_t(i)].rel_diff;
               }
               bench::print_record(j);
-              layer_us[i] += t[i].st.p50;
+              layer_us[size_t(i)] += st.p50;
             }
             layer_flops += flops;
             layer_bytes += bytes;
             std::fprintf(stderr, "%s %s %d tokens %s: ours %.1f us (%.0f TFLOP/s), cuBLAS grouped %.1f us, dense %.1f us\n",
                          s.name, proj, tokens, routing.c_str(), t[0].st.p50, flops / (t[0].st.p50 * 1e-6) / 1e12,
-                         t[3].st.p50, t[4].st.p50);
+                         grouped_st.p50, dense.p50);
           }
           const double lower_bound_us =
               std::max(layer_flops / hw.bf16_flops_per_s, layer_bytes / hw.copy_bytes_per_s) * 1e6;
-          for (int i = 0; i < kImpls; ++i) {
+          for (int i = 0; i < impls; ++i) {
+            const double us = layer_us[size_t(i)];
             json j = bench::record_head("moe_grouped_gemm", hw.gpu, command, s.name, tokens);
             j["proj"] = "gate_up+down";
             j["routing"] = routing;
-            j["impl"] = impl_names[i];
+            j["impl"] = impl_names[size_t(i)];
             j["experts"] = s.experts;
             j["top_k"] = s.top_k;
             j["rows"] = total;
-            j["time_us_p50"] = layer_us[i];
-            j["tflops"] = layer_flops / (layer_us[i] * 1e-6) / 1e12;
-            j["frac_of_dense_gemm"] = layer_us[4] / layer_us[i];
-            j["frac_of_bf16_matmul"] = layer_flops / (layer_us[i] * 1e-6) / hw.bf16_flops_per_s;
-            j["frac_of_step_lower_bound"] = lower_bound_us / layer_us[i];
-            if (i < 3) j["speedup_vs_cublas_grouped"] = layer_us[3] / layer_us[i];
+            j["time_us_p50"] = us;
+            j["tflops"] = layer_flops / (us * 1e-6) / 1e12;
+            j["frac_of_dense_gemm"] = layer_us[size_t(kDense)] / us;
+            j["frac_of_bf16_matmul"] = layer_flops / (us * 1e-6) / hw.bf16_flops_per_s;
+            j["frac_of_step_lower_bound"] = lower_bound_us / us;
+            if (i < ours) j["speedup_vs_cublas_grouped"] = layer_us[size_t(kGrouped)] / us;
             bench::print_record(j);
           }
           CUDA_CHECK(cudaFree(d_offsets));

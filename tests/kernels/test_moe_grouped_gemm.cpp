@@ -1,6 +1,6 @@
 // The MoE grouped GEMM (kernels/moe_grouped_gemm.h) against its CPU twin
-// (kernels/cpu/moe_grouped_gemm_ref.h), each tile configuration forced and the launcher's own
-// choice: ragged row counts around the 64- and 128-row tiles, experts with no rows, one expert
+// (kernels/cpu/moe_grouped_gemm_ref.h), each tile configuration this GPU runs forced (on Hopper
+// both wgmma tiles and the mma.sync kernel) and the launcher's own choice: ragged row counts around the 64- and 128-row tiles, experts with no rows, one expert
 // with every row, a single expert, k and n not multiples of the 64-column k-block or the 256-column
 // tile (down to 8), long k (the stage ring wraps hundreds of times), Qwen3-30B-A3B's expert shape
 // under random top-8 routing; outputs poisoned with NaN first, the rows past offsets[E] (where a
@@ -39,12 +39,22 @@ using test::Dev;
 constexpr uint16_t kNanBits = 0xffff;  // what Dev::poison writes: a bf16 NaN
 constexpr double kFrobeniusTol = 4e-3;
 
-bool is_hopper() {
-  int dev = 0, major = 0, minor = 0;
+int compute_capability_major() {
+  int dev = 0, major = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major == 9 && minor == 0;
+  return major;
+}
+
+// Whether the Hopper kernel runs here (a compute capability 9.0 GPU and an sm_90a build): the
+// launcher then picks one of its tiles.
+bool hopper_kernel() { return cuda::moe_grouped_gemm_auto_tile(8, 4096) != MoeGemmTile::k128x128Mma; }
+
+// The tiles this device runs, each forced, and the launcher's choice.
+std::vector<MoeGemmTile> tiles_here() {
+  if (hopper_kernel())
+    return {MoeGemmTile::k128x256, MoeGemmTile::k64x256, MoeGemmTile::k128x128Mma, MoeGemmTile::kAuto};
+  return {MoeGemmTile::k128x128Mma, MoeGemmTile::kAuto};
 }
 
 // One problem: per-expert row counts, the stacked weights and the rows, on the host (floats that
@@ -126,7 +136,7 @@ void check_output(const Problem& p, const std::vector<uint16_t>& got_bits, const
 // Every tile configuration and the launcher's choice on one problem.
 void check_all_tiles(const Problem& p, const std::string& name) {
   const DevProblem d(p);
-  for (MoeGemmTile tile : {MoeGemmTile::k128x256, MoeGemmTile::k64x256, MoeGemmTile::kAuto}) {
+  for (MoeGemmTile tile : tiles_here()) {
     const std::string what = name + " tile " + cuda::moe_gemm_tile_name(tile) + " (E " +
                              std::to_string(p.num_experts) + ", n " + std::to_string(p.n) + ", k " +
                              std::to_string(p.k) + ", rows " + std::to_string(p.total) + "/" +
@@ -138,16 +148,33 @@ void check_all_tiles(const Problem& p, const std::string& name) {
 class MoeGroupedGemm : public testing::Test {
  protected:
   void SetUp() override {
-    if (!is_hopper()) {
+    if (compute_capability_major() < 8) {
       Dev<uint16_t> buf(64 * 64);
       Dev<int32_t> offsets(std::vector<int32_t>{0, 8});
       EXPECT_THROW(cuda::moe_grouped_gemm(buf.ptr, buf.ptr, offsets.ptr, buf.ptr, 1, 64, 64, 8, nullptr, 0, nullptr),
                    Error);
-      GTEST_SKIP() << "the grouped GEMM runs on compute capability 9.0 only (it throws elsewhere, checked)";
+      GTEST_SKIP() << "the grouped GEMM needs compute capability 8.0+ (it throws here, checked)";
     }
   }
   std::mt19937 rng{4343};
 };
+
+TEST_F(MoeGroupedGemm, TileChoice) {
+  if (hopper_kernel()) {
+    // Few rows per expert: the 64-row tile; many: the 128-row one.
+    EXPECT_EQ(cuda::moe_grouped_gemm_auto_tile(128, 128 * 32), MoeGemmTile::k64x256);
+    EXPECT_EQ(cuda::moe_grouped_gemm_auto_tile(128, 128 * 512), MoeGemmTile::k128x256);
+    EXPECT_EQ(cuda::moe_grouped_gemm_auto_tile(8, 8 * 2048), MoeGemmTile::k128x256);
+  } else {
+    // Elsewhere the mma.sync kernel, and forcing a Hopper tile is an error.
+    EXPECT_EQ(cuda::moe_grouped_gemm_auto_tile(128, 128 * 512), MoeGemmTile::k128x128Mma);
+    Dev<uint16_t> buf(64 * 64);
+    Dev<int32_t> offsets(std::vector<int32_t>{0, 8});
+    EXPECT_THROW(cuda::moe_grouped_gemm_tile(MoeGemmTile::k128x256, buf.ptr, buf.ptr, offsets.ptr, buf.ptr, 1, 64,
+                                             64, 8, nullptr),
+                 Error);
+  }
+}
 
 TEST_F(MoeGroupedGemm, RaggedRowCounts) {
   std::vector<int> rows(8);
@@ -215,7 +242,7 @@ TEST_F(MoeGroupedGemm, Qwen3ExpertShapeRandomTop8) {
 TEST_F(MoeGroupedGemm, RepeatedRunsAreBitwiseEqual) {
   const Problem p({300, 0, 17, 129, 64}, 512, 320, 0, rng);
   const DevProblem d(p);
-  for (MoeGemmTile tile : {MoeGemmTile::k128x256, MoeGemmTile::k64x256}) {
+  for (MoeGemmTile tile : tiles_here()) {
     const std::vector<uint16_t> first = run(p, d, tile);
     for (int i = 0; i < 3; ++i) ASSERT_EQ(run(p, d, tile), first) << cuda::moe_gemm_tile_name(tile);
   }
@@ -275,7 +302,7 @@ TEST_F(MoeGroupedGemm, GarbageOffsetsStayInBounds) {
   Dev<uint16_t> a(test::to_bf16(test::random_bf16(size_t(max_rows) * k, rng)));
   Dev<uint16_t> w(test::to_bf16(test::random_bf16(size_t(num_experts) * n * k, rng)));
   Dev<int32_t> offsets(garbage);
-  for (MoeGemmTile tile : {MoeGemmTile::k128x256, MoeGemmTile::k64x256}) {
+  for (MoeGemmTile tile : tiles_here()) {
     Dev<uint16_t> out(size_t(max_rows + guard) * n);
     out.poison();
     cuda::moe_grouped_gemm_tile(tile, out.ptr, a.ptr, offsets.ptr, w.ptr, num_experts, n, k, max_rows, nullptr);

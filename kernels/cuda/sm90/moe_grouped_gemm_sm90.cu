@@ -1,6 +1,6 @@
 // The Hopper (sm_90a) grouped GEMM over experts: out rows of expert e = a rows of e · w[e]ᵀ for
 // every expert in one persistent, warp-specialised launch. Each CTA first turns the device row
-// offsets into a tile schedule in shared memory (tiles per expert, prefix-summed), then walks
+// offsets into a tile schedule in shared memory (kernels/cuda/moe_tile_schedule.cuh), then walks
 // tiles t = blockIdx.x, + gridDim.x, ... of all experts together: a producer warp streams the
 // tile's A rows and W[e] rows through a ring of shared-memory stages with bulk tensor copies
 // (TMA, 128-byte swizzle), and two consumer warpgroups multiply them with wgmma into fp32
@@ -14,8 +14,9 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe_tile_schedule.cuh"
 #include "kernels/cuda/ptx.cuh"
-#include "kernels/cuda/sm90/moe_grouped_gemm_sm90.h"
+#include "kernels/cuda/moe_grouped_gemm_kernels.h"
 #include "kernels/cuda/sm90/ptx_sm90.cuh"
 #include "kernels/cuda/sm90/tensor_map.cuh"
 #include "kernels/moe_grouped_gemm.h"
@@ -39,10 +40,8 @@ struct MoeTraits {
   // Registers after setmaxnreg: 128 * 40 + 256 * 232 <= 64K.
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
-  // Tiles of one expert are walked in bands of kBand row tiles: every column tile of a band, the
-  // band's row tiles fastest, so the CTAs running together share their A rows and W[e] rows
-  // through L2 (an expert with thousands of rows re-reads each A row once per band, not once per
-  // column tile).
+  // Row tiles per band of the schedule (moe_find_tile): an expert with thousands of rows re-reads
+  // each A row from HBM once per band, not once per column tile.
   static constexpr int kBand = 16;
 
   static constexpr int kABytes = kBlockM * 128;
@@ -52,7 +51,7 @@ struct MoeTraits {
   static constexpr int kBarOffset = kStages * kStageBytes;
   static constexpr int kSchedOffset = kBarOffset + 16 * kStages;
   static constexpr size_t smem_bytes(int num_experts) {
-    return size_t(kSchedOffset) + size_t(3 * num_experts + 1) * 4 + 1024;
+    return size_t(kSchedOffset) + size_t(moe_schedule_bytes(num_experts)) + 1024;
   }
 
   static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 rows");
@@ -73,45 +72,6 @@ struct MoeParams {
   int num_experts, n, k, max_rows;
 };
 
-// One output tile: expert e's rows [row0, row0 + rows) (rows <= kBlockM valid ones, starting at
-// a global row) and columns [n0, n0 + kBlockN).
-struct TileCoord {
-  int e, row0, rows, n0;
-};
-
-// The schedule in shared memory: tile_start[e] = tiles of experts before e (tile_start[E] = all),
-// row_begin[e] and row_count[e] = expert e's clamped row range.
-struct Schedule {
-  const int* tile_start;
-  const int* row_begin;
-  const int* row_count;
-};
-
-template <class Tr>
-__device__ __forceinline__ TileCoord find_tile(const Schedule& s, int num_experts, int n_tiles, int t) {
-  // The expert of tile t: the largest e with tile_start[e] <= t (experts without rows have
-  // tile_start[e] == tile_start[e + 1] and are never it).
-  int lo = 0, hi = num_experts - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (s.tile_start[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  const int e = lo, local = t - s.tile_start[e];
-  const int rows = s.row_count[e];
-  const int m_tiles = (rows + Tr::kBlockM - 1) / Tr::kBlockM;
-  const int band = local / (Tr::kBand * n_tiles);
-  const int in_band = local - band * Tr::kBand * n_tiles;
-  const int band_rows = min(Tr::kBand, m_tiles - band * Tr::kBand);  // row tiles in this band
-  const int mt = band * Tr::kBand + in_band % band_rows, nt = in_band / band_rows;
-  TileCoord c;
-  c.e = e;
-  c.row0 = s.row_begin[e] + mt * Tr::kBlockM;
-  c.rows = min(Tr::kBlockM, rows - mt * Tr::kBlockM);
-  c.n0 = nt * Tr::kBlockN;
-  return c;
-}
-
 template <class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) moe_grouped_gemm_kernel(const __grid_constant__ MoeParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -124,50 +84,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) moe_grouped_gemm_kernel(const
   auto stage_b = [&](int s) { return base + uint32_t(s * Tr::kStageBytes + Tr::kABytes); };
   auto bar_full = [&](int s) { return base + uint32_t(Tr::kBarOffset + 8 * s); };
   auto bar_empty = [&](int s) { return base + uint32_t(Tr::kBarOffset + 8 * (kStages + s)); };
-  const int num_experts = p.num_experts;
-  int* tile_start = reinterpret_cast<int*>(smem + Tr::kSchedOffset);  // [E + 1]
-  int* row_begin = tile_start + num_experts + 1;                       // [E]
-  int* row_count = row_begin + num_experts;                            // [E]
-  const int n_tiles = (p.n + Tr::kBlockN - 1) / Tr::kBlockN;
   const int k_blocks = (p.k + Tr::kBlockK - 1) / Tr::kBlockK;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-
-  // ---- the schedule: warp 0 scans the experts 32 at a time --------------------------------
-  if (warp == 0) {
-    int carry = 0;
-    for (int e0 = 0; e0 < num_experts; e0 += 32) {
-      const int e = e0 + lane;
-      int tiles = 0;
-      if (e < num_experts) {
-        // Clamped into [0, max_rows] and non-decreasing, so that no offsets can make the kernel
-        // read or write outside a and out.
-        const int begin = min(max(__ldg(p.offsets + e), 0), p.max_rows);
-        const int end = min(max(__ldg(p.offsets + e + 1), begin), p.max_rows);
-        row_begin[e] = begin;
-        row_count[e] = end - begin;
-        tiles = (end - begin + Tr::kBlockM - 1) / Tr::kBlockM * n_tiles;
-      }
-      int incl = tiles;  // inclusive warp scan
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, d);
-        if (lane >= d) incl += v;
-      }
-      if (e < num_experts) tile_start[e] = carry + incl - tiles;
-      carry += __shfl_sync(0xffffffffu, incl, 31);
+  const MoeSchedule sched = moe_build_schedule<Tr::kBlockM, Tr::kBlockN>(smem + Tr::kSchedOffset, p.offsets,
+                                                                         p.num_experts, p.n, p.max_rows);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bar_full(s), 1);       // the producer's expect-tx arrival
+      mbar_init(bar_empty(s), 4 * 2);  // one arrival per consumer warp
     }
-    if (lane == 0) {
-      tile_start[num_experts] = carry;
-      for (int s = 0; s < kStages; ++s) {
-        mbar_init(bar_full(s), 1);       // the producer's expect-tx arrival
-        mbar_init(bar_empty(s), 4 * 2);  // one arrival per consumer warp
-      }
-      mbar_fence_init();
-    }
+    mbar_fence_init();
   }
   __syncthreads();
-  const Schedule sched{tile_start, row_begin, row_count};
-  const int total_tiles = tile_start[num_experts];
+  const int total_tiles = sched.tile_start[p.num_experts];
+  auto find_tile = [&](int t) { return moe_find_tile<Tr::kBlockM, Tr::kBlockN, Tr::kBand>(sched, t); };
 
   if (threadIdx.x < 128) {
     // ================= producer warpgroup: thread 0 issues every copy ======================
@@ -175,7 +105,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) moe_grouped_gemm_kernel(const
     if (threadIdx.x != 0) return;
     int it = 0;  // k-blocks filled so far, over all of this CTA's tiles
     for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord c = find_tile<Tr>(sched, num_experts, n_tiles, t);
+      const MoeTile c = find_tile(t);
       const int w_row = c.e * p.n + c.n0;
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const int s = it % kStages;
@@ -203,7 +133,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) moe_grouped_gemm_kernel(const
     };
     int it = 0;
     for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord c = find_tile<Tr>(sched, num_experts, n_tiles, t);
+      const MoeTile c = find_tile(t);
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const int s = it % kStages;
         mbar_wait(bar_full(s), (it / kStages) & 1);
