@@ -22,8 +22,9 @@ constexpr int kMoeGroupedGemmMaxExperts = 512;
 // not non-decreasing within [0, max_rows] are clamped into it on the device (a wrong result, never
 // an access out of bounds).
 // Requirements (a clear error otherwise): a compute capability 8.0+ GPU (the Hopper kernel on 9.0
-// with an sm_90a build, the mma.sync kernel elsewhere), 1 <= num_experts <= kMoeGroupedGemmMaxExperts, n and k positive multiples of 8, max_rows >= 0,
-// out, a and w 16-byte aligned. Bitwise-repeatable (no atomics).
+// with an sm_90a build, the mma.sync kernel elsewhere), 1 <= num_experts <=
+// kMoeGroupedGemmMaxExperts, n and k positive multiples of 8, max_rows >= 0, out, a and w 16-byte
+// aligned (all but offsets may be null when max_rows is 0). Bitwise-repeatable (no atomics).
 void moe_grouped_gemm(void* out,               // [max_rows, n] bf16
                       const void* a,           // [max_rows, k] bf16
                       const int32_t* offsets,  // [num_experts + 1] device
@@ -31,7 +32,8 @@ void moe_grouped_gemm(void* out,               // [max_rows, n] bf16
                       int num_experts, int n, int k, int max_rows, void* workspace,
                       size_t workspace_bytes, cudaStream_t stream);
 
-// Bytes of workspace moe_grouped_gemm needs (0: the tile schedule is built in shared memory).
+// Bytes of workspace moe_grouped_gemm needs: 0, the tile schedule is built in shared memory (the
+// arguments are there so that a kernel that needs one keeps the callers as they are).
 size_t moe_grouped_gemm_workspace(int num_experts, int n, int k, int max_rows);
 
 // The kernels' tile configurations, for the benchmark and the tests (moe_grouped_gemm picks one
