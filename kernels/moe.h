@@ -1,6 +1,6 @@
 // Host launchers of the mixture-of-experts kernels (docs/MOE_KERNELS.md): routing
 // (kernels/cuda/moe_route.cu), the token permutation into expert order and the weighted combine
-// back (moe_permute.cu), a simple grouped GEMM over the permuted rows (moe_expert_gemm.cu) and
+// back (moe_permute.cu), the grouped GEMM (kernels/moe_grouped_gemm.h) between them and
 // the fused small-batch decode kernels (moe_fused_decode.cu). The CPU twins are
 // kernels/cpu/moe_ref.h. Every launch shape follows from the sizes (n, top_k, the experts'
 // shapes), never from the routing, so a MoE layer can be recorded in a CUDA graph. Every launcher
@@ -30,17 +30,14 @@ void moe_route(int32_t* ids,         // [n, top_k]
 // ---- Permutation -------------------------------------------------------------------------
 // The n * top_k (token, choice) pairs grouped by expert: permuted row p holds one pair, expert e's
 // rows are [offsets[e], offsets[e + 1]) in the order of (token, choice) (stable, so the result
-// never depends on thread timing), offsets[num_experts] = n * top_k; `tile_offsets` the first
-// tile of each expert when its rows are cut into tiles of kMoeGemmTileRows (the grouped GEMM's
-// grid). Device memory only; nothing goes to the host.
-constexpr int kMoeGemmTileRows = 64;
+// never depends on thread timing), offsets[num_experts] = n * top_k: the row ranges that
+// kernels/moe_grouped_gemm.h takes. Device memory only; nothing goes to the host.
 struct MoePermutation {
   int32_t* offsets = nullptr;       // [num_experts + 1]
-  int32_t* tile_offsets = nullptr;  // [num_experts + 1]
   int32_t* row_token = nullptr;     // [n * top_k] token of permuted row p
   int32_t* pair_row = nullptr;      // [n * top_k] permuted row of pair (t, j), t * top_k + j
 };
-// Bytes of the four arrays, and the arrays carved out of one such workspace.
+// Bytes of the three arrays, and the arrays carved out of one such workspace.
 size_t moe_permutation_bytes(int n, int top_k, int num_experts);
 MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_experts);
 // One thread block: counts, prefix sums, then each pair's row. Expert ids outside
@@ -93,21 +90,6 @@ struct MoeProjection {
 // Whether the fused decode kernels take this projection: cols a multiple of 8; block-FP8 blocks
 // of a multiple of 8 columns; int4 groups of a multiple of 8 columns.
 bool moe_projection_supported(const MoeProjection& w);
-
-// ---- Grouped GEMM over the permuted rows (the general path) -------------------------------
-// out rows [offsets[e], offsets[e + 1]) = a rows [offsets[e], offsets[e + 1]) · w[e]ᵀ for e in
-// [0, num_experts), bf16 in and out, f32 accumulation; w bf16 [num_experts, n, k] stacked.
-// tile_offsets: moe_permute's, for tiles of kMoeGemmTileRows. The grid covers the most tiles any
-// routing of max_rows rows can need (max_rows / 64 + num_experts); blocks beyond the routing's
-// tiles return at once. k a multiple of 8, pointers 16-byte aligned. With num_experts = 1 and
-// offsets/tile_offsets advanced by e it is one expert's GEMM (the quantized experts' dequantized
-// copy).
-void moe_expert_gemm_bf16(void* out,                    // [max_rows, n] bf16
-                          const void* a,                // [max_rows, k] bf16
-                          const int32_t* offsets,       // [num_experts + 1]
-                          const int32_t* tile_offsets,  // [num_experts + 1]
-                          const void* w,                // [num_experts, n, k] bf16
-                          int num_experts, int n, int k, int max_rows, cudaStream_t stream);
 
 // ---- Fused small-batch decode ------------------------------------------------------------
 // For decode steps the selected experts' weights are streamed once each, whatever number of the

@@ -16,6 +16,7 @@
 #include "kernels/fp8_quantize.h"
 #include "kernels/int4_gemv.h"
 #include "kernels/moe.h"
+#include "kernels/moe_grouped_gemm.h"
 
 namespace flashserve {
 namespace {
@@ -219,8 +220,8 @@ void CudaBackend::moe_grouped_matmul(void* out, const void* a, const cuda::MoePe
                                      const cuda::MoeExpertPtrs* host, int num_experts,
                                      int max_rows, void* expert_bf16) {
   if (stack) {
-    cuda::moe_expert_gemm_bf16(out, a, p.offsets, p.tile_offsets, stack, num_experts, w.rows,
-                               w.cols, max_rows, stream_);
+    cuda::moe_grouped_gemm(out, a, p.offsets, stack, num_experts, w.rows, w.cols, max_rows,
+                           nullptr, 0, stream_);
     return;
   }
   FS_CHECK(expert_bf16 && host, "moe_experts: no scratch for a quantized expert");
@@ -245,8 +246,8 @@ void CudaBackend::moe_grouped_matmul(void* out, const void* a, const cuda::MoePe
                                    q.zeros, q.perm, w.rows, w.cols, w.group_size, stream_);
         break;
     }
-    cuda::moe_expert_gemm_bf16(out, a, p.offsets + e, p.tile_offsets + e, expert_bf16, 1, w.rows,
-                               w.cols, rows_per_expert, stream_);
+    cuda::moe_grouped_gemm(out, a, p.offsets + e, expert_bf16, 1, w.rows, w.cols,
+                           rows_per_expert, nullptr, 0, stream_);
   }
 }
 

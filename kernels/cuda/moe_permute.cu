@@ -44,13 +44,9 @@ __global__ void __launch_bounds__(kPermuteThreads)
   __syncthreads();
   // Prefix sums over at most 256 experts: each thread sums the counts below its expert.
   for (int e = tid; e <= num_experts; e += kPermuteThreads) {
-    int rows = 0, tiles = 0;
-    for (int f = 0; f < e; ++f) {
-      rows += count[f];
-      tiles += (count[f] + kMoeGemmTileRows - 1) / kMoeGemmTileRows;
-    }
+    int rows = 0;
+    for (int f = 0; f < e; ++f) rows += count[f];
     p.offsets[e] = rows;
-    p.tile_offsets[e] = tiles;
     if (e < num_experts) next[e] = rows;
   }
   __syncthreads();
@@ -128,14 +124,13 @@ __global__ void moe_combine_kernel(bf16* __restrict__ out, const Y* __restrict__
 }  // namespace
 
 size_t moe_permutation_bytes(int n, int top_k, int num_experts) {
-  return size_t(2 * (num_experts + 1) + 2 * size_t(n) * top_k) * sizeof(int32_t);
+  return size_t((num_experts + 1) + 2 * size_t(n) * top_k) * sizeof(int32_t);
 }
 
 MoePermutation moe_permutation_in(void* workspace, int n, int top_k, int num_experts) {
   int32_t* at = static_cast<int32_t*>(workspace);
   MoePermutation p;
   p.offsets = at;
-  p.tile_offsets = at += num_experts + 1;
   p.row_token = at += num_experts + 1;
   p.pair_row = at + size_t(n) * top_k;
   return p;
