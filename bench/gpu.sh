@@ -30,15 +30,22 @@ on the GPU machine (repository root, a copy of the working tree):
                      tp       bench_e2e and the collectives at each tensor-parallel size
                      serve    HTTP serving under bench_server
                      prefix   automatic prefix caching on and off (shared prefix, multi-turn)
+                     moe      one MoE layer's experts and routing at m = 1..64, Qwen3-30B-A3B,
+                              Mixtral-8x7B and Qwen1.5-MoE shapes, bf16/FP8/block-FP8/int4
+                              (bench_moe_decode), vs the copy bandwidth
                      structured  bench_e2e free vs JSON-Schema-constrained on random TinyLlama-1.1B
                               and Llama-2-7B shapes at vocab 32000 and 128256 (Llama 2's
                               tokenizer stretched by --synthetic-vocab)
+                     moe-gemm the MoE grouped GEMM vs cuBLAS's grouped GEMM and a dense
+                              cuBLASLt GEMM of the same FLOPs (bench_moe_grouped_gemm;
+                              MOE_GEMM_ARGS)
   ab OLD           OLD (a git revision, or a tarball of `git archive OLD_REV`) built beside this
                    tree, then bench_e2e of old and new alternated $AB_ROUNDS (2) times on the
                    TinyLlama-1.1B and Llama-2-7B shapes: speedup_vs_old per case
 environment: OUT (default out/gpu), BUILD, ARCHS, TARGETS (build: default all), FS_MODELS (default
 .carry/models, else ../shared/models: stories260K and llama2-tokenizer), AB_ROUNDS, TP_SIZES
-(default 1 2 4 as the GPUs allow), E2E_SHAPES, HF_SHAPES, ITERS (prefill timed runs, 40)
+(default 1 2 4 as the GPUs allow), E2E_SHAPES, HF_SHAPES, ITERS (prefill timed runs, 40),
+MOE_GEMM_ARGS (bench_moe_grouped_gemm's flags, e.g. --shapes qwen3-30b-a3b --tokens 8192)
 EOF
 }
 
@@ -146,7 +153,8 @@ stage_soak() {
     [test_attention_prefill]='*AttentionPrefillSmall*:AttentionPrefill.RejectsUnsupportedArguments'
     [test_attention_decode]='AttentionDecode.SmallForSanitizer:AttentionDecode.EmptySequencesAndEmptySplits:AttentionDecodeMerge.*'
     [test_cuda_backend]='CudaBackend.Stories260kRagged*:CudaGraphs.*:Shapes/CudaRandomModel.*d64*'
-    [test_cuda_ops]='*' [test_cuda_sampling]='*')
+    [test_cuda_ops]='*' [test_cuda_sampling]='*'
+    [test_moe_grouped_gemm]='MoeGroupedGemm.RowCountsAroundTheTiles:MoeGroupedGemm.ExpertsWithNoRows:MoeGroupedGemm.GarbageOffsetsStayInBounds')
   for name in "${!filter[@]}"; do
     local exe; exe=$(find "$B/tests" -type f -name "$name" | head -n 1)
     for tool in memcheck racecheck; do
@@ -183,6 +191,11 @@ bench_decode() {  # rotating KV copies, so every timed run reads from HBM
     2> "$LOGS/decode_torch.log" || fail "decode baseline"
   python3 bench/merge_records.py decode --ours "$LOGS/decode_ours.jsonl" --torch "$LOGS/decode_torch.jsonl" \
     --out "$RES/decode.jsonl" --command "bench/gpu.sh bench decode (DECODE_ARGS=${DECODE_ARGS:-})"
+}
+
+bench_moe() {  # each format's experts of one layer; Mixtral's bf16 layer is 2.8 GB
+  timeout 900 "$B/bench/bench_moe_decode" --rows 1,2,4,8,16,32,64 >> "$RES/moe_decode.jsonl" \
+    2> "$LOGS/moe_decode.log" || fail "bench_moe_decode"
 }
 
 bench_prefill() {
@@ -274,6 +287,14 @@ bench_structured() {
       rm -rf "${WORK:?}/$(basename "$T")"
     done
   done
+}
+
+# The experts' grouped GEMM on the Qwen3-30B-A3B, Mixtral-8x7B and Qwen1.5-MoE-A2.7B shapes at
+# 512/2048/8192 tokens, uniform and skewed routing; its baselines run in the same process.
+bench_moe-gemm() {
+  timeout 540 "$B/bench/bench_moe_grouped_gemm" ${MOE_GEMM_ARGS:-} \
+    >> "$RES/moe_grouped_gemm.jsonl" 2> "$LOGS/moe_grouped_gemm.log" || fail "bench_moe_grouped_gemm"
+  grep -E "^(qwen3|mixtral|qwen1)" "$LOGS/moe_grouped_gemm.log"
 }
 
 # serve_start ARGS...: flashserve on port 18790 in the background; serve_stop ends it.
@@ -387,7 +408,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured moe moe-gemm " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;

@@ -145,6 +145,18 @@ HwCeilings measure_hw_ceilings() {
   return h;
 }
 
+double measure_bf16_gemm(int m, int n, int k) {
+  FS_CHECK(gpu_name() != "none", "no CUDA device");
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  cublasLtHandle_t lt = nullptr;
+  LT_CHECK(cublasLtCreate(&lt));
+  const double rate = measure_gemm(lt, stream, m, n, k);
+  LT_CHECK(cublasLtDestroy(lt));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return rate;
+}
+
 #else  // built without CUDA
 
 std::string gpu_name() { return "none"; }
@@ -154,6 +166,8 @@ HwCeilings measure_hw_ceilings() {
   h.why_unavailable = "built without CUDA";
   return h;
 }
+
+double measure_bf16_gemm(int, int, int) { FS_THROW("built without CUDA"); }
 
 #endif
 

@@ -21,6 +21,11 @@ HwCeilings measure_hw_ceilings();
 // The same for benchmarks that cannot run without a GPU: throws "no GPU: <why>" instead.
 HwCeilings require_hw_ceilings();
 
+// The cuBLASLt bf16 GEMM rate, FLOP/s of the p50 run, of out[m, n] = a[m, k] · w[n, k]ᵀ (bf16 in and
+// out, fp32 accumulation) on the current device: the dense rate a kernel of the same FLOPs is
+// measured against. Throws without a CUDA build or device.
+double measure_bf16_gemm(int m, int n, int k);
+
 // The driver's device name, or "none" / "cpu" when there is no CUDA device.
 std::string gpu_name();
 

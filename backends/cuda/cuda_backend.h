@@ -22,6 +22,7 @@
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/moe.h"
 #include "sampling/sample_pack.h"
 
 #define CUBLAS_CHECK(expr)                                                               \
@@ -99,6 +100,16 @@ class CudaBackend final : public Backend {
   void paged_attention(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const StepArgs& b, const AttentionScoring& scoring) override;
 
+  // ---- mixture of experts (cuda_moe.cpp)
+  std::shared_ptr<MoeExperts> load_moe_experts(std::span<const TensorView> gate,
+                                               std::span<const TensorView> up,
+                                               std::span<const TensorView> down) override;
+  void moe_route(Tensor expert_ids, Tensor weights, const Tensor& logits, int top_k,
+                 bool renormalize) override;
+  void moe_experts(Tensor out, const Tensor& x, const Tensor& expert_ids, const Tensor& weights,
+                   const MoeExperts& experts) override;
+  void add_sigmoid_gated(Tensor out, const Tensor& y, const Tensor& gate_logit) override;
+
   // ---- argmax and the GPU sampler (cuda_sampler.cpp)
   void argmax_rows(Tensor ids, const Tensor& logits) override;
   void sample_rows(int32_t* ids, const Tensor& logits, std::span<const int64_t> rows,
@@ -136,6 +147,12 @@ class CudaBackend final : public Backend {
   const GemmPlan* block_fp8_plan(int m, int n, int k, DType out_dtype, const float* w_scale,
                                  const float* x_scale);
   void upload(void* dst, const void* src, size_t bytes);  // cuda_backend.cpp: a weight's bytes
+  // cuda_moe.cpp
+  void* moe_workspace(size_t bytes);
+  void moe_grouped_matmul(void* out, const void* a, const cuda::MoePermutation& p,
+                          const cuda::MoeProjection& w, const void* stack,
+                          const cuda::MoeExpertPtrs* host, int num_experts, int max_rows,
+                          void* expert_bf16);
   // cuda_attention.cpp
   static AttentionPath attention_path(const StepArgs& b, const PagedAttentionArgs& a);
   static int generic_kv_len(int max_kv_len, int head_dim);
@@ -182,6 +199,9 @@ class CudaBackend final : public Backend {
   int64_t block_fp8_converted_ = 0;  // block-wise FP8 weights loaded since take_conversion_report,
   double block_fp8_converted_bytes_ = 0, block_fp8_convert_s_ = 0;  // their stored bytes, load time
   bool block_fp8_fallback_said_ = false;  // the dequantize fallback's log line, once
+  std::shared_ptr<void> moe_ws_;  // moe_experts: the permutation and the experts' activations
+  size_t moe_ws_bytes_ = 0;
+  size_t moe_expert_bytes_ = 0;  // + one quantized expert dequantized to bf16 (the general path)
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <climits>
 #include <tuple>
@@ -15,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/sm90/attention_prefill_sm90.cuh"
 #include "kernels/cuda/sm90/attention_prefill_sm90.h"
+#include "kernels/cuda/sm90/tensor_map.cuh"
 
 namespace flashserve::cuda::detail::sm90 {
 
@@ -69,35 +69,6 @@ static_assert(is_contig_variant<kSm90ContigVariantHdim128>(static_cast<Sm90Varia
               "kSm90ContigVariantHdim128 must name a contiguous variant");
 static_assert(is_contig_variant<kSm90ContigVariantHdim64>(static_cast<Sm90Variants<64>::List*>(nullptr)),
               "kSm90ContigVariantHdim64 must name a contiguous variant");
-
-// A 2-D tensor map for the bulk copies: `rows` rows of `cols` 16-bit elements, `row_stride`
-// elements apart, boxes of `box_rows` rows x 64 elements (128 bytes, the swizzle's row), 128-byte
-// swizzle, out-of-range elements read as zeros. cuTensorMapEncodeTiled comes through the runtime's
-// driver entry point (no -lcuda).
-inline CUtensorMap make_tensor_map_2d(const void* base, int64_t cols, int64_t rows, int64_t row_stride,
-                                      int box_rows, bool f16) {
-  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                                &status));
-    FS_CHECK(status == cudaDriverEntryPointSuccess && fn != nullptr,
-             "cuTensorMapEncodeTiled is not available from the CUDA driver");
-    return reinterpret_cast<Encode>(fn);
-  }();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t row_bytes[1] = {cuuint64_t(row_stride) * 2};
-  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                            const_cast<void*>(base), dims, row_bytes, box, element_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  FS_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with CUresult ", int(r));
-  return map;
-}
 
 // One K or V cache: rows of num_kv_heads * head_dim elements (row = block * block_size + offset),
 // 8-row boxes (a piece of a page when block_size % 8 == 0). The launcher does not know the number
