@@ -2,34 +2,91 @@
 #include "bench/e2e_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
 namespace flashserve::bench {
 
-int64_t layer_linear_params(const ModelConfig& c) {
-  const int64_t h = c.hidden_size, q = int64_t(c.num_q_heads) * c.head_dim,
-                kv = int64_t(c.num_kv_heads) * c.head_dim, i = c.intermediate_size;
-  const int64_t attn = h * q /*q*/ + 2 * h * kv /*k, v*/ + q * h /*o*/;
-  const int64_t mlp = 3 * h * i;  // gate, up, down
-  return int64_t(c.num_layers) * (attn + mlp);
+namespace {
+
+// One layer's linear maps, split into what every step reads whole (attention, a dense MLP, a
+// router, a shared expert) and one routed expert. `rows`: their output rows (FP8 row scales).
+struct LayerParams {
+  double dense = 0, dense_rows = 0;
+  double expert = 0, expert_rows = 0;  // one routed expert: gate, up, down
+};
+
+LayerParams layer_params(const ModelConfig& c, int layer) {
+  const double h = c.hidden_size, q = double(c.num_q_heads) * c.head_dim,
+               kv = double(c.num_kv_heads) * c.head_dim;
+  LayerParams p;
+  p.dense = h * q /*q*/ + 2 * h * kv /*k, v*/ + q * h /*o*/;
+  p.dense_rows = q + 2 * kv + h;
+  const MoeConfig& m = c.moe;
+  if (!m.sparse(layer)) {
+    const double i = c.intermediate_size;
+    p.dense += 3 * h * i, p.dense_rows += 2 * i + h;  // gate, up, down
+    return p;
+  }
+  p.dense += double(m.num_experts) * h, p.dense_rows += m.num_experts;  // router
+  if (m.shared_intermediate > 0) {
+    const double s = m.shared_intermediate;
+    p.dense += 3 * h * s + h, p.dense_rows += 2 * s + h + 1;  // shared expert and its gate
+  }
+  p.expert = 3 * h * m.intermediate, p.expert_rows = 2.0 * m.intermediate + h;
+  return p;
 }
 
-double weight_bytes(const ModelConfig& c, int elem_bytes) {
-  const double norms = double(2 * c.num_layers + 1) * c.hidden_size;
-  const double head = double(c.vocab_size) * c.hidden_size;
+// Bytes of `params` weights with `rows` output rows in the model's projection format.
+double projection_bytes(const ModelConfig& c, double params, double rows, int elem_bytes) {
   if (c.quant.is_int4()) {
     // Int4 projections as the CUDA backend holds them packed (docs/QUANTIZATION.md): half a byte
     // per weight, an f32 scale and a u8 zero point per group of each row.
-    const double per_weight = 0.5 + (c.quant.group_size > 0 ? 5.0 / c.quant.group_size : 0.0);
-    return double(layer_linear_params(c)) * per_weight + (norms + head) * elem_bytes;
+    return params * (0.5 + (c.quant.group_size > 0 ? 5.0 / c.quant.group_size : 0.0));
   }
-  if (c.quant_method != "fp8") return (double(layer_linear_params(c)) + norms + head) * elem_bytes;
-  // FP8 projections: a byte per weight and an fp32 scale per output row.
-  const double rows = double(c.num_layers) *
-                      (double(c.num_q_heads + 2 * c.num_kv_heads) * c.head_dim /*q, k, v*/ +
-                       2.0 * c.hidden_size /*o, down*/ + 2.0 * c.intermediate_size /*gate, up*/);
-  return double(layer_linear_params(c)) + 4 * rows + (norms + head) * elem_bytes;
+  if (c.quant_method == "fp8") return params + 4 * rows;  // a byte per weight, a scale per row
+  return params * elem_bytes;
+}
+
+}  // namespace
+
+int64_t layer_linear_params(const ModelConfig& c) {
+  double n = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerParams p = layer_params(c, l);
+    n += p.dense + double(c.moe.top_k) * p.expert * (p.expert > 0);
+  }
+  return int64_t(n);
+}
+
+double experts_read(const ModelConfig& c, int64_t tokens) {
+  const MoeConfig& m = c.moe;
+  if (m.num_experts <= 0 || tokens <= 0) return 0;
+  const double e = m.num_experts, miss = 1.0 - double(m.top_k) / e;
+  return e * (1.0 - std::pow(miss, double(tokens)));
+}
+
+namespace {
+double bytes_with_experts(const ModelConfig& c, int elem_bytes, double experts) {
+  const double norms = double(2 * c.num_layers + 1) * c.hidden_size;
+  const double head = double(c.vocab_size) * c.hidden_size;
+  double linear = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerParams p = layer_params(c, l);
+    linear += projection_bytes(c, p.dense, p.dense_rows, elem_bytes) +
+              experts * projection_bytes(c, p.expert, p.expert_rows, elem_bytes);
+  }
+  return linear + (norms + head) * elem_bytes;
+}
+}  // namespace
+
+double weight_bytes(const ModelConfig& c, int elem_bytes, int64_t tokens) {
+  return bytes_with_experts(c, elem_bytes, experts_read(c, tokens));
+}
+
+double resident_weight_bytes(const ModelConfig& c, int elem_bytes) {
+  return bytes_with_experts(c, elem_bytes, c.moe.num_experts);
 }
 
 double kv_bytes_per_token(const ModelConfig& c, int elem_bytes) {
@@ -40,8 +97,10 @@ StepCost step_cost(const ModelConfig& c, const std::vector<SeqWork>& seqs, int e
   FS_CHECK(!seqs.empty(), "step_cost of an empty step");
   const double linear = double(layer_linear_params(c)), head = double(c.vocab_size) * c.hidden_size;
   const double kv_tok = kv_bytes_per_token(c, elem_bytes);
+  int64_t tokens = 0;
+  for (const SeqWork& w : seqs) tokens += w.q_len;
   StepCost s;
-  s.bytes = weight_bytes(c, elem_bytes);
+  s.bytes = weight_bytes(c, elem_bytes, tokens);
   for (const SeqWork& w : seqs) {
     FS_CHECK(w.q_len > 0 && w.num_cached >= 0, "bad SeqWork q_len ", w.q_len, " num_cached ",
              w.num_cached);

@@ -23,13 +23,23 @@ struct StepCost {
   double bytes = 0;  // weights + KV read and written + embedding rows + f32 logits out
 };
 
-// Parameters of the per-layer linear maps (q, k, v, o, gate, up, down), all layers.
+// Parameters of the per-layer linear maps that one token multiplies, all layers: q, k, v, o,
+// and the MLP (gate, up, down) or, in a mixture-of-experts layer, the router, top_k experts'
+// gate, up and down and the shared expert with its gate.
 int64_t layer_linear_params(const ModelConfig& c);
-// The bytes one forward step reads for weights: every layer's linear maps and norms, the final
-// norm and lm_head (the embedding table itself when tied: read once as the head). The embedding
-// lookup's rows are per token and counted in step_cost. An FP8 model (config.quant_method
-// "fp8") counts its projections at 1 byte per weight plus a 4-byte scale per output row.
-double weight_bytes(const ModelConfig& c, int elem_bytes = 2);
+// Mixture of experts: how many of a sparse layer's experts a step of `tokens` tokens reads,
+// expected under uniform routing (each token picks top_k distinct experts of num_experts):
+// E (1 - (1 - k/E)^tokens). top_k for one token; every expert as tokens grow. 0 without experts.
+double experts_read(const ModelConfig& c, int64_t tokens);
+// The bytes one forward step of `tokens` tokens reads for weights: every layer's linear maps
+// (of a sparse layer: its router, shared expert and experts_read(tokens) experts) and norms, the
+// final norm and lm_head (the embedding table itself when tied: read once as the head). The
+// embedding lookup's rows are per token and counted in step_cost. An FP8 model
+// (config.quant_method "fp8") counts its projections at 1 byte per weight plus a 4-byte scale
+// per output row; int4 at half a byte plus its group scales and zeros.
+double weight_bytes(const ModelConfig& c, int elem_bytes = 2, int64_t tokens = 1);
+// Every weight the model holds (all experts), as weight_bytes counts them.
+double resident_weight_bytes(const ModelConfig& c, int elem_bytes = 2);
 // K and V of one token over all layers.
 double kv_bytes_per_token(const ModelConfig& c, int elem_bytes = 2);
 

@@ -184,7 +184,7 @@ json shape_json(const ModelConfig& c) {
           {"head_dim", c.head_dim},
           {"vocab_size", c.vocab_size},
           {"tie_word_embeddings", c.tie_word_embeddings},
-          {"weight_bytes_bf16", bench::weight_bytes(unquantized(c))}};
+          {"weight_bytes_bf16", bench::resident_weight_bytes(unquantized(c))}};
 }
 
 // KV tokens for the largest case's requests all at once, capped by what free device memory
@@ -204,7 +204,7 @@ int64_t kv_tokens_for(const Args& a, const ModelConfig& c) {
     // Tensor parallelism: each GPU holds about 1/N of the weights and min(N, kv heads) of the
     // KV heads' share (the replicated embedding and norms are inside the 4 GiB).
     const int tp = a.tensor_parallel_size;
-    const double room = double(free_b) - bench::weight_bytes(c) / tp - double(size_t(4) << 30);
+    const double room = double(free_b) - bench::resident_weight_bytes(c) / tp - double(size_t(4) << 30);
     const double kv_per_token = bench::kv_bytes_per_token(c) / std::min(tp, c.num_kv_heads);
     want = std::min<int64_t>(want, std::max<int64_t>(per_seq_max, int64_t(room / kv_per_token)));
   }
@@ -356,7 +356,7 @@ int run(const Args& a) {
     j["backend"] = backend;
     // The weights' format: "fp8" (the projections, docs/FP8.md) or the backend's compute dtype.
     j["dtype"] = c.quant_method == "fp8" ? "fp8" : backend.rfind("cuda", 0) == 0 ? "bf16" : "f32";
-    j["weight_bytes"] = bench::weight_bytes(c);
+    j["weight_bytes"] = bench::resident_weight_bytes(c);
     j["shape"] = shape_json(c);
     j["prompt_len"] = k.prompt_len;
     j["output_len"] = k.output_len;

@@ -33,6 +33,8 @@ on the GPU machine (repository root, a copy of the working tree):
                      moe      one MoE layer's experts and routing at m = 1..64, Qwen3-30B-A3B,
                               Mixtral-8x7B and Qwen1.5-MoE shapes, bf16/FP8/block-FP8/int4
                               (bench_moe_decode), vs the copy bandwidth
+                     moe-e2e  bench_e2e on layer-reduced random Qwen3-30B-A3B (bf16) and
+                              Mixtral-8x7B (FP8) models ($MOE_E2E: shape:layers:dtype ...)
                      structured  bench_e2e free vs JSON-Schema-constrained on random TinyLlama-1.1B
                               and Llama-2-7B shapes at vocab 32000 and 128256 (Llama 2's
                               tokenizer stretched by --synthetic-vocab)
@@ -223,6 +225,19 @@ bench_e2e() {  # flashserve, then transformers on the same cases (the disk goes 
   python3 bench/merge_e2e.py --flashserve "$fs" --hf "$hf" --out "$RES/e2e.jsonl"
 }
 
+bench_moe-e2e() {  # whole MoE models, layer-reduced: batch-1 decode against the active-bytes
+  # roofline (attention, dense parts and the selected experts), offline 16/64 x 128/128 against
+  # the bytes every step must read (bench/e2e_cost.h), and 16 x 512 prefill
+  local cases=decode:1x128x128,offline:16x128x128,offline:64x128x128,offline:16x512x2
+  for spec in ${MOE_E2E:-qwen3-30b-a3b:8:bf16 mixtral-8x7b:4:fp8}; do
+    IFS=: read -r s layers dt <<< "$spec"
+    local dir; dir=$(random_model "$s" --layers "$layers" --dtype "$dt")
+    e2e "$s-${layers}l-$dt" "$dir" "$cases" >> "$RES/moe_e2e.jsonl"
+    grep -h "$s" "$LOGS/bench_e2e.log" | tail -4
+    rm -rf "${dir:?}"
+  done
+}
+
 bench_hf() {  # tools/hf_compare.py writes each shape's model, once with transformers' weights
   for s in ${HF_SHAPES:-tinyllama-1.1b llama3.2-1b qwen2.5-0.5b qwen3-0.6b}; do
     config_only "$s"
@@ -408,7 +423,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured moe moe-gemm " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured moe moe-gemm moe-e2e " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;

@@ -1,5 +1,7 @@
 // The benchmarks' byte/FLOP model against published parameter counts and hand-computed steps,
 // and the decode roofline against the offline bound it must agree with.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "bench/e2e_cost.h"
@@ -30,6 +32,34 @@ TEST(E2eCost, ParameterCountsMatchThePublishedModels) {
             6738415616);  // Llama-2-7B
   EXPECT_EQ(total_params(shape(2048, 8192, 16, 32, 8, 64, 128256, true)),
             1235814400);  // Llama-3.2-1B
+}
+
+// A mixture-of-experts shape: every layer sparse.
+ModelConfig moe_shape(ModelConfig c, int experts, int top_k, int expert_inter) {
+  c.moe.num_experts = experts, c.moe.top_k = top_k, c.moe.intermediate = expert_inter;
+  c.moe.sparse_layers.assign(size_t(c.num_layers), 1);
+  return c;
+}
+
+TEST(E2eCost, MixtureOfExpertsCountsTheExpertsAStepReads) {
+  // Qwen3-30B-A3B: 30.5B parameters, 3.3B active per token (its model card).
+  ModelConfig q = shape(2048, 6144, 48, 32, 4, 128, 151936, false);
+  q = moe_shape(q, 128, 8, 768);
+  const double embed = double(q.vocab_size) * q.hidden_size;
+  EXPECT_NEAR((resident_weight_bytes(q) / 2 + embed) / 1e9, 30.5, 0.05);
+  EXPECT_NEAR(weight_bytes(q, 2, 1 << 20), resident_weight_bytes(q), 1.0);
+  EXPECT_NEAR((weight_bytes(q, 2, 1) / 2 + embed) / 1e9, 3.3, 0.06);
+  EXPECT_DOUBLE_EQ(experts_read(q, 1), 8);
+  EXPECT_NEAR(experts_read(q, 64), 128 * (1 - std::pow(1 - 8.0 / 128, 64)), 1e-9);
+  EXPECT_GT(experts_read(q, 64), 125);  // 64 tokens already touch almost every expert
+  // Mixtral-8x7B: 46.7B parameters, 12.9B active.
+  ModelConfig m = moe_shape(shape(4096, 14336, 32, 32, 8, 128, 32000, false), 8, 2, 14336);
+  const double membed = double(m.vocab_size) * m.hidden_size;
+  EXPECT_NEAR((resident_weight_bytes(m) / 2 + membed) / 1e9, 46.7, 0.05);
+  EXPECT_NEAR((weight_bytes(m, 2, 1) / 2 + membed) / 1e9, 12.9, 0.05);
+  // FLOPs follow the active parameters: a step of one token multiplies top_k experts.
+  EXPECT_EQ(layer_linear_params(m) / m.num_layers,
+            int64_t(2 * 4096 * 4096 + 2 * 4096 * 1024 + 8 * 4096 + 2 * 3 * 4096 * 14336));
 }
 
 TEST(E2eCost, Fp8WeightBytes) {
