@@ -5,8 +5,16 @@
 // by tools/quantize_checkpoint.py (those two skipped without a python3 that has numpy). Every
 // position's logits from a whole prefill of 40 rows (the grouped path), and from decode steps
 // of 1, 12 and 64 sequences in lockstep, replayed under CUDA graphs (the decode path, with
-// experts that no token of the step chose). Tolerance as test_cuda_quantized_model.cpp's: bf16
-// activations against fp32 give NMSE ~1e-5, a wrong expert or weight ~1e-1; the bound is 1e-3.
+// experts that no token of the step chose). bf16 activations against fp32 give NMSE ~3e-5 (a
+// wrong expert or weight ~1e-1), but routing turns a small difference into a large one where a
+// token's k-th and (k+1)-th router logits nearly tie: one flipped expert puts that sequence's
+// logits near 1e-3 (seen on an H100: bf16 worst 1.05e-3 of 12 sequences, typical 3e-5). So the
+// bounds are per path:
+//  - weight-only paths (bf16, int4, block FP8, and FP8 at one token): prefill 1e-3, the worst
+//    decoded sequence 3e-3;
+//  - FP8 row-scaled weights at several tokens run W8A8 (activations quantized to FP8 per row,
+//    docs/FP8.md), whose noise on these small random models is NMSE ~2e-3 before routing
+//    amplifies it: prefill 1e-2, worst decoded sequence 3e-2.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -21,9 +29,14 @@
 namespace flashserve::test {
 namespace {
 
-constexpr double kTol = 1e-3;
+struct Tolerance {
+  double prefill, decode;
+};
+constexpr Tolerance kWeightOnly{1e-3, 3e-3};
+constexpr Tolerance kW8A8{1e-2, 3e-2};
 
-void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what) {
+void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what,
+                             Tolerance tol = kWeightOnly) {
   const int vocab = m.config().vocab_size;
   const std::vector<int32_t> ids = random_tokens(40, vocab, 8);
   ModelRunnerOptions o;
@@ -31,7 +44,7 @@ void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what) {
   const std::vector<float> cpu = all_logits(m, ids);
   const double prefill = nmse(prefill_logits(m, ids, o), cpu);
   std::printf("%s: prefill of 40 rows NMSE %.3e\n", what.c_str(), prefill);
-  EXPECT_LT(prefill, kTol) << what;
+  EXPECT_LT(prefill, tol.prefill) << what;
   for (int batch : {1, 12, 64}) {
     std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(batch));
     for (int i = 0; i < batch; ++i) seqs[size_t(i)] = random_tokens(16, vocab, 200 + i);
@@ -40,7 +53,7 @@ void expect_cuda_matches_cpu(const LoadedModel& m, const std::string& what) {
     for (int i = 0; i < batch; i += batch > 12 ? 7 : 1)  // a sample of the 64
       worst = std::max(worst, nmse(got[size_t(i)], all_logits(m, seqs[size_t(i)])));
     std::printf("%s: decode of %d sequences, worst NMSE %.3e\n", what.c_str(), batch, worst);
-    EXPECT_LT(worst, kTol) << what << ", " << batch << " sequences";
+    EXPECT_LT(worst, tol.decode) << what << ", " << batch << " sequences";
   }
 }
 
@@ -54,8 +67,9 @@ TEST_P(CudaMoe, Bf16AndFp8MatchCpu) {
   expect_cuda_matches_cpu(*load_model(bf16), std::string(GetParam().name) + " bf16");
   expect_cuda_matches_cpu(*load_model(bf16, LoadOptions{.quantize = Quantize::kFp8,
                                                         .fp8_in_backend = true}),
-                          std::string(GetParam().name) + " --quantize fp8");
-  expect_cuda_matches_cpu(*load_model(fp8), std::string(GetParam().name) + " FP8 checkpoint");
+                          std::string(GetParam().name) + " --quantize fp8", kW8A8);
+  expect_cuda_matches_cpu(*load_model(fp8), std::string(GetParam().name) + " FP8 checkpoint",
+                          kW8A8);
 }
 
 TEST_P(CudaMoe, QuantizedCheckpointsMatchCpu) {
