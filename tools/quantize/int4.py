@@ -1,0 +1,64 @@
+"""Round-to-nearest int4 per (row, group of input columns), and the packings of 4-bit values
+into int32 words."""
+import numpy as np
+
+from .numbers import bf16_bits, to_f32
+
+# Rows quantized at a time: bounds the f64 temporaries (rows x in x 8 bytes, a few of them) on
+# large matrices. Rows are independent, so the chunk does not change any value.
+ROWS_AT_ONCE = 512
+
+
+def group_index(w, group_size, col_norm):
+    """g_idx [in] and the group count of weight w [out, in]: columns in order (col_norm None),
+    or by falling col_norm [in] (act-order), group_size columns to a group (-1: one group)."""
+    in_features = w.shape[1]
+    gs = in_features if group_size == -1 else group_size
+    perm = np.arange(in_features)
+    if col_norm is not None:  # falling column norm, stable
+        perm = np.argsort(-col_norm, kind="stable")
+    g_idx = np.empty(in_features, np.int32)
+    g_idx[perm] = np.arange(in_features) // gs
+    return g_idx, in_features // gs
+
+
+def _stored_scale(s, scale_dtype):
+    """The scale as the file stores it (bf16 or f16), so codes are computed with that value."""
+    s = to_f32("BF16", bf16_bits(s)) if scale_dtype == "BF16" else s.astype(np.float16)
+    return s.astype(np.float64)
+
+
+def quantize_int4(w, g_idx, groups, sym, scale_dtype, min_zero=0):
+    """w [out, in] f32; g_idx [in] giving each group in // groups columns. Returns codes
+    [out, in] uint8 (0..15, input order), scales [out, groups] f32 (values exactly representable
+    in scale_dtype), zeros [out, groups] uint8.
+    sym: scale = amax / 7.5, zero 8; else scale = (max - min) / 15 over a range holding 0,
+    zero = round(-min / scale) (at least min_zero: GPTQ's classic files cannot store 0)."""
+    out, cols = w.shape
+    gs = cols // groups
+    order = np.argsort(g_idx, kind="stable")  # the columns, group by group
+    codes = np.empty(w.shape, np.uint8)
+    scales = np.empty((out, groups), np.float32)
+    zeros = np.empty((out, groups), np.uint8)
+    for r0 in range(0, out, ROWS_AT_ONCE):
+        r1 = min(out, r0 + ROWS_AT_ONCE)
+        wg = w[r0:r1][:, order].astype(np.float64).reshape(r1 - r0, groups, gs)
+        lo, hi = np.minimum(wg.min(2), 0), np.maximum(wg.max(2), 0)
+        s = np.maximum(np.abs(lo), hi) / 7.5 if sym else (hi - lo) / 15.0
+        s = _stored_scale(np.where(s > 0, s, 1.0), scale_dtype)
+        z = np.full(s.shape, 8.0) if sym else np.clip(np.round(-lo / s), min_zero, 15)
+        q = np.clip(np.round(wg / s[:, :, None]) + z[:, :, None], 0, 15)
+        codes[r0:r1, order] = q.reshape(r1 - r0, cols).astype(np.uint8)
+        scales[r0:r1] = s
+        zeros[r0:r1] = z.astype(np.uint8)
+    return codes, scales, zeros
+
+
+def pack_nibbles(codes, axis, positions=tuple(range(8))):
+    """Packs eight 4-bit values along `axis` into int32: value j of each eight in nibble
+    positions[j] (bits 4 * positions[j])."""
+    c = np.moveaxis(codes.astype(np.uint32), axis, -1)
+    c = c.reshape(c.shape[:-1] + (c.shape[-1] // 8, 8))
+    shifts = np.array([4 * p for p in positions], np.uint32)
+    packed = np.bitwise_or.reduce(c << shifts, axis=-1).astype(np.uint32).view(np.int32)
+    return np.moveaxis(packed, -1, axis)

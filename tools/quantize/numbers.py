@@ -1,0 +1,39 @@
+"""Number formats: bf16 rounding and FP8 E4M3 codes."""
+import numpy as np
+
+
+def to_f32(dtype, arr):
+    """Stored values (bits for BF16) -> f32."""
+    if dtype == "BF16":
+        return (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr.astype(np.float32)
+
+
+def bf16_bits(x):
+    """f32 -> bf16 bits, rounded to nearest even."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _e4m3_table():
+    c = np.arange(127)  # 0x00..0x7E: the non-negative finite codes, increasing in value
+    e, m = c >> 3, c & 7
+    return np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7.0))
+
+
+E4M3 = _e4m3_table()
+
+
+def e4m3_encode(x):
+    """Nearest E4M3 code (ties to the even code), saturating at +-448."""
+    a = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+    hi = np.clip(np.searchsorted(E4M3, a), 1, 126)
+    lo = hi - 1
+    dl, dh = a - E4M3[lo], E4M3[hi] - a
+    code = np.where(dl < dh, lo, np.where(dh < dl, hi, np.where(lo % 2 == 0, lo, hi)))
+    return (code | np.where(x < 0, 0x80, 0)).astype(np.uint8)
+
+
+def e4m3_decode(c):
+    v = E4M3[c & 0x7F]
+    return np.where(c & 0x80, -v, v).astype(np.float32)
