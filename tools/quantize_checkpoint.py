@@ -76,7 +76,7 @@ def quantize(args):
                             f"(layers.N.self_attn.q_proj.weight, ...; see --ignore)")
     routers = modules.routers(refs)
     opts = {"group_size": args.group_size, "sym": args.sym, "act_order": args.act_order,
-            "block_size": args.block_size}
+            "block_size": args.block_size, "expected": args.expected}
     units = modules.work_units(refs, quantized)
     tasks = [(args.format, opts, [(m, quantized[m]) for m in members])
              for kind, members in units if kind == "quantize"]

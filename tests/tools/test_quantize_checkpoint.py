@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TOOL = os.path.join(ROOT, "tools", "quantize_checkpoint.py")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from quantize import safetensors  # noqa: E402
-from quantize.numbers import bf16_bits, e4m3_decode, to_f32  # noqa: E402
+from quantize.numbers import E4M3, bf16_bits, e4m3_decode, e4m3_encode, to_f32  # noqa: E402
 
 RANDOM_MODEL = sys.argv.pop(1) if len(sys.argv) > 1 else ""
 
@@ -365,6 +365,28 @@ class QuantizeCheckpoint(unittest.TestCase):
             got = files_of(out)
             self.assertEqual({k: got[k] for k in want}, want, name)
 
+    def test_e4m3_codes_are_the_nearest(self):
+        """The bit-level encoder against a search over the 127 non-negative finite codes (ties
+        to the even code, saturation at 448): every code, every midpoint and their f32
+        neighbours, and a million log-uniform values of both signs."""
+        def nearest(x):
+            a = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+            hi = np.clip(np.searchsorted(E4M3, a), 1, 126)
+            lo = hi - 1
+            dl, dh = a - E4M3[lo], E4M3[hi] - a
+            code = np.where(dl < dh, lo, np.where(dh < dl, hi, np.where(lo % 2 == 0, lo, hi)))
+            return (code | np.where(x < 0, 0x80, 0)).astype(np.uint8)
+        pts = np.concatenate([E4M3, (E4M3[1:] + E4M3[:-1]) / 2, [449, 464, 465, 1e6, np.inf]])
+        pts = pts.astype(np.float32)
+        pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)),
+                              np.nextafter(pts, np.float32(0))])
+        rng = np.random.default_rng(0)
+        r = np.exp(rng.uniform(np.log(1e-5), np.log(600), 1_000_000)).astype(np.float32)
+        for x in (pts, -pts, r, -r):
+            np.testing.assert_array_equal(e4m3_encode(x), nearest(x))
+        self.assertEqual(e4m3_encode(np.float32([-0.0, -1e-9, 448, -448])).tolist(),
+                         [0x00, 0x80, 0x7E, 0xFE])
+
     def test_bad_input_fails_with_a_clear_message(self):
         config, t = llama(7)
         good = self.path("good")
@@ -401,6 +423,17 @@ class QuantizeCheckpoint(unittest.TestCase):
             bad["model.layers.0.mlp.down_proj.weight"] = weights(np.random.default_rng(1), (64, 120), "BF16")
             safetensors.write(os.path.join(folder, "model.safetensors"), bad)
 
+        def nan_weight(folder):
+            os.remove(os.path.join(folder, "model.safetensors.index.json"))
+            for f in os.listdir(folder):
+                if f.endswith(".safetensors"):
+                    os.remove(os.path.join(folder, f))
+            bad = dict(t)
+            k = bad["model.layers.1.self_attn.k_proj.weight"][1].copy()
+            k[3, 5] = 0x7FC0  # a bf16 NaN
+            bad["model.layers.1.self_attn.k_proj.weight"] = ("BF16", k)
+            safetensors.write(os.path.join(folder, "model.safetensors"), bad)
+
         cases = [
             ("missing_shard", lambda d: os.remove(os.path.join(d, "model-00002-of-00003.safetensors")),
              [], ["model-00002-of-00003.safetensors", "not found"]),
@@ -415,6 +448,7 @@ class QuantizeCheckpoint(unittest.TestCase):
             ("truncated", truncate, [], ["model-00002-of-00003.safetensors", "truncated"]),
             ("quantized", quantized_config, [], ["quantized already", "awq"]),
             ("odd_columns", odd_columns, [], ["model.layers.0.mlp.down_proj [64, 120]", "--ignore"]),
+            ("nan", lambda d: nan_weight(d), [], ["model.layers.1.self_attn.k_proj", "NaN"]),
             ("shard_size", lambda d: None, ["--max-shard-size", "lots"], ["--max-shard-size", "'lots'"]),
         ]
         for name, change, extra, words in cases:

@@ -27,11 +27,14 @@ def quantize_blocks(w, b):
     amax = padded.reshape(br, b, bc, b).max(axis=(1, 3)).astype(np.float64)
     s = (np.maximum(amax, 1e-12) / 448.0).astype(np.float32)
     codes = np.empty(w.shape, np.uint8)
-    step = b * max(1, ROWS_AT_ONCE // b)  # whole block rows at a time
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        full = np.repeat(np.repeat(s[r0 // b:-(-r1 // b)], b, 0), b, 1)[:r1 - r0, :cols]
-        codes[r0:r1] = e4m3_encode(w[r0:r1] / full)
+    step = max(1, ROWS_AT_ONCE // b)  # block rows at a time
+    for i0 in range(0, br, step):
+        i1 = min(br, i0 + step)
+        r0, r1 = i0 * b, min(rows, i1 * b)
+        blk = np.zeros(((i1 - i0) * b, bc * b), np.float32)
+        blk[:r1 - r0, :cols] = w[r0:r1]
+        q = blk.reshape(i1 - i0, b, bc, b) / s[i0:i1, None, :, None]
+        codes[r0:r1] = e4m3_encode(q).reshape(blk.shape)[:r1 - r0, :cols]
     return codes, s
 
 

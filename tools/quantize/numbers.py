@@ -25,12 +25,16 @@ E4M3 = _e4m3_table()
 
 
 def e4m3_encode(x):
-    """Nearest E4M3 code (ties to the even code), saturating at +-448."""
-    a = np.minimum(np.abs(x.astype(np.float64)), 448.0)
-    hi = np.clip(np.searchsorted(E4M3, a), 1, 126)
-    lo = hi - 1
-    dl, dh = a - E4M3[lo], E4M3[hi] - a
-    code = np.where(dl < dh, lo, np.where(dh < dl, hi, np.where(lo % 2 == 0, lo, hi)))
+    """Nearest E4M3 code of f32 values (ties to the even code), saturating at +-448; -0.0 gives
+    0x00, a negative value rounding to zero 0x80. Works on the f32 bits: normal values (from
+    2^-6) round their mantissa to 3 bits, nearest even, and rebias the exponent (127 -> 7);
+    subnormals are multiples of 2^-9."""
+    x = np.asarray(x, np.float32)
+    a = np.minimum(np.abs(x), np.float32(448.0))
+    u = a.view(np.uint32)
+    normal = ((u + np.uint32(0x7FFFF) + ((u >> 20) & 1)) >> 20).astype(np.int32) - (120 << 3)
+    sub = np.rint(a * np.float32(2.0 ** 9)).astype(np.int32)
+    code = np.where(a < np.float32(2.0 ** -6), sub, normal)
     return (code | np.where(x < 0, 0x80, 0)).astype(np.uint8)
 
 

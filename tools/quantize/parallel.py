@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from .errors import QuantizeError
 from .formats import check_shape, quantize_module
 from .numbers import to_f32
 
@@ -26,11 +27,15 @@ def quantize_unit(task):
     for module, ref in members:
         check_shape(fmt, module, ref.shape, opts)
         weights[module] = to_f32(ref.dtype, ref.load())
-    # Act-order: the input group's column norms, sum of squares over its rows in name order.
-    sq = 0
-    for module in sorted(weights):
-        sq = sq + (weights[module] * weights[module]).sum(axis=0)
-    norm = np.sqrt(sq)
+        if not np.isfinite(weights[module]).all():
+            raise QuantizeError(f"{module}: the weight holds NaN or infinite values")
+    norm = None
+    if opts["act_order"] and fmt in ("gptq", "ct"):
+        # The input group's column norms: sum of squares over its rows, in name order.
+        sq = 0
+        for module in sorted(weights):
+            sq = sq + (weights[module] * weights[module]).sum(axis=0)
+        norm = np.sqrt(sq)
     out, expected = {}, {}
     for module in sorted(weights):
         o, e = quantize_module(fmt, module, weights[module], opts, norm)
