@@ -6,8 +6,13 @@
 # mixture-of-experts experts (Qwen2/Qwen3-MoE, Mixtral) are quantized while routers and the
 # shared expert's gate stay as stored, the committed test checkpoints are reproduced byte for
 # byte, and bad input fails with a one-line message naming the problem.
+# With flashserve-generate and a SentencePiece tokenizer, a sharded quantized folder is served
+# as it is: the program loads it and its copied tokenizer and generates the same text as from
+# the single-file quantization.
 # Registered in tests/tools/CMakeLists.txt (label unit) with a python3 that has numpy; run alone:
-#   python3 tests/tools/test_quantize_checkpoint.py [path of flashserve-random-model]
+#   python3 tests/tools/test_quantize_checkpoint.py [--random-model PATH] [--generate PATH]
+#       [--tokenizer tokenizer.model]
+import argparse
 import json
 import os
 import shutil
@@ -25,7 +30,11 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from quantize import safetensors  # noqa: E402
 from quantize.numbers import E4M3, bf16_bits, e4m3_decode, e4m3_encode, to_f32  # noqa: E402
 
-RANDOM_MODEL = sys.argv.pop(1) if len(sys.argv) > 1 else ""
+_ap = argparse.ArgumentParser(add_help=False)
+for _flag in ("--random-model", "--generate", "--tokenizer"):
+    _ap.add_argument(_flag, default="")
+PROGRAMS, _rest = _ap.parse_known_args()
+sys.argv[1:] = _rest  # the rest is unittest's
 
 SIDE = {"tokenizer.json": b'{"model": {"type": "BPE"}}', "tokenizer_config.json": b'{"a": 1}',
         "tokenizer.model": bytes(range(256)), "special_tokens_map.json": b'{"bos_token": "<s>"}',
@@ -253,10 +262,10 @@ class QuantizeCheckpoint(unittest.TestCase):
         self.assertEqual(weights_files, ["model.safetensors"])
 
     def test_random_model_shards(self):
-        if not RANDOM_MODEL:
-            self.skipTest("no flashserve-random-model path given")  # the ctest run passes it
+        if not PROGRAMS.random_model:
+            self.skipTest("no --random-model given")  # the ctest run passes it
         for shards in ("1", "3"):
-            subprocess.run([RANDOM_MODEL, "--out", self.path("rm" + shards), "--preset", "tiny",
+            subprocess.run([PROGRAMS.random_model, "--out", self.path("rm" + shards), "--preset", "tiny",
                             "--dtype", "bf16", "--seed", "5", "--shards", shards],
                            check=True, capture_output=True, timeout=120)
         self.assertIn("model.safetensors.index.json", os.listdir(self.path("rm3")))
@@ -267,6 +276,33 @@ class QuantizeCheckpoint(unittest.TestCase):
             quantize("--source", self.path("rm1"), "--out", self.path(fmt + "1"), *flags)
             quantize("--source", self.path("rm3"), "--out", self.path(fmt + "3"), *flags)
             self.assertEqual(files_of(self.path(fmt + "3")), files_of(self.path(fmt + "1")), fmt)
+
+    def test_sharded_quantized_folder_is_served_as_it_is(self):
+        if not (PROGRAMS.random_model and PROGRAMS.generate and os.path.exists(PROGRAMS.tokenizer)):
+            self.skipTest("no --random-model, --generate or --tokenizer given")  # ctest passes them
+        # Llama 2's tokenizer beside random weights of the tiny preset (vocabulary 32000), in 3
+        # shards; quantized into shards of at most 2 MB and into one file.
+        subprocess.run([PROGRAMS.random_model, "--out", self.path("src"), "--preset", "tiny",
+                        "--dtype", "bf16", "--seed", "8", "--shards", "3", "--scale", "0.1",
+                        "--tokenizer", PROGRAMS.tokenizer], check=True, capture_output=True, timeout=120)
+        texts = {}
+        for fmt, flags in (("gptq", ["--format", "gptq", "--group-size", "-1", "--act-order"]),
+                           ("block-fp8", FORMATS["block-fp8"])):
+            for layout, size in (("sharded", "2MB"), ("single", "5GB")):
+                out = self.path(fmt + "-" + layout)
+                quantize("--source", self.path("src"), "--out", out, "--max-shard-size", size, *flags)
+                self.assertEqual(os.path.exists(os.path.join(out, "model.safetensors.index.json")),
+                                 layout == "sharded")
+                with open(os.path.join(out, "tokenizer.model"), "rb") as a, open(PROGRAMS.tokenizer, "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+                p = subprocess.run([PROGRAMS.generate, "--model", out, "--prompt", "Once upon a time",
+                                    "--max-tokens", "12", "--temperature", "0", "--backend", "cpu",
+                                    "--threads", "1"], capture_output=True, text=True, timeout=300)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertTrue(p.stdout.startswith("Once upon a time"), p.stdout)
+                self.assertGreater(len(p.stdout.strip()), len("Once upon a time"), p.stdout)
+                texts[fmt, layout] = p.stdout
+            self.assertEqual(texts[fmt, "sharded"], texts[fmt, "single"], fmt)
 
     def test_moe_experts_quantized_routers_kept(self):
         for kind in ("qwen3", "qwen2", "mixtral"):
