@@ -4,9 +4,10 @@ import numpy as np
 
 from .numbers import bf16_bits, to_f32
 
-# Rows quantized at a time: bounds the f64 temporaries (rows x in x 8 bytes, a few of them) on
-# large matrices. Rows are independent, so the chunk does not change any value.
-ROWS_AT_ONCE = 512
+# Weights quantized at a time (whole rows): the temporaries stay a few MB, reused from the heap
+# rather than mapped and faulted in afresh for each chunk. Rows are independent, so the chunk
+# does not change any value.
+CHUNK = 1 << 19
 
 
 def group_index(w, group_size, col_norm):
@@ -41,8 +42,9 @@ def quantize_int4(w, g_idx, groups, sym, scale_dtype, min_zero=0):
     codes = np.empty(w.shape, np.uint8)
     scales = np.empty((out, groups), np.float32)
     zeros = np.empty((out, groups), np.uint8)
-    for r0 in range(0, out, ROWS_AT_ONCE):
-        r1 = min(out, r0 + ROWS_AT_ONCE)
+    step = max(1, CHUNK // cols)
+    for r0 in range(0, out, step):
+        r1 = min(out, r0 + step)
         rows = w[r0:r1] if in_order else w[r0:r1][:, order]
         wg = rows.astype(np.float64).reshape(r1 - r0, groups, gs)
         lo, hi = np.minimum(wg.min(2), 0), np.maximum(wg.max(2), 0)

@@ -5,7 +5,9 @@ import numpy as np
 def to_f32(dtype, arr):
     """Stored values (bits for BF16) -> f32."""
     if dtype == "BF16":
-        return (arr.astype(np.uint32) << 16).view(np.float32)
+        u = arr.astype(np.uint32)
+        u <<= 16  # in place: one f32-sized allocation, not two
+        return u.view(np.float32)
     return arr.astype(np.float32)
 
 
