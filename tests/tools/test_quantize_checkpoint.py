@@ -450,25 +450,22 @@ class QuantizeCheckpoint(unittest.TestCase):
             write_json(os.path.join(folder, "config.json"),
                        {**config, "quantization_config": {"quant_method": "awq"}})
 
-        def odd_columns(folder):
+        def replace_weights(folder, name, value):
+            """The folder's weights as one model.safetensors, with tensor `name` replaced."""
             os.remove(os.path.join(folder, "model.safetensors.index.json"))
             for f in os.listdir(folder):
                 if f.endswith(".safetensors"):
                     os.remove(os.path.join(folder, f))
-            bad = dict(t)
-            bad["model.layers.0.mlp.down_proj.weight"] = weights(np.random.default_rng(1), (64, 120), "BF16")
-            safetensors.write(os.path.join(folder, "model.safetensors"), bad)
+            safetensors.write(os.path.join(folder, "model.safetensors"), {**t, name: value})
+
+        def odd_columns(folder):
+            replace_weights(folder, "model.layers.0.mlp.down_proj.weight",
+                            weights(np.random.default_rng(1), (64, 120), "BF16"))
 
         def nan_weight(folder):
-            os.remove(os.path.join(folder, "model.safetensors.index.json"))
-            for f in os.listdir(folder):
-                if f.endswith(".safetensors"):
-                    os.remove(os.path.join(folder, f))
-            bad = dict(t)
-            k = bad["model.layers.1.self_attn.k_proj.weight"][1].copy()
+            k = t["model.layers.1.self_attn.k_proj.weight"][1].copy()
             k[3, 5] = 0x7FC0  # a bf16 NaN
-            bad["model.layers.1.self_attn.k_proj.weight"] = ("BF16", k)
-            safetensors.write(os.path.join(folder, "model.safetensors"), bad)
+            replace_weights(folder, "model.layers.1.self_attn.k_proj.weight", ("BF16", k))
 
         cases = [
             ("missing_shard", lambda d: os.remove(os.path.join(d, "model-00002-of-00003.safetensors")),
