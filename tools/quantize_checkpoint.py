@@ -77,6 +77,8 @@ def quantize(args):
     routers = modules.routers(refs)
     opts = {"group_size": args.group_size, "sym": args.sym, "act_order": args.act_order,
             "block_size": args.block_size, "expected": args.expected}
+    for module, ref in quantized.items():  # before anything is written
+        formats.check_shape(args.format, module, ref.shape, opts)
     units = modules.work_units(refs, quantized)
     tasks = [(args.format, opts, [(m, quantized[m]) for m in members])
              for kind, members in units if kind == "quantize"]
@@ -86,20 +88,24 @@ def quantize(args):
     expected = {}
     results = parallel.run(tasks, args.jobs)
     start, done = time.monotonic(), 0
-    for kind, what in units:
-        if kind == "copy":
-            ref = refs[what]
-            writer.add(what, ref.dtype, ref.load())
-            continue
-        out, exp = next(results)
-        for name in sorted(out):
-            writer.add(name, *out[name])
-        if args.expected:
-            expected.update(exp)
-        done += 1
-        if not args.quiet and (done % 64 == 0 or done == len(tasks)):
-            print(f"quantized {done}/{len(tasks)} input groups, {time.monotonic() - start:.1f} s",
-                  file=sys.stderr)
+    try:
+        for kind, what in units:
+            if kind == "copy":
+                ref = refs[what]
+                writer.add(what, ref.dtype, ref.load())
+                continue
+            out, exp = next(results)
+            for name in sorted(out):
+                writer.add(name, *out[name])
+            if args.expected:
+                expected.update(exp)
+            done += 1
+            if not args.quiet and (done % 64 == 0 or done == len(tasks)):
+                print(f"quantized {done}/{len(tasks)} input groups, "
+                      f"{time.monotonic() - start:.1f} s", file=sys.stderr)
+    except QuantizeError:
+        writer.abandon()
+        raise
     files = writer.finish()
 
     config["quantization_config"] = formats.quantization_config(

@@ -491,6 +491,9 @@ class QuantizeCheckpoint(unittest.TestCase):
                               *FORMATS["gptq"], *extra)
                 self.assertEqual(rc, 1, err)
                 self.assertNotIn("Traceback", err)
+                out = self.path(name + "_out")  # no weights left behind
+                self.assertFalse(os.path.exists(out) and any(
+                    f.endswith((".safetensors", ".part")) for f in os.listdir(out)), name)
                 self.assertEqual(len(err.strip().splitlines()), 1, err)
                 for w in words:
                     self.assertIn(w, err)

@@ -70,6 +70,12 @@ class ShardWriter:
         self.parts.append((path, sorted(self.current)))
         self.current, self.current_bytes = {}, 0
 
+    def abandon(self):
+        """Removes the parts written so far (a run that stops leaves no partial weights)."""
+        for path, _ in self.parts:
+            os.remove(path)
+        self.parts, self.current = [], {}
+
     def finish(self):
         """Renames the parts to their final names and writes the index; returns the file names."""
         if self.current or not self.parts:

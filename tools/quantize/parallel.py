@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .errors import QuantizeError
-from .formats import check_shape, quantize_module
+from .formats import quantize_module
 from .numbers import to_f32
 
 
@@ -34,8 +34,6 @@ def quantize_unit(task):
     needs about one projection's f32 size: 0.9 GB for a 70B gate_proj."""
     fmt, opts, members = task
     members = sorted(members)
-    for module, ref in members:
-        check_shape(fmt, module, ref.shape, opts)
     norm = None
     if opts["act_order"] and fmt in ("gptq", "ct"):
         # The input group's column norms: sum of squares over its rows, in name order.
