@@ -70,6 +70,12 @@ def quantize(args):
         refs = source.read_tensors(args.source)
     else:
         config, refs = tiny_model(args.tiny)
+    fused = modules.fused_experts(refs)
+    if fused:
+        raise QuantizeError(f"{fused[0]} {list(refs[fused[0]].shape)} holds every expert of its "
+                            f"layer in one tensor ({len(fused)} such tensors); quantized formats "
+                            f"store one projection per expert (mlp.experts.E.gate_proj.weight): "
+                            f"save the checkpoint with per-expert tensors first")
     quantized = modules.projections(refs, args.ignore)
     if not quantized:
         raise QuantizeError(f"{args.source or 'tiny model'}: no projection to quantize "

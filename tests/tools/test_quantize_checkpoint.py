@@ -481,6 +481,9 @@ class QuantizeCheckpoint(unittest.TestCase):
             ("truncated", truncate, [], ["model-00002-of-00003.safetensors", "truncated"]),
             ("quantized", quantized_config, [], ["quantized already", "awq"]),
             ("odd_columns", odd_columns, [], ["model.layers.0.mlp.down_proj [64, 120]", "--ignore"]),
+            ("fused_experts", lambda d: replace_weights(d, "model.layers.1.mlp.experts.gate_up_proj", (
+                "BF16", np.zeros((4, 64, 64), np.uint16))), [],
+             ["model.layers.1.mlp.experts.gate_up_proj [4, 64, 64]", "per-expert"]),
             ("nan", lambda d: nan_weight(d), [], ["model.layers.1.self_attn.k_proj", "NaN"]),
             ("shard_size", lambda d: None, ["--max-shard-size", "lots"], ["--max-shard-size", "'lots'"]),
         ]

@@ -17,6 +17,9 @@ _LAYER = r"(?:^|\.)layers\.\d+\."
 PROJECTION = re.compile(_LAYER + r"(?:self_attn\.[qkvo]_proj"
                         r"|mlp\.(?:(?:experts\.\d+|shared_experts?)\.)?(?:gate|up|down)_proj"
                         r"|block_sparse_moe\.experts\.\d+\.w[123])$")
+# Experts stacked into one 3-D tensor per projection (transformers' fused layout,
+# mlp.experts.gate_up_proj [experts, 2 x intermediate, hidden]): no format above stores them so.
+FUSED_EXPERTS = re.compile(_LAYER + r"(?:mlp|block_sparse_moe)\.experts\.[a-z_]\w*$")
 ROUTER = re.compile(_LAYER + r"(?:mlp\.gate|mlp\.shared_expert_gate|block_sparse_moe\.gate)$")
 
 # Projections that read the same input share one act-order column order (GPTQ's Hessian).
@@ -51,6 +54,13 @@ def projections(refs, ignore):
                 and not is_ignored(module, ignore)):
             out[module] = ref
     return out
+
+
+def fused_experts(refs):
+    """Names of 3-D tensors holding every expert of a layer at once."""
+    return sorted((n for n, ref in refs.items() if len(ref.shape) == 3
+                   and FUSED_EXPERTS.search(n[:-len(".weight")] if n.endswith(".weight") else n)),
+                  key=natural_key)
 
 
 def routers(refs):
