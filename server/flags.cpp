@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "server/cors.h"
+#include "server/http/cors.h"
 #include "weights/default_model.h"
 
 namespace flashserve {

@@ -13,15 +13,15 @@
 #include <string_view>
 #include <vector>
 
-#include "server/completion.h"
-#include "server/connection_front.h"
-#include "server/embeddings_api.h"
-#include "server/constant_time.h"
+#include "server/generation/completion.h"
+#include "server/http/connection_front.h"
+#include "server/endpoints/embeddings.h"
+#include "server/http/constant_time.h"
 #include "server/httplib_bridge.h"
-#include "server/responses_output.h"
-#include "server/responses_store.h"
-#include "server/responses_stream.h"
-#include "server/tokenize_api.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_store.h"
+#include "server/endpoints/responses_stream.h"
+#include "server/endpoints/tokenize.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {

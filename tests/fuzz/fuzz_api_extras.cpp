@@ -6,8 +6,8 @@
 #include <string>
 #include <variant>
 
-#include "server/embeddings_api.h"
-#include "server/tokenize_api.h"
+#include "server/endpoints/embeddings.h"
+#include "server/endpoints/tokenize.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "chat_template/chat_template.h"
-#include "server/responses_output.h"
-#include "server/responses_request.h"
-#include "server/responses_store.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_request.h"
+#include "server/endpoints/responses_store.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"

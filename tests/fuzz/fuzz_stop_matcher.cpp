@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/stop_matcher.h"
+#include "server/generation/stop_matcher.h"
 #include "tests/fuzz/fuzz_file.h"
 
 using namespace flashserve;

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"

@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
-#include "server/responses_request.h"
-#include "server/responses_store.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/responses_request.h"
+#include "server/endpoints/responses_store.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "server/responses_output.h"
-#include "server/responses_store.h"
-#include "server/responses_stream.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_store.h"
+#include "server/endpoints/responses_stream.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 
