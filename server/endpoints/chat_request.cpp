@@ -29,6 +29,39 @@ using json = nlohmann::json;
 
 namespace {
 
+// OpenAI fields that this server cannot honour: each with the values that change nothing
+// (accepted, as null is) and why any other value is a 400 that says so (not "unknown").
+struct NoOpField {
+  bool (*changes_nothing)(const json& v);
+  const char* why;
+};
+
+const std::map<std::string, NoOpField>& unsupported_fields() {
+  static const std::map<std::string, NoOpField> k = {
+      {"functions", {[](const json& v) { return v.is_array() && v.empty(); },
+                     "use tools and tool_choice"}},
+      {"function_call", {[](const json& v) { return v == "none"; }, "use tools and tool_choice"}},
+      {"audio", {[](const json&) { return false; }, "no audio"}},
+      {"modalities", {[](const json& v) { return v == json::array({"text"}); }, "text only"}},
+      {"web_search_options", {[](const json&) { return false; }, "no web search"}},
+      {"verbosity", {[](const json& v) { return v == "medium"; },
+                     "the model's length is its own; use max_completion_tokens"}}};
+  return k;
+}
+
+void reject_unsupported(const json& j) {
+  for (const auto& [key, value] : j.items()) {
+    auto found = unsupported_fields().find(key);
+    if (found != unsupported_fields().end() && !value.is_null() &&
+        !found->second.changes_nothing(value)) {
+      throw bad_request("'" + key + "' is not supported by this server (" + found->second.why +
+                            ")",
+                        key, "unsupported_parameter");
+    }
+  }
+}
+
+// The fields chat reads, and the no-op ones above (refused by reject_unsupported otherwise).
 const std::set<std::string>& chat_fields() {
   static const std::set<std::string> k = {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
@@ -37,27 +70,12 @@ const std::set<std::string>& chat_fields() {
       "ignore_eos", "response_format", "cache_salt", "tools", "tool_choice",
       "parallel_tool_calls", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
       "chat_template_kwargs", "reasoning_effort"};
-  return k;
-}
-
-// OpenAI fields that would change the output and that this server cannot honour, with why: a
-// 400 that says so (not "unknown").
-const std::map<std::string, std::string>& unsupported_fields() {
-  static const std::map<std::string, std::string> k = {
-      {"functions", "use tools and tool_choice"}, {"function_call", "use tools and tool_choice"},
-      {"audio", "no audio"}, {"modalities", "text only"}, {"web_search_options", "no web search"},
-      {"verbosity", "the model's length is its own; use max_completion_tokens"}};
-  return k;
-}
-
-void reject_unsupported(const json& j) {
-  for (const auto& [key, value] : j.items()) {
-    auto found = unsupported_fields().find(key);
-    if (found != unsupported_fields().end() && !value.is_null()) {
-      throw bad_request("'" + key + "' is not supported by this server (" + found->second + ")",
-                        key, "unsupported_parameter");
-    }
-  }
+  static const std::set<std::string> with_no_ops = [] {
+    std::set<std::string> s = k;
+    for (const auto& [key, field] : unsupported_fields()) s.insert(key);
+    return s;
+  }();
+  return with_no_ops;
 }
 
 // A message's content: a string, or a list of {"type":"text","text":...} parts joined.
@@ -162,10 +180,13 @@ std::string template_kwargs(const json& j, const ServedModel& model) {
     }
   }
   if (request::has(j, "reasoning_effort")) {
-    static const std::set<std::string> efforts = {"none", "minimal", "low", "medium", "high"};
+    // xhigh and max (newer clients' levels) are the highest level a template knows: high.
+    static const std::set<std::string> efforts = {"none", "minimal", "low", "medium",
+                                                  "high", "xhigh", "max"};
     const json& e = j["reasoning_effort"];
     if (!e.is_string() || !efforts.count(e.get<std::string>())) {
-      throw bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high",
+      throw bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high, "
+                        "xhigh, max",
                         "reasoning_effort");
     }
     const bool has_switch = model.chat_template &&

@@ -312,6 +312,13 @@ TEST_F(ResponsesRequestTest, UnknownFieldPolicyOnEveryEndpoint) {
       EXPECT_EQ(e.code, "unknown_parameter");
     }
   }
+  // reasoning.effort past high (openai-node's xhigh and max) reads as high.
+  for (const char* effort : {"xhigh", "max"}) {
+    EXPECT_FALSE(std::holds_alternative<ApiError>(responses({{"reasoning", {{"effort", effort}}}})))
+        << effort;
+    EXPECT_FALSE(std::holds_alternative<ApiError>(chat({{"reasoning_effort", effort}}))) << effort;
+  }
+  EXPECT_TRUE(std::holds_alternative<ApiError>(responses({{"reasoning", {{"effort", "extreme"}}}})));
   // OpenAI fields that would change the chat output and cannot be honoured.
   for (const char* field : {"web_search_options", "verbosity", "audio"}) {
     auto c = chat({{field, "low"}});
