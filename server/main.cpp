@@ -14,15 +14,16 @@
 #include <thread>
 
 #include "chat_template/chat_template.h"
-#include "structured/compiled_grammar.h"
-#include "structured/token_vocabulary.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/forward_runner.h"
 #include "parallel/communicator.h"
 #include "scheduling/kv_window.h"
+#include "server/endpoints/chat_request.h"
 #include "server/flags.h"
 #include "server/http_server.h"
+#include "structured/compiled_grammar.h"
+#include "structured/token_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/loaded_model.h"
 #include "weights/pooling_config.h"

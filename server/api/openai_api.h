@@ -1,8 +1,8 @@
-// The OpenAI-compatible API edge as pure functions: request JSON (/v1/completions or
-// /v1/chat/completions) -> a validated CompletionRequest (or an ApiError with its HTTP status),
-// and results -> response JSON / SSE events in the endpoint's shapes. Both endpoints produce the
-// same internal request; its `format` only decides the shapes of what goes back.
-// Nothing here touches HTTP or the engine, so all of it is unit-tested (tests/server/).
+// The OpenAI API's shared pieces: the served model as the API sees it, the validated request
+// that /v1/completions and /v1/chat/completions both produce (endpoints/ parse the bodies; its
+// `format` only decides the shapes of what goes back), its limits, and the response JSON / SSE
+// builders of both shapes. Nothing here touches HTTP or the engine, so all of it is unit-tested
+// (tests/server/).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 
 #include "engine/engine.h"
 #include "sampling/sampling.h"
+#include "server/api/api_error.h"
 #include "server/api/tool_call_syntax.h"
 
 namespace flashserve {
@@ -29,21 +30,6 @@ class GrammarCompiler;
 
 // Which endpoint a request came from: decides the response's JSON and SSE shapes.
 enum class ResponseFormat { kCompletion, kChat };
-
-// An error in the OpenAI envelope: {"error":{"message","type","param","code"}}.
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;        // "" -> null
-  std::string code;         // "" -> null
-  int retry_after_s = 0;    // > 0: send a Retry-After header
-};
-
-ApiError bad_request(std::string message, std::string param = "", std::string code = "");
-// A failure on our side (type "server_error"); a 503 also asks the client to retry in a second.
-ApiError server_error(int status, std::string code, std::string message);
-nlohmann::json error_json(const ApiError& e);
 
 struct ServedModel {
   std::string id;           // the served model name (request "model" must match it)
@@ -60,22 +46,17 @@ struct ServedModel {
   std::shared_ptr<const ChatTemplate> chat_template = nullptr;
   // Structured outputs and tool calls: the grammar compiler for this model's vocabulary, built
   // once at start-up (null: constrained requests are a 400), the EOS ids that end a constrained
-  // output, and how this model writes tool calls (server/tool_call_syntax.h).
+  // output, and how this model writes tool calls (server/api/tool_call_syntax.h).
   std::shared_ptr<structured::GrammarCompiler> grammar_compiler = nullptr;
   std::vector<int32_t> eos_ids;
   ToolCallSyntax tool_calls;
   // --reasoning-parser: chat output is split into reasoning_content (<think>...</think>) and
   // content (output_parsers/reasoning_parser.h).
   bool reasoning = false;
-  // > 0: an embedding model (--task embed, server/embeddings_api.h) whose vectors have this many
+  // > 0: an embedding model (--task embed, server/endpoints/embeddings.h) whose vectors have this many
   // values; it serves /v1/embeddings and none of the generation endpoints.
   int embedding_dimensions = 0;
 };
-
-// --reasoning-parser NAME: "none" is off; "deepseek_r1" and "qwen3" are on (both write
-// <think>...</think>; whether the prompt opened it is read per request); "auto" is on when the
-// chat template speaks of <think>. Throws flashserve::Error for any other name.
-bool reasoning_parser_enabled(std::string_view flag, const ChatTemplate* chat_template);
 
 struct CompletionRequest {
   ResponseFormat format = ResponseFormat::kCompletion;
@@ -126,21 +107,6 @@ constexpr int kMaxChoices = 128;   // prompts x n per request
 // A text prompt over kPromptBytesFactor x max_model_len x tokenizer.max_piece_bytes() bytes is
 // refused (context_length_exceeded) before it is encoded.
 constexpr size_t kPromptBytesFactor = 4;
-
-// Parses and validates a POST /v1/completions body. Text prompts are encoded with `tokenizer`
-// (BOS first). Every field of docs/API_CONTRACT.md is handled; any other field is a 400.
-std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
-                                                                   const ServedModel& model,
-                                                                   const Tokenizer& tokenizer);
-
-// Parses and validates a POST /v1/chat/completions body (OpenAI's schema, docs/SERVER.md): the
-// messages are rendered with model.chat_template and encoded with special tokens only where the
-// template wrote them (tokenizer/special_split.h); tools, tool_choice and response_format become
-// the request's constraint and tool-call format. What is not implemented (images, audio, the
-// legacy functions fields, any unknown field) is a 400 naming the field.
-std::variant<CompletionRequest, ApiError> parse_chat_request(std::string_view body,
-                                                             const ServedModel& model,
-                                                             const Tokenizer& tokenizer);
 
 // The bytes one token stands for: the piece with "▁" as a space, byte pieces <0xNN> as their byte.
 std::string token_bytes(const Tokenizer& tokenizer, int32_t id);

@@ -18,7 +18,7 @@ class Tokenizer;
 struct ToolCallSyntax {
   output_parsers::ToolCallFormat format = output_parsers::ToolCallFormat::kNone;
   // The template reads `tools`; otherwise the API edge describes them in a system message in
-  // the Hermes style (server/tools_prompt.h) and format is kHermes.
+  // the Hermes style (server/tool_calls/tools_prompt.h) and format is kHermes.
   bool template_uses_tools = true;
   std::string start_text, end_text;  // "<tool_call>" / "</tool_call>"; "" = none
   int32_t start_id = -1, end_id = -1;  // the one token spelling each marker; -1: none

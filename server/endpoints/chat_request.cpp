@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "engine/stop_rules.h"
 #include "output_parsers/reasoning_parser.h"
-#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
 #include "server/api/request_fields.h"
 #include "server/api/response_format.h"
 #include "server/tool_calls/tool_call_constraint.h"

@@ -2,7 +2,7 @@
 // echo, legacy logprobs; the fields it shares with chat are read by request_fields.h. Nothing
 // below the API edge sees unvalidated input. Internally a failed check throws an ApiError, which
 // parse_completion_request returns.
-#include "server/api/openai_api.h"
+#include "server/endpoints/completions_request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -119,10 +119,6 @@ CompletionRequest parse_completion(std::string_view body, const ServedModel& mod
 }
 
 }  // namespace
-
-std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_salt) {
-  return std::to_string(api_key.size()) + ":" + std::string(api_key) + std::string(cache_salt);
-}
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    const ServedModel& model,

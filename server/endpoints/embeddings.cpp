@@ -1,4 +1,4 @@
-// POST /v1/embeddings (server/embeddings_api.h): the body read with the same guards as the
+// POST /v1/embeddings (server/endpoints/embeddings.h): the body read with the same guards as the
 // completion endpoints (request_fields.h), the inputs run as prefill-only engine requests, and
 // the vectors written in OpenAI's shape.
 #include "server/endpoints/embeddings.h"

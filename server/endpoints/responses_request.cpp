@@ -12,6 +12,7 @@
 #include <set>
 
 #include "server/api/request_fields.h"
+#include "server/endpoints/chat_request.h"
 #include "server/endpoints/responses_output.h"
 #include "server/endpoints/responses_store.h"
 

@@ -1,4 +1,4 @@
-// POST /tokenize, /detokenize and GET /v1/models/{id} (server/tokenize_api.h). Bodies are read
+// POST /tokenize, /detokenize and GET /v1/models/{id} (server/endpoints/tokenize.h). Bodies are read
 // with the same guards as the completion endpoints (request_fields.h): an unknown field, a wrong
 // type or an id outside the model's vocabulary is a 400 naming the field.
 #include "server/endpoints/tokenize.h"

@@ -1,4 +1,4 @@
-// CorsPolicy (server/cors.h). A preflight is granted only the headers that OpenAI's clients send
+// CorsPolicy (server/http/cors.h). A preflight is granted only the headers that OpenAI's clients send
 // (the SDKs' x-stainless-* telemetry headers among them): an allowed origin gets what its
 // client needs, never a blanket echo of whatever header names it asks for.
 #include "server/http/cors.h"

@@ -1,6 +1,6 @@
 // RequestReader: checks the bytes a client has sent so far and says whether they hold a complete
 // HTTP/1.1 request (head and body), need more, or are an error to answer at once. Pure (no
-// sockets): the connection front end (server/connection_front.h) calls it after every read, and
+// sockets): the connection front end (server/http/connection_front.h) calls it after every read, and
 // hands a complete request on in a normalised form that cpp-httplib parses without surprises.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Fuzzes the readers of POST /v1/embeddings, /tokenize and /detokenize (server/embeddings_api.cpp,
-// tokenize_api.cpp) with the real stories260K tokenizer and the built-in ChatML template; every
+// Fuzzes the readers of POST /v1/embeddings, /tokenize and /detokenize (server/endpoints/embeddings.cpp,
+// server/endpoints/tokenize.cpp) with the real stories260K tokenizer and the built-in ChatML template; every
 // input goes through all three. Any body gives either a value that satisfies the limits the engine
 // relies on, or an ApiError with a 4xx status whose envelope serialises.
 #include <cstdint>

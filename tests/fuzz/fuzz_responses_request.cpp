@@ -1,4 +1,4 @@
-// Fuzzes the POST /v1/responses reader (server/responses_request.cpp, responses_input.cpp and the
+// Fuzzes the POST /v1/responses reader (server/endpoints/responses_request.cpp, responses_input.cpp and the
 // chat parser under them) with the real stories260K tokenizer, the built-in ChatML template and a
 // store holding one response ("resp_seed"), so previous_response_id is followed too. Any body
 // gives either a chat request within the context with a response object that serialises, or an

@@ -10,6 +10,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 

@@ -6,6 +6,7 @@
 
 #include "sampling/sampler.h"
 #include "server/api/openai_api.h"
+#include "server/endpoints/completions_request.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"

@@ -10,6 +10,8 @@
 
 #include "chat_template/chat_template.h"
 #include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
 #include "server/endpoints/responses_request.h"
 #include "server/endpoints/responses_store.h"
 #include "tests/server/api_result.h"

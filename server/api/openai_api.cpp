@@ -1,6 +1,6 @@
-// Response side of the OpenAI API edge: errors and their envelopes, choices and envelopes of
-// both endpoints, usage, logprobs (legacy and chat shapes), /v1/models, and SSE framing. Pure
-// functions over nlohmann::json.
+// The OpenAI API's shared pieces (see openai_api.h): choices and envelopes of both endpoints,
+// usage, logprobs (legacy and chat shapes), /v1/models, SSE framing and the tenant cache salt.
+// Pure functions over nlohmann::json.
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -12,32 +12,6 @@
 namespace flashserve {
 
 using json = nlohmann::json;
-
-ApiError bad_request(std::string message, std::string param, std::string code) {
-  ApiError e;
-  e.status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
-}
-
-ApiError server_error(int status, std::string code, std::string message) {
-  ApiError e;
-  e.status = status;
-  e.type = "server_error";
-  e.code = std::move(code);
-  e.message = std::move(message);
-  e.retry_after_s = status == 503 ? 1 : 0;
-  return e;
-}
-
-json error_json(const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
-  if (!e.param.empty()) err["param"] = e.param;
-  if (!e.code.empty()) err["code"] = e.code;
-  return json{{"error", err}};
-}
 
 bool is_valid_utf8(std::string_view s) {
   size_t i = 0;
@@ -196,6 +170,10 @@ json models_json(const ServedModel& model) {
             {"max_model_len", model.max_model_len},
             {"chat_template", model.chat_template != nullptr}};
   return json{{"object", "list"}, {"data", json::array({m})}};
+}
+
+std::string tenant_cache_salt(std::string_view api_key, std::string_view cache_salt) {
+  return std::to_string(api_key.size()) + ":" + std::string(api_key) + std::string(cache_salt);
 }
 
 uint64_t random_u64() {
