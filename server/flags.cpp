@@ -159,7 +159,7 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option_function<std::string>(
          "--megakernel", [&f](const std::string& v) { f.runner.megakernel = v == "on"; },
          "cuda: decode steps of up to 8 sequences as one persistent kernel\n"
-         "(docs/megakernel.md; default off)")
+         "(docs/MEGAKERNEL.md; default off)")
       ->type_name("on|off")->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--enforce-eager", f.enforce_eager,
                "cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)");
