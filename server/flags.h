@@ -20,7 +20,8 @@ struct ServerFlags {
   std::string task = "auto";  // --task: auto | generate | embed (server/endpoints/embeddings.h)
   std::string quantize = "none";  // --quantize: none | fp8 (docs/FP8.md)
   ModelRunnerOptions runner{.backend = "auto"};
-  EngineOptions engine;
+  // max_num_seqs and max_num_batched_tokens 0: sized at start-up (server/serving_defaults.h).
+  EngineOptions engine{.max_num_seqs = 0, .max_num_batched_tokens = 0};
   HttpServerOptions http;  // its cors comes from allowed_origins
   std::string allowed_origins;  // --allowed-origins (server/http/cors.h)
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
