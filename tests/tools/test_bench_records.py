@@ -13,18 +13,15 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from doc_checks import ROOT, finish, read
+
 RESULTS = os.path.join(ROOT, "bench", "results")
 
 
 def docs():
     paths = ["README.md", "bench/README.md", "bench/results/README.md"]
     paths += ["docs/" + f for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
-    out = {}
-    for p in paths:
-        with open(os.path.join(ROOT, p), encoding="utf-8") as f:
-            out[p] = f.read()
-    return out
+    return {p: read(p) for p in paths}
 
 
 def records():
@@ -70,10 +67,7 @@ def main():
             problems.append(f"{r}: no doc cites it (cite it where its numbers are used, or delete it)")
     if len(recs) < 10:
         problems.append(f"found only {len(recs)} records: the walk is broken")
-    print(f"{len(recs)} records, {len(cited)} cited")
-    for p in problems:
-        print(p)
-    return 1 if problems else 0
+    return finish(f"{len(recs)} records, {len(cited)} cited", problems)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def read(rel):
-    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
-        return f.read()
+from doc_checks import ROOT, finish, read
 
 
 def tracked_top_folders():
@@ -119,10 +114,8 @@ def main():
         if len(items) < least:
             problems.append(f"found only {len(items)} {name} in the code: the parse is broken")
 
-    print(f"{len(folders)} folders, {len(paths)} routes, {len(archs)} architectures checked")
-    for p in problems:
-        print(p)
-    return 1 if problems else 0
+    return finish(f"{len(folders)} folders, {len(paths)} routes, {len(archs)} architectures checked",
+                  problems)
 
 
 if __name__ == "__main__":
