@@ -120,13 +120,13 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option("--kv-memory-fraction", f.runner.kv_memory_fraction,
                  "fraction of free device memory for the KV cache, in (0, 1] (default 0.9)")
       ->type_name("F")->check(kFraction);
-  app.add_option("--max-num-seqs", f.engine.max_num_seqs,
-                 "sequences running per engine step (default: sized from the KV cache\n"
-                 "on CUDA, 64 on the CPU; docs/SERVER.md#serving-defaults)")
+  // Both default to 0: sized at start-up (server/serving_defaults.h, docs/SERVER.md).
+  app.add_option("--max-num-seqs", f.engine.max_num_seqs, "sequences running per engine step "
+                 "(default: sized from the KV cache on CUDA, 64 on the CPU)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-num-batched-tokens", f.engine.max_num_batched_tokens,
-                 "tokens per engine step (default: sized from the KV cache on CUDA,\n"
-                 "512 on the CPU)")->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-num-batched-tokens", f.engine.max_num_batched_tokens, "tokens per "
+                 "engine step (default: sized from the KV cache on CUDA, 512 on the CPU)")
+      ->type_name("N")->check(in_range(1, kIntMax));
   app.add_option("--max-queue", f.engine.max_queue,
                  "waiting requests, >= 1 (default 256); beyond it requests get 503 +\n"
                  "Retry-After; a request with more choices (prompts x n) gets 400")

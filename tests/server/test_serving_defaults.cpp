@@ -8,37 +8,32 @@
 namespace flashserve {
 namespace {
 
-void expect_limits(const ServingDefaults& d, int seqs, int tokens) {
-  EXPECT_EQ(d.max_num_seqs, seqs) << d.rule;
-  EXPECT_EQ(d.max_num_batched_tokens, tokens) << d.rule;
-}
-
-TEST(ServingDefaults, CudaScalesWithTheKvCacheWithinItsBounds) {
-  // A 7B (Llama-2 shape, 512 KiB of KV a token) on an 80 GB GPU: ~115k tokens of cache.
-  ServingDefaults d = size_serving_defaults(true, 115'000, 0, 0);
-  expect_limits(d, 224, 7187);
-  EXPECT_NE(d.rule.find("kv_tokens/512"), std::string::npos) << d.rule;
-  // A small cache keeps the floor; a huge one the ceiling.
-  d = size_serving_defaults(true, 4'096, 0, 0);
-  expect_limits(d, 64, 512);
-  d = size_serving_defaults(true, 10'000'000, 0, 0);
-  expect_limits(d, 1024, 8192);
-}
-
-TEST(ServingDefaults, CpuKeepsTheReferenceBatch) {
-  for (int64_t kv : {int64_t{512}, int64_t{1'000'000}}) {
-    const ServingDefaults d = size_serving_defaults(false, kv, 0, 0);
-    expect_limits(d, 64, 512);
+TEST(ServingDefaults, SizedFromTheKvCacheOrAsGiven) {
+  struct Case {
+    const char* what;
+    bool cuda;
+    int64_t kv_tokens;
+    int requested_seqs, requested_tokens;
+    int seqs, tokens;
+    const char* rule;  // a part of the rule the start-up line prints
+  };
+  const Case cases[] = {
+      // A 7B (Llama-2 shape, 512 KiB of KV a token) on an 80 GB GPU: ~115k tokens of cache.
+      {"7B on an H100", true, 115'000, 0, 0, 224, 7187, "kv_tokens/512"},
+      {"small cache: the floor", true, 4'096, 0, 0, 64, 512, "kv_tokens/16"},
+      {"huge cache: the ceiling", true, 10'000'000, 0, 0, 1024, 8192, "[64, 1024]"},
+      {"cpu, small cache", false, 512, 0, 0, 64, 512, "CPU backend"},
+      {"cpu, large cache", false, 1'000'000, 0, 0, 64, 512, "CPU backend"},
+      {"one flag given", true, 115'000, 8, 0, 8, 7187, "one as given"},
+      {"both flags given", false, 115'000, 3, 100, 3, 100, "as given"},
+  };
+  for (const Case& c : cases) {
+    const ServingDefaults d =
+        size_serving_defaults(c.cuda, c.kv_tokens, c.requested_seqs, c.requested_tokens);
+    EXPECT_EQ(d.max_num_seqs, c.seqs) << c.what;
+    EXPECT_EQ(d.max_num_batched_tokens, c.tokens) << c.what;
+    EXPECT_NE(d.rule.find(c.rule), std::string::npos) << c.what << ": " << d.rule;
   }
-}
-
-TEST(ServingDefaults, FlagsWin) {
-  ServingDefaults d = size_serving_defaults(true, 115'000, 8, 0);
-  expect_limits(d, 8, 7187);
-  EXPECT_NE(d.rule.find("one as given"), std::string::npos) << d.rule;
-  d = size_serving_defaults(false, 115'000, 3, 100);
-  expect_limits(d, 3, 100);
-  EXPECT_EQ(d.rule, "as given");
 }
 
 }  // namespace
