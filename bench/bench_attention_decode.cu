@@ -3,7 +3,7 @@
 // CUDA graph, median of >= 50 after warm-up. L2: by default each timed run reads the next of N
 // KV-cache copies, N * copy >= 3 x L2 ("rotate"); --l2 flush instead clears L2 with a memset before
 // each run (bench_util.cuh), which leaves L2 full of dirty lines whose write-back is charged to the
-// timed kernel (see docs/decode_attention.md). Also the device-to-device copy bandwidth in the
+// timed kernel (see docs/DECODE_ATTENTION.md). Also the device-to-device copy bandwidth in the
 // same run (the ceiling), forced split counts and the plan under v2's tuning (min chunk 128) for
 // small batches. One JSON line per record on stdout.
 // --hold queues all timed runs behind a spin kernel (no host launch gaps inside a timed run).

@@ -1,5 +1,5 @@
 // Benchmark of the CUDA prefill attention kernel (bf16, paged KV cache, block size 16 with a
-// shuffled block table) on the shapes of docs/prefill_attention.md. One JSON line per
+// shuffled block table) on the shapes of docs/PREFILL_ATTENTION.md. One JSON line per
 // (shape, implementation): the public launcher ("flashserve"), the mma.sync kernel's own choice
 // ("flashserve:fa2") and each of its tile variants ("flashserve:<variant>"), and on Hopper each
 // variant of the wgmma kernel ("flashserve:sm90:<variant>"; the contiguous variants "..._contig_..."

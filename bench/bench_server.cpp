@@ -29,7 +29,7 @@
 
 #include "bench/record.h"
 #include "cli/cli.h"
-#include "server/http_client.h"
+#include "tests/common/http_client.h"
 
 using json = nlohmann::json;
 namespace http = flashserve::http;

@@ -59,7 +59,7 @@ struct OfflineBound {
   double bytes_s = 0;           // all bytes of that schedule / bytes_per_s
   double decode_steps = 0;      // output_len - 1
 };
-// The offline batch's step-time lower bound (see docs/benchmarks_e2e.md for why this schedule).
+// The offline batch's step-time lower bound (see docs/BENCHMARKS_E2E.md for why this schedule).
 OfflineBound offline_lower_bound(const ModelConfig& c, int num_requests, int prompt_len,
                                  int output_len, double flops_per_s, double bytes_per_s,
                                  int elem_bytes = 2);

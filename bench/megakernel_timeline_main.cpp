@@ -4,7 +4,7 @@
 // step (CUDA events), and compares the weight + KV bytes per step with the measured copy
 // bandwidth (frac_of_roofline). Then one launch with the kernel's trace on: per op, the cycles
 // every SM spent waiting on the op's dependency, waiting for weight pages, and computing, as
-// microseconds per SM at the reported SM clock. JSON lines (docs/megakernel.md).
+// microseconds per SM at the reported SM clock. JSON lines (docs/MEGAKERNEL.md).
 //   bench_megakernel_timeline [--shape tinyllama-1.1b|llama3.2-1b|qwen3-0.6b|llama2-7b]
 //                             [--batch 1] [--kv-len 128] [--steps 200]
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // megakernel/: lowers a decode step into an instruction stream and runs it as one persistent
-// kernel (docs/megakernel.md).
+// kernel (docs/MEGAKERNEL.md).
 //
 // The host form of a lowered step: every instruction once, in a topological order, and each
 // SM's queue (indices into that order). The instruction itself (MegaInstr, MegaOp, MegaBuf) is

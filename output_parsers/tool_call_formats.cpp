@@ -127,8 +127,11 @@ CallsRead read_hermes_calls(std::string_view text, size_t pos, bool final) {
   read.resume = i;  // anything but the end marker is content again
   if (rest.starts_with(kEnd)) {
     read.resume = i + kEnd.size();
-  } else if (!final && kEnd.starts_with(rest)) {
-    read.kind = Kind::kHeld;
+  } else if (kEnd.starts_with(rest)) {
+    // More output may finish the end marker; output cut off inside it (max_tokens) ends the
+    // call there: a partial marker is never content.
+    if (!final) read.kind = Kind::kHeld;
+    else read.resume = text.size();
   }
   return read;
 }

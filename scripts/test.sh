@@ -12,7 +12,8 @@
 #  3. ThreadSanitizer build: the engine thread and the server (handler threads, cancellation).
 # The sanitizer builds use clang too, at -O1, as unity builds.
 # FS_TEST_STAGES picks stages (default "release asan tsan"). Prints each stage's time (build
-# and tests); docs/CONVENTIONS.md#ci-time has the measured ones and what keeps them short.
+# and tests); docs/BENCHMARKS.md#ci has the measured ones, docs/CONVENTIONS.md#ci-time what keeps
+# them short.
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

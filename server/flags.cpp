@@ -8,14 +8,14 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "server/cors.h"
+#include "server/http/cors.h"
 #include "weights/default_model.h"
 
 namespace flashserve {
 namespace {
 
-const char* kAbout = R"(An OpenAI-compatible server (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-GET /v1/models/{id}, POST /tokenize, POST /detokenize, /health, /metrics).)";
+// The first line lists every route of server/http_server.cpp (tests/tools/check_doc_maps.py checks it).
+const char* kAbout = R"(An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings; GET|DELETE /v1/responses/{id}; GET /v1/models, /v1/models/{id}; POST /tokenize, /detokenize; GET /health, /metrics.)";
 
 const char* kFooter = R"(
 Exit status: 0 after SIGINT/SIGTERM (or --help), 1 when start-up fails or the engine dies,
@@ -120,10 +120,13 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option("--kv-memory-fraction", f.runner.kv_memory_fraction,
                  "fraction of free device memory for the KV cache, in (0, 1] (default 0.9)")
       ->type_name("F")->check(kFraction);
-  app.add_option("--max-num-seqs", f.engine.max_num_seqs, "sequences running per engine step (default 64)")
+  // Both default to 0: sized at start-up (server/serving_defaults.h, docs/SERVER.md).
+  app.add_option("--max-num-seqs", f.engine.max_num_seqs, "sequences running per engine step "
+                 "(default: sized from the KV cache on CUDA, 64 on the CPU)")
       ->type_name("N")->check(in_range(1, kIntMax));
-  app.add_option("--max-num-batched-tokens", f.engine.max_num_batched_tokens,
-                 "tokens per engine step (default 512)")->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--max-num-batched-tokens", f.engine.max_num_batched_tokens, "tokens per "
+                 "engine step (default: sized from the KV cache on CUDA, 512 on the CPU)")
+      ->type_name("N")->check(in_range(1, kIntMax));
   app.add_option("--max-queue", f.engine.max_queue,
                  "waiting requests, >= 1 (default 256); beyond it requests get 503 +\n"
                  "Retry-After; a request with more choices (prompts x n) gets 400")
@@ -159,7 +162,7 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option_function<std::string>(
          "--megakernel", [&f](const std::string& v) { f.runner.megakernel = v == "on"; },
          "cuda: decode steps of up to 8 sequences as one persistent kernel\n"
-         "(docs/megakernel.md; default off)")
+         "(docs/MEGAKERNEL.md; default off)")
       ->type_name("on|off")->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--enforce-eager", f.enforce_eager,
                "cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)");
@@ -187,8 +190,6 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
       return cli::usage_error(app, "--model is required (no stories260K beside the program)");
     }
   }
-  if (f.http.threads == 0)
-    f.http.threads = std::min(f.engine.max_num_seqs + f.engine.max_queue + 8, 2048);
   f.http.cors = CorsPolicy(f.allowed_origins);
   return -1;
 }

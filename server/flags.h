@@ -15,14 +15,15 @@ namespace flashserve {
 // engine's and the HTTP server's options are bound to their flags directly.
 struct ServerFlags {
   std::string model, tokenizer, served_model_name, chat_template;
-  std::string tool_call_parser = "auto";  // --tool-call-parser (server/tool_call_syntax.h)
+  std::string tool_call_parser = "auto";  // --tool-call-parser (server/api/tool_call_syntax.h)
   std::string reasoning_parser = "auto";  // --reasoning-parser (reasoning_parser_enabled)
-  std::string task = "auto";  // --task: auto | generate | embed (server/embeddings_api.h)
+  std::string task = "auto";  // --task: auto | generate | embed (server/endpoints/embeddings.h)
   std::string quantize = "none";  // --quantize: none | fp8 (docs/FP8.md)
   ModelRunnerOptions runner{.backend = "auto"};
-  EngineOptions engine;
+  // max_num_seqs and max_num_batched_tokens 0: sized at start-up (server/serving_defaults.h).
+  EngineOptions engine{.max_num_seqs = 0, .max_num_batched_tokens = 0};
   HttpServerOptions http;  // its cors comes from allowed_origins
-  std::string allowed_origins;  // --allowed-origins (server/cors.h)
+  std::string allowed_origins;  // --allowed-origins (server/http/cors.h)
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
 };
 

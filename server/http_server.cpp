@@ -1,4 +1,4 @@
-// HttpServer: ConnectionFront (server/connection_front.h) reads each request whole under
+// HttpServer: ConnectionFront (server/http/connection_front.h) reads each request whole under
 // deadlines and hands it to a worker thread, which runs it through cpp-httplib's parser, router
 // and response writer (server/httplib_bridge.h). Handlers validate a request (openai_api), run
 // it through a Completion against the Engine, and watch the client's socket while they wait so
@@ -13,15 +13,17 @@
 #include <string_view>
 #include <vector>
 
-#include "server/completion.h"
-#include "server/connection_front.h"
-#include "server/embeddings_api.h"
-#include "server/constant_time.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
+#include "server/endpoints/embeddings.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_store.h"
+#include "server/endpoints/responses_stream.h"
+#include "server/endpoints/tokenize.h"
+#include "server/generation/completion.h"
+#include "server/http/connection_front.h"
+#include "server/http/constant_time.h"
 #include "server/httplib_bridge.h"
-#include "server/responses_output.h"
-#include "server/responses_store.h"
-#include "server/responses_stream.h"
-#include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve {
@@ -195,7 +197,7 @@ struct HttpServer::Impl {
         });
   }
 
-  // /v1/embeddings: every input a prefill-only engine request (server/embeddings_api.h).
+  // /v1/embeddings: every input a prefill-only engine request (server/endpoints/embeddings.h).
   void handle_embeddings(const httplib::Request& req, httplib::Response& res) {
     if (draining.load()) return send_error(res, shutting_down());
     if (auto e = task_mismatch(model, req.path)) return send_error(res, *e);

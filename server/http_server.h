@@ -8,9 +8,9 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "server/connection_front.h"
-#include "server/cors.h"
-#include "server/openai_api.h"
+#include "server/http/connection_front.h"
+#include "server/http/cors.h"
+#include "server/api/openai_api.h"
 
 namespace flashserve {
 

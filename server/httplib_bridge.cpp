@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "server/connection_front.h"
+#include "server/http/connection_front.h"
 
 namespace flashserve {
 

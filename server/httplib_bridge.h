@@ -11,7 +11,7 @@
 
 #include <httplib.h>
 
-#include "server/completion.h"
+#include "server/generation/completion.h"
 
 namespace flashserve {
 

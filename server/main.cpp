@@ -14,15 +14,17 @@
 #include <thread>
 
 #include "chat_template/chat_template.h"
-#include "structured/compiled_grammar.h"
-#include "structured/token_vocabulary.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/forward_runner.h"
 #include "parallel/communicator.h"
 #include "scheduling/kv_window.h"
+#include "server/endpoints/chat_request.h"
 #include "server/flags.h"
 #include "server/http_server.h"
+#include "server/serving_defaults.h"
+#include "structured/compiled_grammar.h"
+#include "structured/token_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 #include "weights/loaded_model.h"
 #include "weights/pooling_config.h"
@@ -96,6 +98,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const ChatTemplate> chat_template;
   bool embed = false;  // --task embed, or auto with a sentence-transformers Pooling module
+  std::string serving_rule;  // how max_num_seqs and max_num_batched_tokens were chosen
   try {
     // --quantize fp8 on the GPU where one CUDA backend runs the model (LoadOptions).
     const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1;
@@ -117,6 +120,16 @@ int main(int argc, char** argv) {
     // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
     // of the config, so the memory-mapped files can go now instead of staying mapped for good.
     model.reset();
+    // The batch limits left to us, from what the weights left of the device (serving_defaults.h).
+    const int64_t kv_tokens = int64_t(runner->num_kv_blocks()) * runner->block_size();
+    const ServingDefaults sized =
+        size_serving_defaults(uses_cuda(flags.runner), kv_tokens,
+                              flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens);
+    flags.engine.max_num_seqs = sized.max_num_seqs;
+    flags.engine.max_num_batched_tokens = sized.max_num_batched_tokens;
+    serving_rule = sized.rule;
+    if (flags.http.threads == 0)
+      flags.http.threads = std::min(flags.engine.max_num_seqs + flags.engine.max_queue + 8, 2048);
     engine = Engine::create(std::move(runner), flags.engine);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashserve: start-up failed: %s\n", e.what());
@@ -163,7 +176,7 @@ int main(int argc, char** argv) {
                "flashserve: model %s (%s): %d layers, hidden %d, intermediate %d, heads %d/%d "
                "(q/kv), head_dim %d, vocab %d, context %d%s\n"
                "flashserve: backend %s; KV cache %d blocks x %d tokens = %lld tokens; "
-               "max_num_seqs %d, max_num_batched_tokens %d, max_queue %d, prefix caching %s\n",
+               "max_num_seqs %d, max_num_batched_tokens %d (%s), max_queue %d, prefix caching %s\n",
                served.id.c_str(), flags.model.c_str(), c.num_layers, c.hidden_size,
                c.intermediate_size, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size,
                c.max_model_len,
@@ -171,7 +184,7 @@ int main(int argc, char** argv) {
                r.backend_name().c_str(), r.num_kv_blocks(),
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens,
-               flags.engine.max_queue, flags.engine.enable_prefix_caching ? "on" : "off");
+               serving_rule.c_str(), flags.engine.max_queue, flags.engine.enable_prefix_caching ? "on" : "off");
   std::string eos_list;
   for (int id : c.eos_token_ids) {
     if (!eos_list.empty()) eos_list += ',';
@@ -207,8 +220,13 @@ int main(int argc, char** argv) {
     engine->shutdown();
     return 1;
   }
-  std::printf("flashserve: listening on http://%s:%d%s\n", ho.host.c_str(), server.port(),
-              ho.api_key.empty() ? "" : " (API key required)");
+  // The per-address cap is here because a load balancer in front is one address: it must keep
+  // its pool under the cap, or start the server with --max-connections-per-client 0.
+  const std::string per_client = ho.limits.max_connections_per_client > 0
+      ? std::to_string(ho.limits.max_connections_per_client) : std::string("no cap on");
+  std::printf("flashserve: listening on http://%s:%d (%s connections per client address%s)\n",
+              ho.host.c_str(), server.port(), per_client.c_str(),
+              ho.api_key.empty() ? "" : "; API key required");
   std::fflush(stdout);
 
   std::atomic<bool> done{false};

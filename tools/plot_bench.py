@@ -274,7 +274,7 @@ def decode_table(path, rows, date, how):
              "|---|---|---|---|---|---|---|---|"]
     for (hq, hkv, d, b, L), r in by_key.items():
         if b not in (1, 32) or L not in (2048, 32768):
-            continue  # docs/BENCHMARKS.md shows a few; docs/decode_attention.md has them all
+            continue  # docs/BENCHMARKS.md shows a few; docs/DECODE_ATTENTION.md has them all
         sp = r.get("speedup_vs_torch_best")
         lines.append(f"| {b} | {L} | {hq}/{hkv} | {d} | {r['time_us_p50']:.1f} | {r['gb_s']:.0f} | "
                      f"{r.get('frac_of_copy_bw', 0):.2f} | {fmt_ratio(sp)} |")

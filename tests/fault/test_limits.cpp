@@ -4,8 +4,9 @@
 // (docs/RELIABILITY.md, bug 2) and for refusing hopeless prompts unencoded (bug 3).
 #include <gtest/gtest.h>
 
-#include "server/constant_time.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/completions_request.h"
+#include "server/http/constant_time.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve::testing {

@@ -1,13 +1,13 @@
-// Fuzzes the readers of POST /v1/embeddings, /tokenize and /detokenize (server/embeddings_api.cpp,
-// tokenize_api.cpp) with the real stories260K tokenizer and the built-in ChatML template; every
+// Fuzzes the readers of POST /v1/embeddings, /tokenize and /detokenize (server/endpoints/embeddings.cpp,
+// server/endpoints/tokenize.cpp) with the real stories260K tokenizer and the built-in ChatML template; every
 // input goes through all three. Any body gives either a value that satisfies the limits the engine
 // relies on, or an ApiError with a 4xx status whose envelope serialises.
 #include <cstdint>
 #include <string>
 #include <variant>
 
-#include "server/embeddings_api.h"
-#include "server/tokenize_api.h"
+#include "server/endpoints/embeddings.h"
+#include "server/endpoints/tokenize.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::fuzz {

@@ -1,5 +1,5 @@
 // Fuzzes the POST /v1/completions and /v1/chat/completions parsers and validators
-// (server/openai_api.cpp, openai_chat.cpp, request_fields.cpp) with the real stories260K tokenizer
+// (server/endpoints/completions_request.cpp, chat_request.cpp, server/api/request_fields.cpp) with the real stories260K tokenizer
 // and the built-in ChatML template: every input goes through both. Any body gives either a
 // CompletionRequest that satisfies every limit the engine relies on, or an ApiError with a 4xx
 // status whose envelope serialises.
@@ -9,7 +9,9 @@
 #include <string>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"

@@ -1,4 +1,4 @@
-// Fuzzes the POST /v1/responses reader (server/responses_request.cpp, responses_input.cpp and the
+// Fuzzes the POST /v1/responses reader (server/endpoints/responses_request.cpp, responses_input.cpp and the
 // chat parser under them) with the real stories260K tokenizer, the built-in ChatML template and a
 // store holding one response ("resp_seed"), so previous_response_id is followed too. Any body
 // gives either a chat request within the context with a response object that serialises, or an
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "chat_template/chat_template.h"
-#include "server/responses_output.h"
-#include "server/responses_request.h"
-#include "server/responses_store.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_request.h"
+#include "server/endpoints/responses_store.h"
 #include "tests/fuzz/fuzz_chat_model.h"
 #include "tests/fuzz/fuzz_file.h"
 #include "tokenizer/tokenizer.h"

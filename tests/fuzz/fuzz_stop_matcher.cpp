@@ -1,4 +1,4 @@
-// Fuzzes StopMatcher (server/stop_matcher.cpp) with random stops and random chunkings of a random
+// Fuzzes StopMatcher (server/generation/stop_matcher.cpp) with random stops and random chunkings of a random
 // text. Whatever the chunking: the output is a prefix of the text with no stop inside it; after a
 // match the rest of the text starts with a stop; without a match the output is the whole text.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/stop_matcher.h"
+#include "server/generation/stop_matcher.h"
 #include "tests/fuzz/fuzz_file.h"
 
 using namespace flashserve;

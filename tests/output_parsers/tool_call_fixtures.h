@@ -43,6 +43,9 @@ inline const std::vector<ToolCallFixture>& tool_call_fixtures() {
       {"hermes_cut_short", F::kHermes,
        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"flash attent", "",
        {{"search", "{\"query\": \"flash attent"}}},
+      {"hermes_cut_in_end_marker", F::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</to",
+       "", {{"get_weather", "{\"city\": \"Paris\"}"}}},
       {"hermes_arguments_first_text_after", F::kHermes,
        "<tool_call>{\"arguments\": {\"n\": [1, 2.5e-3, -0, true, null]}, \"name\": \"stats\"}"
        "</tool_call>\nDone.",

@@ -11,7 +11,7 @@
 #include <variant>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve::testing {

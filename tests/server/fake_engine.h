@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "server/completion.h"
-#include "server/http_client.h"
+#include "server/generation/completion.h"
+#include "tests/common/http_client.h"
 #include "tests/server/fake_tokenizer.h"
 
 namespace flashserve::testing {

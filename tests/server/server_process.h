@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/http_client.h"
+#include "tests/common/http_client.h"
 #include "tests/common/exec_args.h"
 
 namespace flashserve::testing {

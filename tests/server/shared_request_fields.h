@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
 
 namespace flashserve::testing {
 

@@ -9,7 +9,8 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 
@@ -91,6 +92,10 @@ TEST_F(ChatReasoning, ReasoningEffortDrivesTheSwitch) {
   // The kwargs win over the effort.
   EXPECT_FALSE(closes_think(prompt(
       {{"reasoning_effort", "none"}, {"chat_template_kwargs", {{"enable_thinking", true}}}})));
+  // Levels past high (xhigh, max) are high: the highest a template knows.
+  for (const char* e : {"xhigh", "max"}) {
+    EXPECT_EQ(prompt({{"reasoning_effort", e}}), prompt({{"reasoning_effort", "high"}})) << e;
+  }
   EXPECT_EQ(err({{"reasoning_effort", "extreme"}}).param, "reasoning_effort");
   EXPECT_EQ(err({{"reasoning_effort", 3}}).param, "reasoning_effort");
   // A template without the switch accepts it and renders the same prompt.

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "server/completion.h"
+#include "server/generation/completion.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 

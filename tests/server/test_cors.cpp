@@ -6,7 +6,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "server/cors.h"
+#include "server/http/cors.h"
 
 namespace flashserve {
 namespace {

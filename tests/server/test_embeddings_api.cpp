@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "server/embeddings_api.h"
+#include "server/endpoints/embeddings.h"
 #include "tests/server/base64_floats.h"
 #include "tests/server/fake_tokenizer.h"
 

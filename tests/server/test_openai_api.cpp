@@ -5,7 +5,8 @@
 #include <cmath>
 
 #include "sampling/sampler.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/completions_request.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"

@@ -8,7 +8,9 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 #include "tests/server/shared_request_fields.h"
@@ -151,6 +153,42 @@ TEST_F(OpenAiChat, UnimplementedFieldsAreRefusedNotIgnored) {
   body["logprobs"] = true;
   body["top_logprobs"] = 21;
   EXPECT_EQ(err(body).param, "top_logprobs");
+}
+
+// null means the default for every optional field, and a value that changes nothing is that
+// default: both are accepted and render the plain request's prompt. Other values stay refused.
+TEST_F(OpenAiChat, NullAndNoOpValuesOfUnimplementedFieldsAreAccepted) {
+  const CompletionRequest plain = ok(user("x"));
+  const std::vector<std::pair<const char*, json>> no_ops = {
+      {"audio", nullptr},
+      {"functions", nullptr},
+      {"function_call", nullptr},
+      {"web_search_options", nullptr},
+      {"modalities", nullptr},
+      {"verbosity", nullptr},
+      {"modalities", json::array({"text"})},
+      {"verbosity", "medium"},
+      {"functions", json::array()},
+      {"function_call", "none"}};
+  for (const auto& [field, value] : no_ops) {
+    json body = user("x");
+    body[field] = value;
+    EXPECT_EQ(ok(body).prompts, plain.prompts) << body.dump();
+  }
+  const std::vector<std::pair<const char*, json>> refused = {
+      {"modalities", json::array({"text", "audio"})},
+      {"verbosity", "low"},
+      {"function_call", "auto"},
+      {"functions", json::array({{{"name", "f"}}})},
+      {"web_search_options", json::object()},
+      {"audio", {{"voice", "alloy"}}}};
+  for (const auto& [field, value] : refused) {
+    json body = user("x");
+    body[field] = value;
+    ApiError e = err(body);
+    EXPECT_EQ(e.param, field) << body.dump();
+    EXPECT_EQ(e.code, "unsupported_parameter") << body.dump();
+  }
 }
 
 TEST_F(OpenAiChat, NoTemplateSaysHowToSetOne) {

@@ -3,7 +3,7 @@
 // is complete, so the client is not left waiting for the head deadline's 408.
 #include <gtest/gtest.h>
 
-#include "server/request_reader.h"
+#include "server/http/request_reader.h"
 
 namespace flashserve {
 namespace {

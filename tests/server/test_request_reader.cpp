@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "server/request_reader.h"
+#include "server/http/request_reader.h"
 
 namespace flashserve {
 namespace {

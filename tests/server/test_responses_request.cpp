@@ -9,9 +9,11 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
-#include "server/responses_request.h"
-#include "server/responses_store.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
+#include "server/endpoints/responses_request.h"
+#include "server/endpoints/responses_store.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 
@@ -312,6 +314,13 @@ TEST_F(ResponsesRequestTest, UnknownFieldPolicyOnEveryEndpoint) {
       EXPECT_EQ(e.code, "unknown_parameter");
     }
   }
+  // reasoning.effort past high (openai-node's xhigh and max) reads as high.
+  for (const char* effort : {"xhigh", "max"}) {
+    EXPECT_FALSE(std::holds_alternative<ApiError>(responses({{"reasoning", {{"effort", effort}}}})))
+        << effort;
+    EXPECT_FALSE(std::holds_alternative<ApiError>(chat({{"reasoning_effort", effort}}))) << effort;
+  }
+  EXPECT_TRUE(std::holds_alternative<ApiError>(responses({{"reasoning", {{"effort", "extreme"}}}})));
   // OpenAI fields that would change the chat output and cannot be honoured.
   for (const char* field : {"web_search_options", "verbosity", "audio"}) {
     auto c = chat({{field, "low"}});

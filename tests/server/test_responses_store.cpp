@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/responses_store.h"
+#include "server/endpoints/responses_store.h"
 
 namespace flashserve {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "server/responses_output.h"
-#include "server/responses_store.h"
-#include "server/responses_stream.h"
+#include "server/endpoints/responses_output.h"
+#include "server/endpoints/responses_store.h"
+#include "server/endpoints/responses_stream.h"
 #include "tests/server/fake_engine.h"
 #include "tests/server/fake_tokenizer.h"
 
@@ -174,6 +174,46 @@ TEST_F(ResponsesStreamTest, FunctionCallsHaveTheirOwnEvents) {
   EXPECT_EQ(json::parse(plain["output"][0]["arguments"].get<std::string>()),
             json::parse(args));
   EXPECT_EQ(plain["output"][0]["id"].get<std::string>().rfind("fc_", 0), 0u);
+}
+
+// max_tokens cuts a call inside its end marker ("</to" of "</tool_call>", one token a byte):
+// the partial marker is not content in the chat message, its stream, or a Responses item.
+TEST_F(ResponsesStreamTest, CallCutInsideItsEndMarkerLeavesNoContent) {
+  CompletionRequest r = request(
+      "<tool_call>{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}</to",
+      FinishReason::kLength);
+  r.tool_call_format = output_parsers::ToolCallFormat::kHermes;
+  const json chat = testing::run_whole(ctx, r).body;
+  const json& message = chat["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null()) << message.dump();
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "weather");
+
+  CompletionRequest s = r;
+  s.stream = true;
+  Completion c(ctx, s);
+  ASSERT_FALSE(c.start().has_value());
+  testing::RecordingConnection conn;
+  EXPECT_TRUE(c.stream(conn));
+  int call_chunks = 0;
+  for (const json& chunk : testing::sse_chunks(conn.written)) {
+    for (const json& choice : chunk.value("choices", json::array())) {
+      const json& delta = choice["delta"];
+      if (delta.contains("content")) EXPECT_EQ(delta["content"], "") << chunk.dump();
+      call_chunks += delta.contains("tool_calls");
+    }
+  }
+  EXPECT_GT(call_chunks, 0);
+
+  json final;
+  const std::vector<Event> events = streamed(r, &final);
+  for (const json& output : {final["output"], whole(r)["output"]}) {
+    ASSERT_EQ(output.size(), 1u) << output.dump();
+    EXPECT_EQ(output[0]["type"], "function_call");
+    EXPECT_EQ(json::parse(output[0]["arguments"].get<std::string>()),
+              json::parse(R"({"city":"Oslo"})"));
+  }
+  for (const Event& e : events) EXPECT_NE(e.type, "response.output_text.delta");
 }
 
 TEST_F(ResponsesStreamTest, EmptyOutputIsAnEmptyMessage) {

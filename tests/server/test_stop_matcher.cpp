@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "server/stop_matcher.h"
+#include "server/generation/stop_matcher.h"
 
 namespace flashserve {
 namespace {

@@ -9,9 +9,11 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/openai_api.h"
-#include "server/tool_call_constraint.h"
-#include "server/tool_call_output.h"
+#include "server/api/openai_api.h"
+#include "server/endpoints/chat_request.h"
+#include "server/endpoints/completions_request.h"
+#include "server/tool_calls/tool_call_constraint.h"
+#include "server/tool_calls/tool_call_output.h"
 #include "structured/compiled_grammar.h"
 #include "structured/matcher.h"
 #include "structured/token_vocabulary.h"

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "chat_template/chat_template.h"
-#include "server/tokenize_api.h"
+#include "server/endpoints/tokenize.h"
 #include "tests/server/api_result.h"
 #include "tests/server/fake_tokenizer.h"
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/http_client.h"
+#include "tests/common/http_client.h"
 
 namespace flashserve::soak {
 
