@@ -206,7 +206,7 @@ class Backend {
   // x = cap * tanh(x / cap) in place (Gemma 2's final logit soft-cap).
   virtual void softcap(Tensor x,  // [rows, vocab] f32
                        float cap) = 0;
-  // Fused with the projection after it (docs/decode.md). The default composes the ops above,
+  // Fused with the projection after it (docs/DECODE.md). The default composes the ops above,
   // and the CPU backend uses it, so its results are those of the unfused forward; the CUDA
   // backend runs it as one kernel where that measured faster (the reference twin is
   // kernels/cpu/fused_decode_ref.h).

@@ -2,7 +2,7 @@
 // (wgmma, warp-specialised mbarrier pipeline; sm_90a builds on compute capability 9.x) and the
 // FlashAttention-2 style mma.sync kernel (every other GPU). Contract
 // (layouts, causal alignment to the end of each sequence, base-2 LSE, empty rows -> out 0 /
-// lse -inf): kernels/paged_attention.h. Design: docs/prefill_attention.md. The kernels' tile
+// lse -inf): kernels/paged_attention.h. Design: docs/PREFILL_ATTENTION.md. The kernels' tile
 // variants, for tests and benchmarks, are in kernels/cuda/attention_prefill_variants.h.
 // Plain C++17: callable from .cpp files without CUDA headers beyond cuda_runtime_api.h.
 #pragma once
@@ -21,7 +21,7 @@ namespace flashserve::cuda {
 // h * head_dim .. h * head_dim + head_dim - 1 (e.g. the K and V column blocks of the fused qkv
 // projection, or a buffer of their own). A sequence with no cached prefix (q_len == kv_len) finds all its keys here, so
 // the Hopper kernel's contiguous configuration copies whole 128-key tiles from these tensors
-// instead of gathering cache pages (docs/prefill_attention.md).
+// instead of gathering cache pages (docs/PREFILL_ATTENTION.md).
 struct FreshKv {
   const void* k = nullptr;   // [num_tokens, k_row_stride], 16-byte aligned
   const void* v = nullptr;   // [num_tokens, v_row_stride], 16-byte aligned

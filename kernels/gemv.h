@@ -15,7 +15,7 @@ namespace flashserve::cuda {
 // gemv_supported(): 1 <= m <= kGemvMaxRows, k a multiple of 8, every pointer 16-byte aligned.
 constexpr int kGemvMaxRows = 16;
 // Up to this many rows the CUDA backend prefers it to cuBLASLt: measured on an H100 (bench_linear,
-// docs/decode.md): ahead at m = 1 and 2 (the warp-per-row kernel); from m = 3 the tensor-core
+// docs/DECODE.md): ahead at m = 1 and 2 (the warp-per-row kernel); from m = 3 the tensor-core
 // kernel is 5-10% behind cuBLASLt over a TinyLlama step's projections (and offline 8x128/256 lost
 // 10% with it), so cuBLASLt keeps m >= 3. The fused add + norm uses the tensor-core kernel at
 // m <= 2 (gemv_add_rms_norm_pays).

@@ -11,8 +11,8 @@
 namespace flashserve::cuda {
 
 // Rows up to which the int4 GEMM beats dequantizing into bf16 and cuBLASLt: it wins by x1.7-4.9
-// at 17-64 rows on Llama-2-7B shapes and is even at 256 (bench/results/NVIDIA_H200/
-// int4_gemm_linear_v1.jsonl, speedup_vs_dequant_cublaslt); the backend dequantizes above.
+// at 17-64 rows on Llama-2-7B shapes and is even at 256 (H200, docs/QUANTIZATION.md); the
+// backend dequantizes above.
 constexpr int kInt4GemmMaxRows = 128;
 
 // Supported when the weight is one int4_gemv takes (k a multiple of 8, group_size 32, 64, a

@@ -1,7 +1,7 @@
 // The decode megakernel's contract: the instruction set a lowered decode step is made of
 // (megakernel/lower.h writes it, kernels/cuda/megakernel.cu and megakernel/interpreter.cpp run
 // it), the buffers instructions read and write, and the launcher of the persistent kernel.
-// Plain structs, C++17-clean (included by .cu files). docs/megakernel.md has the design.
+// Plain structs, C++17-clean (included by .cu files). docs/MEGAKERNEL.md has the design.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Host-side choice for the Hopper prefill kernel's contiguous K/V path (docs/prefill_attention.md):
+// Host-side choice for the Hopper prefill kernel's contiguous K/V path (docs/PREFILL_ATTENTION.md):
 // whether handing it this step's own K/V rows pays. Plain C++, from the host copies of the
 // step's lengths.
 #pragma once

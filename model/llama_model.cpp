@@ -20,7 +20,7 @@
 // Fused: Wq/Wk/Wv and Wg/Wu are stacked at load (one GEMM each); the split, RoPE and the K/V
 // write are one op; SwiGLU reads the fused gate/up output; each residual add and the norm after
 // it go with the projection that reads them (add_rms_norm_matmul), so the residual stream
-// alternates between two buffers (docs/decode.md).
+// alternates between two buffers (docs/DECODE.md).
 #include "model/llama_model.h"
 
 #include <algorithm>

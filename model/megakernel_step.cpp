@@ -1,5 +1,5 @@
 // LlamaModel's megakernel path: which models and steps take it, binding the weights and KV
-// cache to the MegaDecoder, and one decode step as one launch (docs/megakernel.md).
+// cache to the MegaDecoder, and one decode step as one launch (docs/MEGAKERNEL.md).
 #include <cstdio>
 
 #include "model/llama_model.h"

@@ -60,8 +60,7 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
 
 }  // namespace
 
-// Default tile shape for bf16, from the H200 measurements in bench/results/NVIDIA_H200/
-// prefill_v3.jsonl (docs/prefill_attention.md): 4-warp CTAs with 32 rows per warp (BLOCK_N 48
+// Default tile shape for bf16, from the H200 measurements (docs/PREFILL_ATTENTION.md): 4-warp CTAs with 32 rows per warp (BLOCK_N 48
 // for d128, 128 for d64) win when the grid holds at least two CTAs per SM; below that (one
 // short chunk, e.g. 512 queries x 32 heads = 128 CTAs) too few warps run, and 8 warps of 16
 // rows (d128) or 64-row CTAs (d64) are faster. d256 has one default shape (traits file).
@@ -226,7 +225,7 @@ bool runs_sm90(int head_dim) { return detail::prefill_sm90_num_variants(head_dim
 }  // namespace
 
 // The contiguous K/V path measured faster than the page gather for fresh prompts on the H100
-// (docs/prefill_attention.md), so it runs wherever the Hopper kernel does.
+// (docs/PREFILL_ATTENTION.md), so it runs wherever the Hopper kernel does.
 bool attention_prefill_reads_fresh_kv(int head_dim) { return runs_sm90(head_dim); }
 
 void attention_prefill(const PagedAttentionArgs& args, int num_tokens, const void* q,

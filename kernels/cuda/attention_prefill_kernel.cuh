@@ -2,7 +2,7 @@
 // ldmatrix from XOR-swizzled shared memory, cp.async ring of K/V tiles gathered through the
 // block table) and its typed launcher, with sliding windows (whole KV tiles before every row's
 // window are skipped) and soft-capping. Included by the per-(head_dim, dtype) .cu files only.
-// Numerics and schedule: docs/prefill_attention.md; docs/KERNEL_NOTES.md §1-2.
+// Numerics and schedule: docs/PREFILL_ATTENTION.md; docs/KERNEL_NOTES.md §1-2.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,7 +1,7 @@
 // Skinny matmul for decode: out[m, n] = x[m, k] · w[n, k]ᵀ with m of 1..kGemvMaxRows. At such m
 // the product is a pass over the weights: every weight byte is read once and used m times, so the
 // kernel's job is to stream w at the memory's speed. Two kernels, each where it measured faster
-// (bench_linear and the probe of docs/decode.md, H100):
+// (bench_linear and the probe of docs/DECODE.md, H100):
 //  - m <= 2: one warp per row of w, four 16-byte loads in flight per lane, x re-read from L1/L2,
 //    fp32 FMAs. Small blocks (8 rows), so many are resident and much is in flight; but each
 //    weight vector costs m loads of x and 8 m conversions, which is why it falls off from m = 3;

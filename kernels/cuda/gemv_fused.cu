@@ -2,7 +2,7 @@
 // (kernels/cuda/skinny_gemm.cuh, kAddNorm): one kernel instead of the add_rms_norm kernel and
 // the projection after it. Each block norms the rows itself (the blocks do not talk), so the
 // prologue is repeated per 16-row tile; it pays only while the block's first loads of w cover
-// that latency (docs/decode.md). The CPU twin is kernels/cpu/fused_decode_ref.h.
+// that latency (docs/DECODE.md). The CPU twin is kernels/cpu/fused_decode_ref.h.
 #include <cstdint>
 
 #include "core/error.h"
@@ -27,7 +27,7 @@ bool gemv_add_rms_norm_supported(int m, int k, const void* x, const void* delta,
 bool gemv_add_rms_norm_pays(int m, int k) {
   // The first round of loads of w (kWarps x kUnroll units of 32 columns) is in flight while the
   // prologue runs: half of a 2048-wide row, a quarter of a 4096-wide one. Measured on an H100
-  // (docs/decode.md): TinyLlama batch-1 decode 765 / 754 tokens/s fused vs 749 unfused (two
+  // (docs/DECODE.md): TinyLlama batch-1 decode 765 / 754 tokens/s fused vs 749 unfused (two
   // rounds); offline 8x128/256 4646 fused vs 4928 unfused; Llama-2-7B's qkv / gate_up at m = 1
   // 48 / 81 us fused vs 35 + 2 / 64 + 2 us unfused.
   return m <= 2 && k <= 2 * skinny::kWarps * skinny::kUnroll * 32;

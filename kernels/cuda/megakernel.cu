@@ -2,7 +2,7 @@
 // (megakernel/lower.h). Dependencies are counters in global memory (acquire spin, release bump);
 // the weights stream through a ring of shared-memory pages that cp.async keeps filled across
 // instruction boundaries, so the next instruction's weights load while this one waits or
-// finishes. The last CTA to finish zeroes the counters for the next launch. docs/megakernel.md.
+// finishes. The last CTA to finish zeroes the counters for the next launch. docs/MEGAKERNEL.md.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"

@@ -96,7 +96,7 @@ __device__ __forceinline__ bool is_vec(const Segment& s) {
   return (s.k & 7) == 0 && (reinterpret_cast<uintptr_t>(s.src) & 15) == 0;
 }
 
-// Steps of 2 to 8 sequences run the GEMV on the tensor cores ("mma" steps, docs/megakernel.md):
+// Steps of 2 to 8 sequences run the GEMV on the tensor cores ("mma" steps, docs/MEGAKERNEL.md):
 // a vec segment's pages are then blocks of 8 rows x 1024 columns (16 KB when whole), row group
 // by row group, each group's column blocks in order. Other pages are 16 KB runs of bytes.
 constexpr int kMkMmaRows = 8, kMkMmaCols = 1024;

@@ -11,7 +11,7 @@
 // column a logical k stands for as long as A and B agree, so each thread feeds the mma straight
 // from one 16-byte load per row: thread (g = lane / 4, t = lane % 4) loads columns 8t..8t+7 of a
 // 32-column unit for w rows g and g + 8 and for x row g; words .x/.y feed one mma, .z/.w the next
-// (docs/decode.md has the mapping). A block owns kTiles 16-row tiles of w and its kWarps warps split
+// (docs/DECODE.md has the mapping). A block owns kTiles 16-row tiles of w and its kWarps warps split
 // k; their partial sums meet in shared memory in a fixed order (bitwise-repeatable results).
 // Programmatic dependent launch (kernels/cuda/pdl.cuh): before waiting for the previous kernel a
 // block loads its first unroll of w into registers, so the weight stream starts while the kernel
@@ -22,7 +22,7 @@
 // weights (kBlock, kernels/block_fp8.h): a 16-row tile lies in one block of rows and a 32-column
 // unit in one block of columns, so each unit's two mmas go into fresh accumulators that are then
 // added times the block's scale (fp32 FMAs, no epilogue scale). Included by
-// gemv.cu, gemv_fused.cu and gemv_fp8.cu, which instantiate it. docs/decode.md has the measurements (and what did not pay: an L2 bulk prefetch
+// gemv.cu, gemv_fused.cu and gemv_fp8.cu, which instantiate it. docs/DECODE.md has the measurements (and what did not pay: an L2 bulk prefetch
 // of the block's rows, a SwiGLU prologue).
 #pragma once
 
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // ---- host side -------------------------------------------------------------------------------
 // The block shape every launch uses: one 16-row tile of w per block, 8 warps over k, 4 units of
-// 32 columns in flight per warp (docs/decode.md: the variants measured and why this one).
+// 32 columns in flight per warp (docs/DECODE.md: the variants measured and why this one).
 constexpr int kTiles = 1, kWarps = 8, kUnroll = 4;
 // FP8 weights: a unit's load is 8 bytes instead of 16, so twice the units per round keep the same
 // bytes in flight per thread (and the same registers for them: 8 x uint2 = 4 x uint4).

@@ -9,7 +9,7 @@
 // half and tile, and gather cache pages only for the other sequences. Same contract and work map
 // as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it
 // reuses), with its sliding-window tile range and soft-capping.
-// Design, timeline and measurements: docs/prefill_attention.md ("Hopper kernel").
+// Design, timeline and measurements: docs/PREFILL_ATTENTION.md ("Hopper kernel").
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only; maps are encoded through the runtime's driver entry point)

@@ -1,5 +1,5 @@
 // The configurations of the Hopper prefill kernel compiled per head_dim (variant 0 is the default;
-// the others exist to measure what each technique buys: docs/prefill_attention.md) and the typed
+// the others exist to measure what each technique buys: docs/PREFILL_ATTENTION.md) and the typed
 // launcher. Included by the two sm_90a translation units of this folder only.
 #pragma once
 
@@ -20,7 +20,7 @@ namespace flashserve::cuda::detail::sm90 {
 
 // Sm90Traits<head_dim, consumer warpgroups, stages, softmax/GEMM overlap, setmaxnreg, TMA,
 // ping-pong, contiguous>. Variant 0 is the default (cp.async + ping-pong: fastest on 5 of the 7
-// benchmark shapes on the H100: docs/prefill_attention.md); the rest add or take away one technique
+// benchmark shapes on the H100: docs/PREFILL_ATTENTION.md); the rest add or take away one technique
 // at a time. The last ones are variant 0 plus the contiguous fresh-prompt path.
 template <int kHeadDim>
 struct Sm90Variants;

@@ -3,7 +3,7 @@
 // mbarriers (init, arrive, expect_tx, try_wait.parity, cp.async completion arrivals), bulk tensor
 // copies (TMA), the async-proxy fence, named barriers, setmaxnreg, wgmma shared-memory descriptors and wgmma.mma_async with fp32
 // accumulators (A from shared memory or from registers, B from shared memory), plus the
-// fence/commit/wait that order them. Layout rules they rely on: docs/prefill_attention.md
+// fence/commit/wait that order them. Layout rules they rely on: docs/PREFILL_ATTENTION.md
 // ("Hopper kernel"). Compiled only into the sm_90a translation units (kernels/cuda/sm90/).
 #pragma once
 
