@@ -12,18 +12,51 @@ namespace flashserve::structured {
 
 namespace {
 
-std::string child(const std::string& path, const std::string& key) {
-  std::string k;
-  for (char c : key) k += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
-  return path + "/" + k;
+// A JSON pointer's first segment, unescaped (~1 is '/', ~0 is '~').
+std::string unescape_segment(const std::string& rest) {
+  const std::string seg = rest.substr(0, rest.find('/'));
+  std::string out;
+  for (size_t i = 0; i < seg.size(); ++i) {
+    if (seg[i] == '~' && i + 1 < seg.size()) {
+      out += seg[i + 1] == '1' ? '/' : '~';
+      ++i;
+    } else {
+      out += seg[i];
+    }
+  }
+  return out;
 }
 
-const std::set<std::string>& supported_keywords() {
+std::string child(const std::string& path, const std::string& key) { return pointer_child(path, key); }
+
+// The keywords of JSON Schema (drafts 3 to 2020-12) that constrain a value, and the annotations
+// that JSON Schema and OpenAPI define. Any other key is unknown: ignored, and reported.
+const std::set<std::string>& enforced_keywords() {
   static const std::set<std::string> k{
       "type", "properties", "required", "additionalProperties", "items", "prefixItems",
       "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
       "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems", "patternProperties"};
+  return k;
+}
+
+const std::set<std::string>& unenforced_keywords() {
+  static const std::set<std::string> k{
+      "minProperties", "maxProperties", "multipleOf", "propertyNames", "dependencies",
+      "dependentRequired", "dependentSchemas", "not", "if", "then", "else",
+      "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
+      "$dynamicRef", "$recursiveRef", "disallow", "extends", "divisibleBy"};
+  return k;
+}
+
+const std::set<std::string>& annotation_keywords() {
+  // nullable (OpenAPI 3.0) is listed for the checks beside $ref, enum and anyOf; types_of gives
+  // it its meaning. $defs and definitions are read only through $ref.
+  static const std::set<std::string> k{
+      "title", "description", "examples", "$comment", "default", "$schema", "$id", "id", "$anchor",
+      "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "deprecated", "readOnly", "writeOnly",
+      "$defs", "definitions", "contentMediaType", "contentEncoding", "contentSchema", "example",
+      "discriminator", "xml", "externalDocs", "nullable"};
   return k;
 }
 
@@ -53,16 +86,11 @@ bool value_has_type(const Json& v, const std::string& t) {
   return false;
 }
 
-bool is_annotation_keyword(const std::string& key) {
-  // JSON Schema's annotations; draft 4's id; OpenAPI's (example, discriminator, xml,
-  // externalDocs, x-* extensions). nullable is listed for the checks beside $ref, enum and
-  // anyOf; types_of gives it its meaning.
-  static const std::set<std::string> k{
-      "title", "description", "examples", "$comment", "default", "$schema", "$id", "id", "$anchor",
-      "$dynamicAnchor", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
-      "contentMediaType", "contentEncoding", "example", "discriminator", "xml", "externalDocs",
-      "nullable"};
-  return k.count(key) > 0 || key.rfind("x-", 0) == 0;
+KeywordKind keyword_kind(const std::string& key) {
+  if (enforced_keywords().count(key)) return KeywordKind::kEnforced;
+  if (unenforced_keywords().count(key)) return KeywordKind::kUnenforced;
+  if (annotation_keywords().count(key) || key.rfind("x-", 0) == 0) return KeywordKind::kAnnotation;
+  return KeywordKind::kUnknown;
 }
 
 SchemaCompiler::SchemaCompiler(const Json& root, const SchemaOptions& options)
@@ -80,23 +108,70 @@ Grammar SchemaCompiler::compile(std::string_view prefix, std::string_view suffix
   return b_.build(b_.rule_of({seq}));
 }
 
-void SchemaCompiler::check_keywords(const Json& s, const std::string& path) const {
+const Json& SchemaCompiler::checked(const Json& s, const std::string& path, Json& storage) {
+  const Json* out = &s;
   for (const auto& [key, value] : s.items()) {
-    if (is_annotation_keyword(key) || supported_keywords().count(key)) continue;
-    fail(key, child(path, key), "this keyword is not supported (docs/STRUCTURED_OUTPUTS.md lists the subset)");
+    const KeywordKind kind = keyword_kind(key);
+    if (kind == KeywordKind::kUnknown && unknown_seen_.insert(key).second)
+      report_.unknown.emplace_back(key, child(path, key));
+    // then/else without if have no effect (JSON Schema's reading).
+    const bool inert = (key == "then" || key == "else") && !s.contains("if");
+    if (kind != KeywordKind::kUnenforced || inert) continue;
+    if (options_.strict)
+      fail(key, child(path, key), "this keyword is not enforced (docs/STRUCTURED_OUTPUTS.md lists the subset)");
+    if (out == &s) {
+      storage = s;
+      out = &storage;
+    }
+    storage.erase(key);
+    report_.dropped.push_back({key, child(path, key), "the grammar does not enforce this keyword"});
   }
+  return *out;
 }
 
 Sym SchemaCompiler::schema(const Json& s, const std::string& path, int depth) {
+  if (options_.strict || !s.is_object()) return exact(s, path, depth);
+  Json pruned;  // s less the keywords dropped so far
+  const Json* current = &s;
+  for (;;) {
+    const size_t refs = ref_log_.size(), drops = report_.dropped.size();
+    try {
+      return exact(*current, path, depth);
+    } catch (const SchemaError& e) {
+      // The keyword of this subschema the error lies under (a deeper subschema's own call
+      // dropped what it could). The schema's size and depth limits drop nothing.
+      if (e.keyword() == "schema") throw;
+      std::string key;
+      if (e.path() == path) key = e.keyword();
+      else if (e.path().rfind(path + "/", 0) == 0) key = unescape_segment(e.path().substr(path.size() + 1));
+      if (key.empty() || !current->contains(key)) throw;
+      // Undo what the failed attempt recorded: its $ref rules may be unfinished.
+      while (ref_log_.size() > refs) {
+        ref_rules_.erase(ref_log_.back());
+        ref_log_.pop_back();
+      }
+      report_.dropped.resize(drops);
+      if (current == &s) {
+        pruned = s;
+        current = &pruned;
+      }
+      pruned.erase(key);
+      report_.dropped.push_back({key, child(path, key), e.what()});
+    }
+  }
+}
+
+Sym SchemaCompiler::exact(const Json& schema_json, const std::string& path, int depth) {
   if (depth > options_.limits.max_depth)
     fail("schema", path, str_cat("subschemas nest deeper than ", options_.limits.max_depth));
   b_.set_context("schema", path);
-  if (s.is_boolean()) {
-    if (!s.get<bool>()) fail("false", path, "the schema false admits no value");
+  if (schema_json.is_boolean()) {
+    if (!schema_json.get<bool>()) fail("false", path, "the schema false admits no value");
     return json_.value();
   }
-  if (!s.is_object()) fail("schema", path, "a schema must be an object or a boolean");
-  check_keywords(s, path);
+  if (!schema_json.is_object()) fail("schema", path, "a schema must be an object or a boolean");
+  Json storage;
+  const Json& s = checked(schema_json, path, storage);
   if (s.contains("$ref")) return ref(s, path, depth);
   if (s.contains("allOf")) return schema(merge_all_of(s, path, depth), path, depth + 1);
   if (s.contains("enum") || s.contains("const")) return literal_choices(s, path);
@@ -154,7 +229,7 @@ const Json& SchemaCompiler::resolve(const std::string& pointer, const std::strin
 Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
   const std::string ref_path = child(path, "$ref");
   for (const auto& [key, value] : s.items())
-    if (key != "$ref" && !is_annotation_keyword(key)) {
+    if (key != "$ref" && !ignorable(key)) {
       // Other keywords beside $ref apply too: {"allOf": [{"$ref"}, the rest]}.
       Json rest = s;
       rest.erase("$ref");
@@ -168,6 +243,7 @@ Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
   // The rule exists before its body is compiled, so a recursive reference finds it.
   int32_t rule = b_.new_rule();
   ref_rules_[pointer] = rule;
+  ref_log_.push_back(pointer);
   const Json& target = resolve(pointer, ref_path);
   Sym body = schema(target, pointer.substr(1), depth + 1);
   b_.add_alt(rule, {body});
@@ -176,7 +252,7 @@ Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
 
 Sym SchemaCompiler::literal_choices(const Json& s, const std::string& path) {
   for (const auto& [key, value] : s.items())
-    if (key != "enum" && key != "const" && key != "type" && !is_annotation_keyword(key))
+    if (key != "enum" && key != "const" && key != "type" && !ignorable(key))
       fail(key, child(path, key), "keywords beside enum/const other than type are not supported");
   const std::string key = s.contains("const") ? "const" : "enum";
   Json values = Json::array();
@@ -201,7 +277,7 @@ Sym SchemaCompiler::any_of(const Json& s, const std::string& path, int depth) {
   // Keywords beside the list apply to every branch: each branch becomes {"allOf": [rest, branch]}.
   Json rest = Json::object();
   for (const auto& [k, value] : s.items())
-    if (k != key && !is_annotation_keyword(k)) rest[k] = value;
+    if (k != key && !ignorable(k)) rest[k] = value;
   if (rest.contains("anyOf") || rest.contains("oneOf"))
     fail(rest.contains("anyOf") ? "anyOf" : "oneOf", path, "anyOf and oneOf together are not supported");
   const Json& list = s[key];
@@ -242,8 +318,8 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
     // enum/const merge like other keywords: literal_choices refuses what it cannot check beside them.
     for (const char* k : {"anyOf", "oneOf"})
       if (branch.contains(k)) fail("allOf", bpath, str_cat("a branch with ", k, " cannot be merged"));
-    check_keywords(branch, bpath);
-    branches.push_back(branch);
+    Json storage;
+    branches.push_back(checked(branch, bpath, storage));
   }
   merged = Json::object();
   Json properties = Json::object();
@@ -261,7 +337,7 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
         for (const Json& r : v) required.push_back(r.get<std::string>());
       } else if (k == "additionalProperties" && v.is_boolean() && !v.get<bool>()) {
         closed = true;
-      } else if (merged.contains(k) && merged[k] != v && !is_annotation_keyword(k)) {
+      } else if (merged.contains(k) && merged[k] != v && !ignorable(k)) {
         fail("allOf", key_path, str_cat("'", k, "' differs between branches"));
       } else {
         merged[k] = v;
@@ -284,15 +360,17 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
   return merged;
 }
 
-Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options) {
-  Json root = parse_schema(schema_text, options);
-  return SchemaCompiler(root, options).compile();
+Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options, SchemaReport* report) {
+  return compile_json_schema_between("", schema_text, "", options, report);
 }
 
 Grammar compile_json_schema_between(std::string_view prefix, std::string_view schema_text,
-                                    std::string_view suffix, const SchemaOptions& options) {
+                                    std::string_view suffix, const SchemaOptions& options, SchemaReport* report) {
   Json root = parse_schema(schema_text, options);
-  return SchemaCompiler(root, options).compile(prefix, suffix);
+  SchemaCompiler compiler(root, options);
+  Grammar g = compiler.compile(prefix, suffix);
+  if (report != nullptr) *report = compiler.report();
+  return g;
 }
 
 std::string canonical_schema_text(std::string_view schema_text, const SchemaOptions& options) {

@@ -25,4 +25,11 @@ class SchemaError : public Error {
   std::string path_;
 };
 
+// path + "/" + key as a JSON pointer (~ and / in the key escaped as ~0 and ~1).
+inline std::string pointer_child(const std::string& path, const std::string& key) {
+  std::string out = path + "/";
+  for (char c : key) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return out;
+}
+
 }  // namespace flashserve::structured

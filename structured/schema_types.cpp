@@ -218,7 +218,7 @@ Sym SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
 // An array of distinct values of an enum (or const), in the enum's order, min..max of them.
 Sym SchemaCompiler::unique_literals(const Json& items, int min, int max, const std::string& path) {
   for (const auto& [key, value] : items.items())
-    if (key != "enum" && key != "const" && key != "type" && !is_annotation_keyword(key))
+    if (key != "enum" && key != "const" && key != "type" && !ignorable(key))
       fail(key, subpath(path, key), "keywords beside enum/const other than type are not supported");
   const Json values = items.contains("const") ? Json::array({items["const"]}) : items["enum"];
   if (!values.is_array()) fail("enum", subpath(path, "enum"), "must be an array");
@@ -282,14 +282,15 @@ Sym SchemaCompiler::string(const Json& s, const std::string& path) {
 
 Sym SchemaCompiler::regex_string(const std::string& pattern, const char* keyword, const std::string& path) {
   // Compiled once per schema: big API schemas repeat the same format many times.
-  auto [it, fresh] = pattern_rules_.try_emplace(pattern);
-  if (fresh) {
-    RegexOptions ro{.context = CharContext::kJsonString, .search = true,
-                    .max_pattern_bytes = options_.limits.max_pattern_bytes,
-                    .max_repeat = options_.limits.max_repeat, .keyword = keyword, .path = path};
-    it->second = GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), compile_regex(b_, pattern, ro), b_.byte('"')}}));
-  }
-  return it->second;
+  auto it = pattern_rules_.find(pattern);
+  if (it != pattern_rules_.end()) return it->second;
+  RegexOptions ro{.context = CharContext::kJsonString, .search = true,
+                  .max_pattern_bytes = options_.limits.max_pattern_bytes,
+                  .max_repeat = options_.limits.max_repeat, .keyword = keyword, .path = path};
+  // Kept only once compiled: a refused pattern leaves no entry behind (best effort retries).
+  Sym rule = GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), compile_regex(b_, pattern, ro), b_.byte('"')}}));
+  pattern_rules_.emplace(pattern, rule);
+  return rule;
 }
 
 Sym SchemaCompiler::numeric(const Json& s, bool integer, const std::string& path) {
