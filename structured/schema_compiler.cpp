@@ -112,8 +112,7 @@ const Json& SchemaCompiler::checked(const Json& s, const std::string& path, Json
   const Json* out = &s;
   for (const auto& [key, value] : s.items()) {
     const KeywordKind kind = keyword_kind(key);
-    if (kind == KeywordKind::kUnknown && unknown_seen_.insert(key).second)
-      report_.unknown.emplace_back(key, child(path, key));
+    if (kind == KeywordKind::kUnknown) note_unknown(key, child(path, key));
     // then/else without if have no effect (JSON Schema's reading).
     const bool inert = (key == "then" || key == "else") && !s.contains("if");
     if (kind != KeywordKind::kUnenforced || inert) continue;
@@ -127,6 +126,10 @@ const Json& SchemaCompiler::checked(const Json& s, const std::string& path, Json
     report_.dropped.push_back({key, child(path, key), "the grammar does not enforce this keyword"});
   }
   return *out;
+}
+
+void SchemaCompiler::note_unknown(const std::string& what, const std::string& path) {
+  if (unknown_seen_.insert(what).second) report_.unknown.emplace_back(what, path);
 }
 
 Sym SchemaCompiler::schema(const Json& s, const std::string& path, int depth) {

@@ -47,6 +47,8 @@ class SchemaCompiler {
   // s with its keywords checked: unknown ones recorded, known ones the compiler does not enforce
   // refused (strict) or left out of the copy in `storage` (best effort).
   const Json& checked(const Json& s, const std::string& path, Json& storage);
+  // Records an unknown keyword (or a format JSON Schema does not define) once per schema.
+  void note_unknown(const std::string& what, const std::string& path);
   std::vector<std::string> types_of(const Json& s, const std::string& path) const;
   int count(const Json& s, const char* key, const std::string& path, int fallback) const;
   const Json& resolve(const std::string& pointer, const std::string& path) const;

@@ -8,6 +8,7 @@
 
 #include "structured/number_range.h"
 #include "structured/regex_compiler.h"
+#include "structured/regex_product.h"
 #include "structured/schema_compiler_impl.h"
 #include "structured/schema_error.h"
 
@@ -29,18 +30,43 @@ const char* format_regex(const std::string& format) {
            "02-(0[1-9]|1[0-9]|2[0-8]))T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?"
            "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
   // uri (also a valid uri-reference and uri-template): http(s), a host name, a path, a query.
-  if (format == "uri" || format == "uri-reference" || format == "uri-template" || format == "iri")
+  if (format == "uri" || format == "uri-reference" || format == "uri-template" || format == "iri" || format == "iri-reference")
     return "^https?://[a-z0-9]+(-[a-z0-9]+)*(\\.[a-z0-9]+(-[a-z0-9]+)*)*(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]+)*/?"
            "(\\?[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*(&[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*)*)?$";
   if (format == "ipv4") return "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
   if (format == "ipv6") return "^[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}$";  // the full form: eight groups
   // At most four labels of 1-63 characters (within the 253 allowed); the last starts with a letter.
-  if (format == "hostname")
+  if (format == "hostname" || format == "idn-hostname")
     return "^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.){0,3}[a-z]([a-z0-9-]{0,61}[a-z0-9])?$";
   if (format == "uuid") return "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
-  if (format == "email")
+  if (format == "email" || format == "idn-email")
     return "^[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9]+(-[A-Za-z0-9]+)*(\\.[A-Za-z0-9]+(-[A-Za-z0-9]+)*)+$";
+  // A day count or a time of day's parts: a subset of ISO 8601 durations.
+  if (format == "duration") return "^P([0-9]{1,4}D|T[0-9]{1,4}H([0-9]{1,4}M)?|T[0-9]{1,4}M|T[0-9]{1,4}S)$";
+  if (format == "json-pointer") return "^(/([^~/]|~[01])*)*$";
+  if (format == "relative-json-pointer") return "^(0|[1-9][0-9]{0,3})(#|(/([^~/]|~[01])*)*)$";
+  // Letters, digits and spaces: always a valid regex that matches itself.
+  if (format == "regex") return "^[A-Za-z0-9 ]*$";
   return nullptr;
+}
+
+// The formats JSON Schema defines. Others (OpenAPI's int64, byte, binary, password; vendors'
+// google-datetime, ...) are annotations under the specification: a plain string is generated
+// and the format is reported with the unknown keywords.
+bool spec_format(const std::string& format) {
+  static const std::set<std::string> k{
+      "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+      "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+      "json-pointer", "relative-json-pointer", "regex"};
+  return k.count(format) > 0;
+}
+
+// Whether the node is the any-text that search semantics puts around an unanchored pattern.
+bool is_any_text(const RegexAst& ast, int32_t id) {
+  const RegexNode& n = ast.nodes[id];
+  if (n.kind != RegexNode::Kind::kRepeat || n.min != 0 || n.max >= 0) return false;
+  const RegexNode& c = ast.nodes[n.kids[0]];
+  return c.kind == RegexNode::Kind::kChars && c.set.ranges() == CharSet::any().ranges();
 }
 
 // Concatenates sequences.
@@ -260,24 +286,44 @@ Sym SchemaCompiler::unique_literals(const Json& items, int min, int max, const s
 }
 
 Sym SchemaCompiler::string(const Json& s, const std::string& path) {
-  const bool lengths = s.contains("minLength") || s.contains("maxLength");
-  if (s.contains("pattern") || s.contains("format")) {
-    const char* key = s.contains("pattern") ? "pattern" : "format";
-    if (lengths || (s.contains("pattern") && s.contains("format")))
-      fail(key, subpath(path, key), "cannot be combined with minLength/maxLength or with each other");
-    if (!s[key].is_string()) fail(key, subpath(path, key), "must be a string");
-    std::string pattern = s[key].get<std::string>();
-    if (std::string(key) == "format") {
-      const char* re = format_regex(pattern);
-      if (re == nullptr) fail("format", subpath(path, "format"), str_cat("the format '", pattern, "' is not supported"));
-      pattern = re;
-    }
-    return regex_string(pattern, key, subpath(path, key));
-  }
   int min = count(s, "minLength", path, 0);
   int max = count(s, "maxLength", path, -1);
   if (max >= 0 && min > max) fail("minLength", subpath(path, "minLength"), "is larger than maxLength");
-  return json_.string_length(min, max);
+  std::vector<std::pair<const char*, std::string>> regexes;  // (keyword, regex), all must match
+  for (const char* key : {"pattern", "format"}) {
+    if (!s.contains(key)) continue;
+    if (!s[key].is_string()) fail(key, subpath(path, key), "must be a string");
+    const std::string value = s[key].get<std::string>();
+    if (std::string(key) == "pattern") {
+      regexes.push_back({key, value});
+    } else if (!spec_format(value)) {
+      note_unknown("format '" + value + "'", subpath(path, key));
+    } else if (const char* re = format_regex(value)) {
+      regexes.push_back({key, re});
+    } else {
+      fail("format", subpath(path, "format"), str_cat("the format '", value, "' is not supported"));
+    }
+  }
+  if (regexes.empty()) return json_.string_length(min, max);
+  const bool lengths = s.contains("minLength") || s.contains("maxLength");
+  if (regexes.size() == 1 && !lengths) return regex_string(regexes[0].second, regexes[0].first, subpath(path, regexes[0].first));
+  // Several constraints on one string: the intersection of their automata, counting characters.
+  const char* key = regexes[0].first;
+  std::vector<RegexAst> asts;
+  for (const auto& [k, re] : regexes) {
+    RegexOptions ro{.context = CharContext::kJsonString, .search = true,
+                    .max_pattern_bytes = options_.limits.max_pattern_bytes,
+                    .max_repeat = options_.limits.max_repeat, .keyword = k, .path = subpath(path, k)};
+    RegexAst ast = parse_regex(re, ro);
+    // An unanchored start is matched at the string's start (tighter: every output still contains
+    // a match); text before a match would make the product track a match from every position.
+    RegexNode& top = ast.nodes[ast.root];
+    if (!top.kids.empty() && ast.nodes[top.kids[0]].kind == RegexNode::Kind::kRepeat && is_any_text(ast, top.kids[0]))
+      top.kids.erase(top.kids.begin());
+    asts.push_back(std::move(ast));
+  }
+  Sym body = intersect_regexes(b_, asts, min, max, CharContext::kJsonString, key, subpath(path, key));
+  return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), body, b_.byte('"')}}));
 }
 
 Sym SchemaCompiler::regex_string(const std::string& pattern, const char* keyword, const std::string& path) {
