@@ -3,10 +3,12 @@
 #include "structured/schema_compiler.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/json_text.h"
 #include "structured/schema_compiler_impl.h"
 #include "structured/schema_error.h"
+#include "structured/schema_validator.h"
 
 namespace flashserve::structured {
 
@@ -36,14 +38,15 @@ const std::set<std::string>& enforced_keywords() {
       "type", "properties", "required", "additionalProperties", "items", "prefixItems",
       "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems", "patternProperties"};
+      "exclusiveMinimum", "exclusiveMaximum", "additionalItems", "uniqueItems", "patternProperties",
+      "minProperties", "maxProperties", "multipleOf", "propertyNames", "dependentRequired",
+      "dependencies", "dependentSchemas", "not"};
   return k;
 }
 
 const std::set<std::string>& unenforced_keywords() {
   static const std::set<std::string> k{
-      "minProperties", "maxProperties", "multipleOf", "propertyNames", "dependencies",
-      "dependentRequired", "dependentSchemas", "not", "if", "then", "else",
+      "if", "then", "else",
       "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
       "$dynamicRef", "$recursiveRef", "disallow", "extends", "divisibleBy"};
   return k;
@@ -70,6 +73,52 @@ Json parse_schema(std::string_view text, const SchemaOptions& o) {
   } catch (const Json::exception& e) {
     throw SchemaError("schema", "", str_cat("not valid JSON: ", e.what()));
   }
+}
+
+// Both schemas at once, as a schema: an allOf of the two (flattened), or one of them when the
+// other is true or they are equal.
+Json both(const Json& a, const Json& b) {
+  if (a == b || b == true) return a;
+  if (a == true) return b;
+  Json list = Json::array();
+  for (const Json* x : {&a, &b}) {
+    if (x->is_object() && x->size() == 1 && x->contains("allOf") && (*x)["allOf"].is_array())
+      for (const Json& y : (*x)["allOf"]) list.push_back(y);
+    else list.push_back(*x);
+  }
+  return Json{{"allOf", list}};
+}
+
+// One keyword's values from two allOf branches, as one value both hold under; nullopt where no
+// single value says it (two different patterns, consts or formats).
+std::optional<Json> intersect_keyword(const std::string& k, const Json& a, const Json& b) {
+  static const std::set<std::string> lower{"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"};
+  static const std::set<std::string> upper{"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"};
+  if ((lower.count(k) || upper.count(k)) && a.is_number() && b.is_number())
+    return lower.count(k) ? (a.get<double>() >= b.get<double>() ? a : b) : (a.get<double>() <= b.get<double>() ? a : b);
+  if (k == "type") {
+    auto list = [](const Json& t) { return t.is_array() ? t : Json::array({t}); };
+    Json out = Json::array();
+    for (const Json& x : list(a))
+      for (const Json& y : list(b)) {
+        Json t = x == y ? x : (x == "integer" && y == "number") || (x == "number" && y == "integer") ? Json("integer") : Json();
+        if (!t.is_null() && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      }
+    if (out.empty()) return std::nullopt;
+    return out.size() == 1 ? out[0] : out;
+  }
+  if (k == "enum" && a.is_array() && b.is_array()) {
+    Json out = Json::array();
+    for (const Json& x : a)
+      if (std::find(b.begin(), b.end(), x) != b.end()) out.push_back(x);
+    return out;
+  }
+  if (k == "uniqueItems" && a.is_boolean() && b.is_boolean()) return Json(a.get<bool>() || b.get<bool>());
+  if (k == "items" || k == "additionalProperties" || k == "additionalItems" || k == "propertyNames" ||
+      k == "contains" || k == "unevaluatedProperties")
+    return both(a, b);
+  if (k == "not") return Json{{"anyOf", Json::array({a, b})}};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -177,6 +226,9 @@ Sym SchemaCompiler::exact(const Json& schema_json, const std::string& path, int 
   const Json& s = checked(schema_json, path, storage);
   if (s.contains("$ref")) return ref(s, path, depth);
   if (s.contains("allOf")) return schema(merge_all_of(s, path, depth), path, depth + 1);
+  if (s.contains("not")) return schema(without_not(s, path), path, depth + 1);
+  if (s.contains("dependentRequired") || s.contains("dependencies") || s.contains("dependentSchemas"))
+    return schema(dependencies_as_alternatives(s, path), path, depth + 1);
   if (s.contains("enum") || s.contains("const")) return literal_choices(s, path);
   if (s.contains("anyOf") || s.contains("oneOf")) return any_of(s, path, depth);
   std::vector<std::string> types = types_of(s, path);
@@ -212,10 +264,12 @@ std::vector<std::string> SchemaCompiler::types_of(const Json& s, const std::stri
     for (const char* k : keys) if (s.contains(k)) return true;
     return false;
   };
-  if (has({"properties", "required", "additionalProperties", "patternProperties"})) types.push_back("object");
+  if (has({"properties", "required", "additionalProperties", "patternProperties", "minProperties",
+           "maxProperties", "propertyNames"}))
+    types.push_back("object");
   if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
   if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
-  if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("number");
+  if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) types.push_back("number");
   return types;
 }
 
@@ -253,25 +307,121 @@ Sym SchemaCompiler::ref(const Json& s, const std::string& path, int depth) {
   return GrammarBuilder::rule(rule);
 }
 
-Sym SchemaCompiler::literal_choices(const Json& s, const std::string& path) {
-  for (const auto& [key, value] : s.items())
-    if (key != "enum" && key != "const" && key != "type" && !ignorable(key))
-      fail(key, child(path, key), "keywords beside enum/const other than type are not supported");
+Json SchemaCompiler::without_not(const Json& s, const std::string& path) {
+  const std::string not_path = child(path, "not");
+  Json n = s["not"];
+  for (int hops = 0; n.is_object() && n.contains("$ref"); ++hops) {
+    if (hops > options_.limits.max_depth) fail("$ref", not_path, "a chain of references that does not end");
+    n = resolve(n["$ref"].get<std::string>(), not_path);
+  }
+  Json out = s;
+  out.erase("not");
+  if (n == false) return out;
+  if (!n.is_object()) fail("not", not_path, "must be a schema");
+  Json core = Json::object();
+  for (const auto& [k, v] : n.items())
+    if (!ignorable(k)) core[k] = v;
+  if (core.empty()) fail("not", not_path, "not of any value admits no value");
+  if (core.size() == 1 && core.contains("type")) {
+    // The types left once the refused ones are removed (number also removes integer).
+    static const std::vector<std::string> kAll{"object", "array", "string", "number", "integer", "boolean", "null"};
+    std::vector<std::string> types = types_of(out, path);
+    if (types.empty()) types = kAll;
+    const std::vector<std::string> refused = types_of(core, not_path);
+    auto is_refused = [&](const std::string& t) {
+      return std::find(refused.begin(), refused.end(), t) != refused.end() ||
+             (t == "integer" && std::find(refused.begin(), refused.end(), "number") != refused.end());
+    };
+    Json left = Json::array();
+    for (const std::string& t : types) {
+      if (t == "number" && is_refused("integer") && !is_refused("number"))
+        fail("not", not_path, "numbers that are not integers are not supported");
+      if (!is_refused(t)) left.push_back(t);
+    }
+    if (left.empty()) fail("not", not_path, "every type is refused");
+    out["type"] = left;
+    if (is_refused("null")) out.erase("nullable");
+    return out;
+  }
+  if ((out.contains("enum") || out.contains("const")) && (core.contains("enum") || core.contains("const"))) {
+    // The listed values, less those the refused schema matches (allowed_values checks `not`).
+    Json values = Json::array();
+    for (const Json& v : allowed_values(s, path)) values.push_back(v);
+    out.erase("const");
+    out["enum"] = values;
+    return out;
+  }
+  fail("not", not_path, "only not on a type, or on enum/const beside an enum, is enforced");
+}
+
+Json SchemaCompiler::dependencies_as_alternatives(const Json& s, const std::string& path) {
+  struct Dependency {
+    std::string name;
+    Json needs;  // an array of names, or a schema
+  };
+  std::vector<Dependency> deps;
+  Json out = s;
+  for (const char* key : {"dependentRequired", "dependencies", "dependentSchemas"}) {
+    if (!s.contains(key)) continue;
+    out.erase(key);
+    if (!s[key].is_object()) fail(key, child(path, key), "must be an object");
+    for (const auto& [name, needs] : s[key].items()) deps.push_back({name, needs});
+    if (deps.size() > 4) fail(key, child(path, key), "more than 4 dependencies (each doubles the object's grammar)");
+  }
+  // Per dependency, two alternatives: the property absent, or present with what it needs.
+  std::vector<Json> alts{out};
+  for (const Dependency& d : deps) {
+    std::vector<Json> next;
+    for (const Json& a : alts) {
+      const bool required = a.contains("required") && a["required"].is_array() &&
+                            std::find(a["required"].begin(), a["required"].end(), d.name) != a["required"].end();
+      if (!required) {
+        Json absent = a;
+        absent["properties"][d.name] = false;
+        next.push_back(absent);
+      }
+      Json present = a;
+      if (!present.contains("required")) present["required"] = Json::array();
+      present["required"].push_back(d.name);
+      if (d.needs.is_array()) {
+        for (const Json& r : d.needs) present["required"].push_back(r);
+        next.push_back(present);
+      } else {
+        next.push_back(Json{{"allOf", Json::array({present, d.needs})}});
+      }
+    }
+    alts = std::move(next);
+  }
+  return Json{{"anyOf", alts}};
+}
+
+std::vector<Json> SchemaCompiler::allowed_values(const Json& s, const std::string& path) {
   const std::string key = s.contains("const") ? "const" : "enum";
   Json values = Json::array();
   if (key == "const") values.push_back(s["const"]);
   else if (s["enum"].is_array()) values = s["enum"];
-  else fail("enum", child(path, "enum"), "must be an array");
+  else fail("enum", child(path, key), "must be an array");
   if (values.size() > options_.limits.max_enum)
     fail(key, child(path, key), str_cat("more than ", options_.limits.max_enum, " values"));
-  std::vector<std::string> types = s.contains("type") ? types_of(s, path) : std::vector<std::string>{};
+  // Keywords beside the values (type, format, maxLength, not, ...) keep those that satisfy them,
+  // as the validator reads them: the grammar then lists exactly the valid values.
+  Json rest = Json::object();
+  for (const auto& [k, v] : s.items())
+    if (k != "enum" && k != "const" && !ignorable(k)) rest[k] = v;
+  if (rest.contains("type")) types_of(s, path);  // checks the type names
+  std::optional<SchemaValidator> validator;
+  if (!rest.empty()) validator.emplace(rest.dump());
+  std::vector<Json> kept;  // distinct (1 and 1.0 are equal)
+  for (const Json& v : values)
+    if ((!validator || !validator->validate(v.dump())) && std::find(kept.begin(), kept.end(), v) == kept.end())
+      kept.push_back(v);
+  if (kept.empty()) fail(key, child(path, key), "no value is allowed (an empty enum, or none fits the keywords beside it)");
+  return kept;
+}
+
+Sym SchemaCompiler::literal_choices(const Json& s, const std::string& path) {
   std::vector<Seq> alts;
-  for (const Json& v : values) {
-    bool ok = types.empty();
-    for (const std::string& t : types) ok = ok || value_has_type(v, t);
-    if (ok) alts.push_back(b_.literal(v.dump()));
-  }
-  if (alts.empty()) fail(key, child(path, key), "no value is allowed (an empty enum, or none of the type)");
+  for (const Json& v : allowed_values(s, path)) alts.push_back(b_.literal(v.dump()));
   return GrammarBuilder::rule(b_.rule_of(alts));
 }
 
@@ -307,6 +457,12 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
   // The merged schema starts as s without allOf; each branch (its $ref resolved) adds to it.
   Json merged = s;
   merged.erase("allOf");
+  Json alternatives = Json::object();
+  for (const char* k : {"anyOf", "oneOf"})
+    if (merged.contains(k)) {
+      alternatives = {{"key", k}, {"list", merged[k]}};
+      merged.erase(k);
+    }
   std::vector<Json> branches{merged};
   for (size_t i = 0; i < list.size(); ++i) {
     Json branch = list[i];
@@ -318,11 +474,17 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
     if (branch.is_boolean() && branch.get<bool>()) continue;
     if (!branch.is_object()) fail("allOf", bpath, "each branch must be an object schema");
     if (branch.contains("allOf")) branch = merge_all_of(branch, bpath, depth + 1);
-    // enum/const merge like other keywords: literal_choices refuses what it cannot check beside them.
-    for (const char* k : {"anyOf", "oneOf"})
-      if (branch.contains(k)) fail("allOf", bpath, str_cat("a branch with ", k, " cannot be merged"));
+    // A branch's anyOf/oneOf moves to the merged schema, whose other keywords any_of merges into
+    // each alternative: X and (A or B) is (X and A) or (X and B). One such list at most.
     Json storage;
-    branches.push_back(checked(branch, bpath, storage));
+    Json checked_branch = checked(branch, bpath, storage);
+    for (const char* k : {"anyOf", "oneOf"}) {
+      if (!checked_branch.contains(k)) continue;
+      if (alternatives.contains("list")) fail("allOf", bpath, str_cat("a second branch with ", k, " cannot be merged"));
+      alternatives = {{"key", k}, {"list", checked_branch[k]}};
+      checked_branch.erase(k);
+    }
+    branches.push_back(std::move(checked_branch));
   }
   merged = Json::object();
   Json properties = Json::object();
@@ -331,17 +493,16 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
   for (const Json& br : branches) {
     for (const auto& [k, v] : br.items()) {
       if (k == "properties") {
-        for (const auto& [name, sub] : v.items()) {
-          if (properties.contains(name) && properties[name] != sub)
-            fail("allOf", key_path, str_cat("property '", name, "' has different schemas in different branches"));
-          properties[name] = sub;
-        }
+        for (const auto& [name, sub] : v.items())  // a property in several branches meets all
+          properties[name] = properties.contains(name) ? both(properties[name], sub) : sub;
       } else if (k == "required") {
         for (const Json& r : v) required.push_back(r.get<std::string>());
       } else if (k == "additionalProperties" && v.is_boolean() && !v.get<bool>()) {
         closed = true;
       } else if (merged.contains(k) && merged[k] != v && !ignorable(k)) {
-        fail("allOf", key_path, str_cat("'", k, "' differs between branches"));
+        std::optional<Json> met = intersect_keyword(k, merged[k], v);
+        if (!met) fail("allOf", key_path, str_cat("'", k, "' differs between branches"));
+        merged[k] = std::move(*met);
       } else {
         merged[k] = v;
       }
@@ -360,6 +521,7 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
   }
   if (!properties.empty()) merged["properties"] = properties;
   if (!required.empty()) merged["required"] = required;
+  if (alternatives.contains("list")) merged[alternatives["key"].get<std::string>()] = alternatives["list"];
   return merged;
 }
 

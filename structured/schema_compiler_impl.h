@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -29,6 +30,8 @@ class SchemaCompiler {
   Sym exact(const Json& s, const std::string& path, int depth);
   Sym ref(const Json& s, const std::string& path, int depth);
   Sym literal_choices(const Json& s, const std::string& path);
+  // The distinct values of an enum/const that satisfy the keywords beside it.
+  std::vector<Json> allowed_values(const Json& s, const std::string& path);
   Sym any_of(const Json& s, const std::string& path, int depth);
   Json merge_all_of(const Json& s, const std::string& path, int depth);
   Sym typed(const Json& s, const std::string& type, const std::string& path, int depth);
@@ -37,6 +40,13 @@ class SchemaCompiler {
   Sym unique_literals(const Json& items, int min, int max, const std::string& path);
   Sym string(const Json& s, const std::string& path);
   Sym numeric(const Json& s, bool integer, const std::string& path);
+  Sym multiples(const Json& s, std::optional<int64_t> lo, std::optional<int64_t> hi, const std::string& path);
+  // s with `not` folded into its other keywords (type, enum/const, an excluded string), or a
+  // SchemaError naming `not` for other forms.
+  Json without_not(const Json& s, const std::string& path);
+  // s with its dependentRequired / dependencies / dependentSchemas as alternatives (the
+  // property absent, or present with what it needs): an anyOf the compiler then expands.
+  Json dependencies_as_alternatives(const Json& s, const std::string& path);
   Sym extra_key(const std::set<std::string>& declared);
   // A JSON string whose text matches the regex (search semantics), compiled once per schema.
   Sym regex_string(const std::string& pattern, const char* keyword, const std::string& path);
