@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
     };
     const double n_all = all.empty() ? 1.0 : double(all.size());
     const json summary{{"bench", "structured_compile_summary"},
+                       {"gpu", "none"},
                        {"command", command},
                        {"tokenizer", tokenizer},
                        {"vocab_size", trie->vocab_size()},

@@ -390,8 +390,19 @@ Json SchemaCompiler::dependencies_as_alternatives(const Json& s, const std::stri
         next.push_back(Json{{"allOf", Json::array({present, d.needs})}});
       }
     }
-    alts = std::move(next);
+    // An alternative that requires a property another one left out admits no object.
+    alts.clear();
+    for (Json& a : next) {
+      const Json& base = a.contains("allOf") ? a["allOf"][0] : a;
+      bool ok = true;
+      if (base.contains("required") && base.contains("properties"))
+        for (const Json& r : base["required"])
+          ok = ok && !(r.is_string() && base["properties"].contains(r.get<std::string>()) &&
+                       base["properties"][r.get<std::string>()] == false);
+      if (ok) alts.push_back(std::move(a));
+    }
   }
+  if (alts.empty()) fail("dependentRequired", path, "the dependencies leave no object");
   return Json{{"anyOf", alts}};
 }
 
@@ -460,6 +471,7 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
   Json alternatives = Json::object();
   for (const char* k : {"anyOf", "oneOf"})
     if (merged.contains(k)) {
+      if (alternatives.contains("list")) fail("oneOf", path, "anyOf and oneOf together are not supported");
       alternatives = {{"key", k}, {"list", merged[k]}};
       merged.erase(k);
     }
@@ -480,8 +492,17 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
     Json checked_branch = checked(branch, bpath, storage);
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!checked_branch.contains(k)) continue;
-      if (alternatives.contains("list")) fail("allOf", bpath, str_cat("a second branch with ", k, " cannot be merged"));
-      alternatives = {{"key", k}, {"list", checked_branch[k]}};
+      if (!checked_branch[k].is_array()) fail(k, child(bpath, k), "must be a non-empty array");
+      if (!alternatives.contains("list")) {
+        alternatives = {{"key", k}, {"list", checked_branch[k]}};
+      } else {
+        // Two lists: every pair of their alternatives (oneOf is read as anyOf).
+        Json pairs = Json::array();
+        for (const Json& x : alternatives["list"])
+          for (const Json& y : checked_branch[k]) pairs.push_back(Json{{"allOf", Json::array({x, y})}});
+        if (pairs.size() > 64) fail("allOf", bpath, "more than 64 combinations of anyOf/oneOf alternatives");
+        alternatives = {{"key", "anyOf"}, {"list", pairs}};
+      }
       checked_branch.erase(k);
     }
     branches.push_back(std::move(checked_branch));

@@ -118,7 +118,11 @@ class Run {
     }
     return regexes_.emplace(pattern, std::move(re)).first->second.get();
   }
+  // Texts past kMaxRegexText pass unchecked: std::regex recurses per character, and an output
+  // must not exhaust the server thread's stack.
+  static constexpr size_t kMaxRegexText = 4096;
   bool search(const std::string& pattern, const std::string& text) {
+    if (text.size() > kMaxRegexText) return true;
     const std::regex* re = regex(pattern);
     return re == nullptr || std::regex_search(text, *re);
   }
