@@ -105,15 +105,17 @@ class NfaBuilder {
   Nfa nfa_;
 };
 
-// The sorted epsilon closure of a set of states.
-std::vector<int32_t> closure(const Nfa& nfa, std::vector<int32_t> todo) {
-  std::vector<char> seen(nfa.eps.size(), 0);
+// The sorted epsilon closure of a set of states. `seen` holds a mark per state (reused across
+// calls: a closure then costs what it visits, not the automaton's size).
+std::vector<int32_t> closure(const Nfa& nfa, std::vector<int32_t> todo, std::vector<uint32_t>& seen, uint32_t& mark) {
+  seen.resize(nfa.eps.size(), 0);
+  ++mark;
   std::vector<int32_t> out;
   while (!todo.empty()) {
     const int32_t s = todo.back();
     todo.pop_back();
-    if (seen[s]) continue;
-    seen[s] = 1;
+    if (seen[s] == mark) continue;
+    seen[s] = mark;
     out.push_back(s);
     for (int32_t t : nfa.eps[s]) todo.push_back(t);
   }
@@ -134,6 +136,8 @@ Sym intersect_regexes(GrammarBuilder& b, const std::vector<RegexAst>& regexes, i
                       const ProductLimits& limits) {
   std::vector<Nfa> nfas;
   for (const RegexAst& ast : regexes) nfas.push_back(NfaBuilder(ast, limits.max_nfa_states, keyword, path).build());
+  std::vector<std::vector<uint32_t>> seen(nfas.size());
+  std::vector<uint32_t> marks(nfas.size(), 0);
   auto saturate = [&](int c) { return max_len < 0 ? std::min(c, min_len) : c; };
 
   std::map<ProductState, int32_t> index;
@@ -154,7 +158,7 @@ Sym intersect_regexes(GrammarBuilder& b, const std::vector<RegexAst>& regexes, i
     return it->second;
   };
   ProductState start;
-  for (const Nfa& n : nfas) start.sets.push_back(closure(n, {n.start}));
+  for (size_t r = 0; r < nfas.size(); ++r) start.sets.push_back(closure(nfas[r], {nfas[r].start}, seen[r], marks[r]));
   start.count = saturate(0);
   intern(start);
   for (size_t at = 0; at < states.size(); ++at) {
@@ -184,7 +188,7 @@ Sym intersect_regexes(GrammarBuilder& b, const std::vector<RegexAst>& regexes, i
     }
     for (auto& [targets, set] : groups) {
       ProductState n;
-      for (size_t r = 0; r < nfas.size(); ++r) n.sets.push_back(closure(nfas[r], targets[r]));
+      for (size_t r = 0; r < nfas.size(); ++r) n.sets.push_back(closure(nfas[r], targets[r], seen[r], marks[r]));
       n.count = saturate(cur.count + 1);
       const int32_t to = intern(std::move(n));
       moves[at].push_back({set, to});

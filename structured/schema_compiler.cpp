@@ -177,6 +177,13 @@ const Json& SchemaCompiler::checked(const Json& s, const std::string& path, Json
   return *out;
 }
 
+void SchemaCompiler::undo_refs(size_t n) {
+  while (ref_log_.size() > n) {
+    ref_rules_.erase(ref_log_.back());
+    ref_log_.pop_back();
+  }
+}
+
 void SchemaCompiler::note_unknown(const std::string& what, const std::string& path) {
   if (unknown_seen_.insert(what).second) report_.unknown.emplace_back(what, path);
 }
@@ -193,15 +200,15 @@ Sym SchemaCompiler::schema(const Json& s, const std::string& path, int depth) {
       // The keyword of this subschema the error lies under (a deeper subschema's own call
       // dropped what it could). The schema's size and depth limits drop nothing.
       if (e.keyword() == "schema") throw;
+      // Inside an anyOf alternative, a part that admits no value rules out the alternative (the
+      // anyOf leaves it out: tighter) rather than being dropped.
+      if (e.unsatisfiable() && any_of_depth_ > 0) throw;
       std::string key;
       if (e.path() == path) key = e.keyword();
       else if (e.path().rfind(path + "/", 0) == 0) key = unescape_segment(e.path().substr(path.size() + 1));
       if (key.empty() || !current->contains(key)) throw;
       // Undo what the failed attempt recorded: its $ref rules may be unfinished.
-      while (ref_log_.size() > refs) {
-        ref_rules_.erase(ref_log_.back());
-        ref_log_.pop_back();
-      }
+      undo_refs(refs);
       report_.dropped.resize(drops);
       if (current == &s) {
         pruned = s;
@@ -218,7 +225,7 @@ Sym SchemaCompiler::exact(const Json& schema_json, const std::string& path, int 
     fail("schema", path, str_cat("subschemas nest deeper than ", options_.limits.max_depth));
   b_.set_context("schema", path);
   if (schema_json.is_boolean()) {
-    if (!schema_json.get<bool>()) fail("false", path, "the schema false admits no value");
+    if (!schema_json.get<bool>()) throw SchemaError("false", path, "the schema false admits no value", true);
     return json_.value();
   }
   if (!schema_json.is_object()) fail("schema", path, "a schema must be an object or a boolean");
@@ -252,7 +259,7 @@ std::vector<std::string> SchemaCompiler::types_of(const Json& s, const std::stri
     else fail("type", child(path, "type"), "must be a string or an array of strings");
     for (const std::string& x : types)
       if (!known.count(x)) fail("type", child(path, "type"), str_cat("unknown type '", x, "'"));
-    if (types.empty()) fail("type", child(path, "type"), "an empty list of types admits no value");
+    if (types.empty()) throw SchemaError("type", child(path, "type"), "an empty list of types admits no value", true);
     // OpenAPI 3.0: nullable adds null to the types given beside it (and only then).
     if (s.contains("nullable") && s["nullable"] == true && std::find(types.begin(), types.end(), "null") == types.end())
       types.push_back("null");
@@ -338,7 +345,7 @@ Json SchemaCompiler::without_not(const Json& s, const std::string& path) {
         fail("not", not_path, "numbers that are not integers are not supported");
       if (!is_refused(t)) left.push_back(t);
     }
-    if (left.empty()) fail("not", not_path, "every type is refused");
+    if (left.empty()) throw SchemaError("not", not_path, "every type is refused", true);
     out["type"] = left;
     if (is_refused("null")) out.erase("nullable");
     return out;
@@ -426,7 +433,8 @@ std::vector<Json> SchemaCompiler::allowed_values(const Json& s, const std::strin
   for (const Json& v : values)
     if ((!validator || !validator->validate(v.dump())) && std::find(kept.begin(), kept.end(), v) == kept.end())
       kept.push_back(v);
-  if (kept.empty()) fail(key, child(path, key), "no value is allowed (an empty enum, or none fits the keywords beside it)");
+  if (kept.empty())
+    throw SchemaError(key, child(path, key), "no value is allowed (an empty enum, or none fits the keywords beside it)", true);
   return kept;
 }
 
@@ -450,14 +458,25 @@ Sym SchemaCompiler::any_of(const Json& s, const std::string& path, int depth) {
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].is_boolean() && !list[i].get<bool>()) continue;  // false: never matches
     const std::string branch_path = child(child(path, key), std::to_string(i));
-    if (rest.empty()) {
-      alts.push_back({schema(list[i], branch_path, depth + 1)});
-    } else {
-      const Json both = {{"allOf", Json::array({rest, list[i]})}};
-      alts.push_back({schema(merge_all_of(both, branch_path, depth + 1), branch_path, depth + 1)});
+    const size_t refs = ref_log_.size(), drops = report_.dropped.size();
+    ++any_of_depth_;
+    try {
+      if (rest.empty()) {
+        alts.push_back({schema(list[i], branch_path, depth + 1)});
+      } else {
+        const Json both = {{"allOf", Json::array({rest, list[i]})}};
+        alts.push_back({schema(merge_all_of(both, branch_path, depth + 1), branch_path, depth + 1)});
+      }
+      --any_of_depth_;
+    } catch (const SchemaError& e) {
+      --any_of_depth_;
+      // An alternative that admits no value (types that do not meet) never matches: left out.
+      if (!e.unsatisfiable()) throw;
+      undo_refs(refs);
+      report_.dropped.resize(drops);
     }
   }
-  if (alts.empty()) fail(key, child(path, key), "every alternative is false");
+  if (alts.empty()) throw SchemaError(key, child(path, key), "no alternative admits a value", true);
   return GrammarBuilder::rule(b_.rule_of(alts));
 }
 
@@ -522,6 +541,7 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
         closed = true;
       } else if (merged.contains(k) && merged[k] != v && !ignorable(k)) {
         std::optional<Json> met = intersect_keyword(k, merged[k], v);
+        if (!met && k == "type") throw SchemaError("allOf", key_path, "the branches have no type in common", true);
         if (!met) fail("allOf", key_path, str_cat("'", k, "' differs between branches"));
         merged[k] = std::move(*met);
       } else {

@@ -59,6 +59,8 @@ class SchemaCompiler {
   const Json& checked(const Json& s, const std::string& path, Json& storage);
   // Records an unknown keyword (or a format JSON Schema does not define) once per schema.
   void note_unknown(const std::string& what, const std::string& path);
+  // Forgets the $ref rules made since ref_log_ held n (a failed attempt's may be unfinished).
+  void undo_refs(size_t n);
   std::vector<std::string> types_of(const Json& s, const std::string& path) const;
   int count(const Json& s, const char* key, const std::string& path, int fallback) const;
   const Json& resolve(const std::string& pointer, const std::string& path) const;
@@ -72,7 +74,9 @@ class SchemaCompiler {
   std::set<std::string> unknown_seen_;
   std::map<std::string, int32_t> ref_rules_;  // $ref target -> its rule (recursion)
   std::vector<std::string> ref_log_;          // ref_rules_' keys in insertion order (undo)
+  int any_of_depth_ = 0;                      // anyOf/oneOf alternatives being compiled
   std::map<std::string, Sym> pattern_rules_;  // a pattern or format's regex -> its string rule
+  std::map<std::string, Sym> product_rules_;  // lengths and regexes -> their intersection's string rule
 };
 
 // What a key of a schema object is to the compiler.

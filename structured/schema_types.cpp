@@ -350,7 +350,11 @@ Sym SchemaCompiler::string(const Json& s, const std::string& path) {
   if (regexes.empty()) return json_.string_length(min, max);
   const bool lengths = s.contains("minLength") || s.contains("maxLength");
   if (regexes.size() == 1 && !lengths) return regex_string(regexes[0].second, regexes[0].first, subpath(path, regexes[0].first));
-  // Several constraints on one string: the intersection of their automata, counting characters.
+  // Several constraints on one string: the intersection of their automata, counting characters
+  // (compiled once per schema: API schemas repeat the same string types).
+  std::string cache_key = str_cat(min, ":", max);
+  for (const auto& [k, re] : regexes) cache_key += str_cat(":", re.size(), ":", re);
+  if (auto it = product_rules_.find(cache_key); it != product_rules_.end()) return it->second;
   const char* key = regexes[0].first;
   std::vector<RegexAst> asts;
   for (const auto& [k, re] : regexes) {
@@ -366,7 +370,9 @@ Sym SchemaCompiler::string(const Json& s, const std::string& path) {
     asts.push_back(std::move(ast));
   }
   Sym body = intersect_regexes(b_, asts, min, max, CharContext::kJsonString, key, subpath(path, key));
-  return GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), body, b_.byte('"')}}));
+  Sym rule = GrammarBuilder::rule(b_.rule_of({{b_.byte('"'), body, b_.byte('"')}}));
+  product_rules_.emplace(cache_key, rule);
+  return rule;
 }
 
 Sym SchemaCompiler::regex_string(const std::string& pattern, const char* keyword, const std::string& path) {
