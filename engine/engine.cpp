@@ -30,6 +30,9 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions&
                   .enable_prefix_caching = options.enable_prefix_caching,
                   .kv_window = shared_kv_window(runner_->config().layer_windows)},
                  &blocks_) {
+  FS_CHECK(options.mask_threads >= 1, "EngineOptions::mask_threads must be at least 1, got ",
+           options.mask_threads);
+  mask_pool_ = std::make_unique<ThreadPool>(options.mask_threads);
   inbox_->metrics.kv_blocks_total = blocks_.num_total();
   inbox_->metrics.kv_blocks_free = blocks_.num_free();
   thread_ = std::thread([this] { loop(); });

@@ -29,6 +29,10 @@ struct EngineOptions {
   // Automatic prefix caching (docs/PREFIX_CACHE.md): a request adopts the KV blocks of a prefix
   // the engine still holds and prefills only the rest. false: every prompt is computed in full.
   bool enable_prefix_caching = true;
+  // Host threads (the engine thread among them) computing a step's grammar masks, one row at a
+  // time, while the device runs the forward: 64 rows over a 128k vocabulary take longer than a
+  // small model's forward on one thread. 1: the engine thread alone.
+  int mask_threads = 8;
 };
 
 // What a request's generated tokens must match: a compiled grammar (structured/), applied from the

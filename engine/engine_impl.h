@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/thread_pool.h"
 #include "engine/constrained_output.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
@@ -83,6 +84,8 @@ class EngineImpl : public Engine {
   std::vector<int64_t> chunk_mask_;
   std::vector<std::string> chunk_mask_error_;
   std::vector<uint32_t> masks_;  // [masked chunks, mask_words(vocab_size)]
+  std::vector<size_t> masked_chunks_;       // this step's chunks with a mask, for the pool
+  std::unique_ptr<ThreadPool> mask_pool_;   // EngineOptions::mask_threads
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
   uint64_t steps_ = 0;

@@ -1,6 +1,7 @@
 // A step's sampling inputs: where each chunk's token is drawn, and the grammar masks of the
 // constrained ones. The masks depend only on tokens already generated, so the engine computes
 // them on the host between ModelRunner::launch() and finish(), while the device runs the forward.
+#include <atomic>
 #include <span>
 
 #include "engine/engine_impl.h"
@@ -45,8 +46,13 @@ void EngineImpl::choose_sample_paths(const SchedulerOutput& out, StepPlan& plan)
 }
 
 void EngineImpl::fill_masks(const SchedulerOutput& out, StepPlan& plan) {
-  for (size_t i = 0; i < out.chunks.size(); ++i) {
-    if (chunk_mask_[i] < 0) continue;
+  masked_chunks_.clear();
+  for (size_t i = 0; i < out.chunks.size(); ++i)
+    if (chunk_mask_[i] >= 0) masked_chunks_.push_back(i);
+  // Rows are independent (each request's matcher is its own; a grammar's mask cache is
+  // thread-safe), so the pool's threads take them one at a time: a row inside a free string (a
+  // full trie walk) costs far more than one whose mask is cached.
+  auto fill = [&](size_t i) {
     const Sequence& seq = *out.chunks[i].seq;
     uint32_t* mask = masks_.data() + chunk_mask_[i];
     try {
@@ -59,7 +65,11 @@ void EngineImpl::fill_masks(const SchedulerOutput& out, StepPlan& plan) {
       mask = nullptr;
     }
     if (plan.chunks[i].sample_path != SamplePath::kHost) plan.chunks[i].sample.allowed = mask;
-  }
+  };
+  std::atomic<size_t> next{0};
+  mask_pool_->run(int(masked_chunks_.size()), [&](int) {
+    for (size_t k = next++; k < masked_chunks_.size(); k = next++) fill(masked_chunks_[k]);
+  });
 }
 
 }  // namespace flashserve

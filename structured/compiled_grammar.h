@@ -3,6 +3,7 @@
 // CompiledGrammar per constraint; each sequence then drives its own Matcher (matcher.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "structured/grammar.h"
 #include "structured/lru_cache.h"
 #include "structured/schema_compiler.h"
+#include "structured/schema_validator.h"
 #include "structured/vocab_trie.h"
 
 namespace flashserve::structured {
@@ -19,15 +21,26 @@ namespace flashserve::structured {
 // same constraint; the cache of token masks inside is shared too (thread-safe).
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar grammar, std::shared_ptr<const VocabTrie> trie, size_t mask_cache_capacity);
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const VocabTrie> trie, size_t mask_cache_capacity,
+                  SchemaReport report = {}, std::shared_ptr<const SchemaValidator> validator = nullptr);
 
   const Grammar& grammar() const { return grammar_; }
+  // A JSON Schema's unknown keywords and the keywords best effort dropped.
+  const SchemaReport& report() const { return report_; }
+  // The original schema's validator when keywords were dropped (the grammar alone does not
+  // guarantee a valid output); nullptr when the grammar enforces the whole schema.
+  const SchemaValidator* validator() const { return validator_.get(); }
+  // True for the first caller only: what to log once per compiled schema.
+  bool first_use() const { return !used_.exchange(true); }
   const VocabTrie& trie() const { return *trie_; }
   LruCache<std::vector<uint32_t>>& mask_cache() const { return masks_; }
 
  private:
   Grammar grammar_;
   std::shared_ptr<const VocabTrie> trie_;
+  SchemaReport report_;
+  std::shared_ptr<const SchemaValidator> validator_;
+  mutable std::atomic<bool> used_{false};
   mutable LruCache<std::vector<uint32_t>> masks_;  // parser-state key -> mask
 };
 
@@ -43,7 +56,9 @@ class GrammarCompiler {
  public:
   GrammarCompiler(std::shared_ptr<const VocabTrie> trie, CompilerOptions options = {});
 
-  std::shared_ptr<const CompiledGrammar> json_schema(std::string_view schema_text);
+  // strict: refuse keywords the grammar cannot express (SchemaOptions::strict); false: drop
+  // them, and the grammar carries the original schema's validator.
+  std::shared_ptr<const CompiledGrammar> json_schema(std::string_view schema_text, bool strict = true);
   // prefix + a value of the schema + suffix: a tool call's body between its literal markers.
   std::shared_ptr<const CompiledGrammar> json_schema_between(std::string_view prefix,
                                                              std::string_view schema_text,
@@ -57,6 +72,7 @@ class GrammarCompiler {
  private:
   template <class F>
   std::shared_ptr<const CompiledGrammar> cached(const std::string& key, F compile);
+  std::shared_ptr<const CompiledGrammar> bind(Grammar grammar, SchemaReport report, std::string_view schema_text) const;
 
   std::shared_ptr<const VocabTrie> trie_;
   CompilerOptions options_;

@@ -1,7 +1,9 @@
-// Recursive-descent regex parser that emits grammar as it parses. Each piece reports whether it
-// can match the empty string, so an unbounded repeat of such a piece is refused rather than
-// turned into a grammar the parser could loop in.
+// Recursive-descent regex parser building a RegexAst, and the AST's grammar. Each piece reports
+// whether it can match the empty string, so an unbounded repeat of such a piece is refused rather
+// than turned into a grammar the parser could loop in.
 #include "structured/regex_compiler.h"
+
+#include <algorithm>
 
 #include "structured/schema_error.h"
 #include "tokenizer/hf_text.h"
@@ -11,16 +13,15 @@ namespace flashserve::structured {
 namespace {
 
 struct Piece {
-  Seq seq;
+  int32_t node = -1;
   bool nullable = true;
 };
 
 class RegexParser {
  public:
-  RegexParser(GrammarBuilder& b, std::u32string text, const RegexOptions& o)
-      : b_(b), s_(std::move(text)), o_(o) {}
+  RegexParser(std::u32string text, const RegexOptions& o) : s_(std::move(text)), o_(o) {}
 
-  Sym parse() {
+  RegexAst parse() {
     bool anchored_start = false, anchored_end = false;
     if (!s_.empty() && s_[0] == '^') {
       anchored_start = true;
@@ -32,12 +33,13 @@ class RegexParser {
     }
     Piece body = alternation();
     if (pos_ != s_.size()) fail(pos_ < s_.size() && s_[pos_] == ')' ? "unbalanced ')'" : "unexpected character");
-    Seq out;
+    std::vector<int32_t> parts;
     const bool search = o_.search;
-    if (search && !anchored_start) out.push_back(any_text());
-    out.insert(out.end(), body.seq.begin(), body.seq.end());
-    if (search && !anchored_end) out.push_back(any_text());
-    return GrammarBuilder::rule(b_.rule_of({out}));
+    if (search && !anchored_start) parts.push_back(any_text());
+    parts.push_back(body.node);
+    if (search && !anchored_end) parts.push_back(any_text());
+    ast_.root = node({RegexNode::Kind::kSeq, {}, parts});
+    return std::move(ast_);
   }
 
  private:
@@ -51,7 +53,14 @@ class RegexParser {
   }
   bool at(char32_t c) const { return pos_ < s_.size() && s_[pos_] == c; }
 
-  Sym any_text() { return b_.star({char_set_rule(b_, CharSet::any(), o_.context)}); }
+  int32_t node(RegexNode n) {
+    ast_.nodes.push_back(std::move(n));
+    return static_cast<int32_t>(ast_.nodes.size() - 1);
+  }
+  int32_t any_text() {
+    const int32_t any = node({RegexNode::Kind::kChars, CharSet::any(), {}});
+    return node({RegexNode::Kind::kRepeat, {}, {any}, 0, -1});
+  }
 
   Piece alternation() {
     std::vector<Piece> alts{sequence()};
@@ -62,23 +71,25 @@ class RegexParser {
     if (alts.size() == 1) return alts[0];
     Piece p;
     p.nullable = false;
-    std::vector<Seq> seqs;
+    std::vector<int32_t> kids;
     for (Piece& a : alts) {
       p.nullable = p.nullable || a.nullable;
-      seqs.push_back(a.seq);
+      kids.push_back(a.node);
     }
-    p.seq = {GrammarBuilder::rule(b_.rule_of(seqs))};
+    p.node = node({RegexNode::Kind::kAlt, {}, kids});
     return p;
   }
 
   Piece sequence() {
     Piece p;
+    std::vector<int32_t> kids;
     while (pos_ < s_.size() && !at('|') && !at(')')) {
       Piece a = atom();
       a = quantified(a);
-      p.seq.insert(p.seq.end(), a.seq.begin(), a.seq.end());
+      kids.push_back(a.node);
       p.nullable = p.nullable && a.nullable;
     }
+    p.node = node({RegexNode::Kind::kSeq, {}, kids});
     return p;
   }
 
@@ -86,8 +97,7 @@ class RegexParser {
     if (pos_ >= s_.size() || s_[pos_] < '0' || s_[pos_] > '9') fail("expected a number in {}");
     long v = 0;
     while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      v = v * 10 + (s_[pos_++] - '0');
-      if (v > o_.max_repeat) fail(str_cat("a repetition count over ", o_.max_repeat));
+      v = std::min<long>(v * 10 + (s_[pos_++] - '0'), 1L << 30);
     }
     return static_cast<int>(v);
   }
@@ -109,6 +119,8 @@ class RegexParser {
       }
       if (!at('}')) fail("expected '}'");
       if (max >= 0 && max < min) fail("{m,n} with n < m");
+      if (min > o_.max_repeat) fail(str_cat("a repetition count over ", o_.max_repeat));
+      if (max > o_.max_repeat) max = o_.max_repeat;  // fewer repeats: tighter, every output still matches
     } else {
       return a;
     }
@@ -118,13 +130,13 @@ class RegexParser {
     if (max < 0 && a.nullable) fail("an unbounded repeat of a part that can match empty");
     Piece p;
     p.nullable = a.nullable || min == 0;
-    p.seq = {b_.repeat(a.seq, min, max)};
+    p.node = node({RegexNode::Kind::kRepeat, {}, {a.node}, min, max});
     return p;
   }
 
   Piece chars(const CharSet& set) {
     if (set.empty()) fail("an empty character class");
-    return Piece{{char_set_rule(b_, set, o_.context)}, false};
+    return Piece{node({RegexNode::Kind::kChars, set, {}}), false};
   }
 
   Piece atom() {
@@ -138,7 +150,7 @@ class RegexParser {
       Piece inner = alternation();
       if (!at(')')) fail("missing ')'");
       ++pos_;
-      return Piece{{GrammarBuilder::rule(b_.rule_of({inner.seq}))}, inner.nullable};
+      return inner;
     }
     if (c == '[') return chars(char_class());
     if (c == '.') {
@@ -256,11 +268,35 @@ class RegexParser {
     return unicode_class ? out.intersect(CharSet::range(0, 0x7F)) : out;
   }
 
-  GrammarBuilder& b_;
   std::u32string s_;
   const RegexOptions& o_;
   size_t pos_ = 0;
+  RegexAst ast_;
 };
+
+Seq emit(GrammarBuilder& b, const RegexAst& ast, int32_t id, CharContext context) {
+  const RegexNode& n = ast.nodes[id];
+  switch (n.kind) {
+    case RegexNode::Kind::kChars:
+      return {char_set_rule(b, n.set, context)};
+    case RegexNode::Kind::kSeq: {
+      Seq out;
+      for (int32_t k : n.kids) {
+        Seq part = emit(b, ast, k, context);
+        out.insert(out.end(), part.begin(), part.end());
+      }
+      return out;
+    }
+    case RegexNode::Kind::kAlt: {
+      std::vector<Seq> alts;
+      for (int32_t k : n.kids) alts.push_back(emit(b, ast, k, context));
+      return {GrammarBuilder::rule(b.rule_of(alts))};
+    }
+    case RegexNode::Kind::kRepeat:
+      return {b.repeat(emit(b, ast, n.kids[0], context), n.min, n.max)};
+  }
+  return {};
+}
 
 std::u32string decode_utf8(std::string_view s, const RegexOptions& o) {
   std::u32string out;
@@ -275,13 +311,17 @@ std::u32string decode_utf8(std::string_view s, const RegexOptions& o) {
 
 }  // namespace
 
-Sym compile_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options) {
+RegexAst parse_regex(std::string_view pattern, const RegexOptions& options) {
   if (pattern.size() > options.max_pattern_bytes)
     throw SchemaError(options.keyword, options.path,
                       str_cat("the pattern is longer than ", options.max_pattern_bytes, " bytes"));
+  return RegexParser(decode_utf8(pattern, options), options).parse();
+}
+
+Sym compile_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options) {
+  const RegexAst ast = parse_regex(pattern, options);
   b.set_context(options.keyword, options.path);
-  RegexParser parser(b, decode_utf8(pattern, options), options);
-  return parser.parse();
+  return GrammarBuilder::rule(b.rule_of({emit(b, ast, ast.root, options.context)}));
 }
 
 }  // namespace flashserve::structured

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "structured/char_set.h"
 #include "structured/grammar.h"
@@ -24,6 +25,22 @@ struct RegexOptions {
   std::string keyword = "pattern", path;  // what errors name
 };
 
+// A parsed pattern: characters (code point sets), sequences, alternatives and repeats. With
+// search semantics the any-text around an unanchored pattern is part of it.
+struct RegexNode {
+  enum class Kind { kChars, kSeq, kAlt, kRepeat };
+  Kind kind = Kind::kSeq;
+  CharSet set;                  // kChars: one character of the set
+  std::vector<int32_t> kids;    // kSeq, kAlt; kRepeat: the one repeated
+  int min = 0, max = 0;         // kRepeat; max < 0: unbounded
+};
+struct RegexAst {
+  std::vector<RegexNode> nodes;
+  int32_t root = 0;
+};
+
+// Throws SchemaError(options.keyword, options.path) outside the subset.
+RegexAst parse_regex(std::string_view pattern, const RegexOptions& options);
 // A rule matching the pattern's language (without quotes in the JSON context).
 Sym compile_regex(GrammarBuilder& b, std::string_view pattern, const RegexOptions& options);
 

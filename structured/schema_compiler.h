@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -26,12 +27,30 @@ struct SchemaLimits {
 struct SchemaOptions {
   JsonWhitespace whitespace = JsonWhitespace::kCompact;
   SchemaLimits limits;
+  // A keyword that constrains the output but that the grammar cannot express: true refuses the
+  // schema (SchemaError naming it); false drops it from the grammar and lists it in
+  // SchemaReport::dropped, so the caller validates the output against the original schema.
+  bool strict = true;
 };
 
-Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options = {});
+// What compiling a schema left out of the grammar.
+struct SchemaReport {
+  struct Dropped {
+    std::string keyword, path, why;  // path: a JSON pointer to the keyword in the schema
+  };
+  // Keywords JSON Schema does not define (vendor annotations, misspellings), each with the path
+  // of its first occurrence; ignored, as the specification says. Annotations it defines (title,
+  // description, ...) are ignored silently and not listed.
+  std::vector<std::pair<std::string, std::string>> unknown;
+  std::vector<Dropped> dropped;  // only with strict false; empty: the grammar enforces it all
+};
+
+Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& options = {},
+                            SchemaReport* report = nullptr);
 // A schema's value between two literal texts (a tool call's markers around its JSON body).
 Grammar compile_json_schema_between(std::string_view prefix, std::string_view schema_text,
-                                    std::string_view suffix, const SchemaOptions& options = {});
+                                    std::string_view suffix, const SchemaOptions& options = {},
+                                    SchemaReport* report = nullptr);
 Grammar compile_json_object(const SchemaOptions& options = {});
 Grammar compile_regex_grammar(std::string_view pattern, const SchemaOptions& options = {});
 Grammar compile_choice_grammar(const std::vector<std::string>& choices, const SchemaOptions& options = {});

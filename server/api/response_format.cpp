@@ -2,6 +2,9 @@
 // the GrammarCompiler (cached by canonical text, so a repeated schema compiles once).
 #include "server/api/response_format.h"
 
+#include <cstdio>
+
+#include "output_parsers/reasoning_parser.h"
 #include "server/api/request_fields.h"
 #include "structured/compiled_grammar.h"
 #include "structured/schema_error.h"
@@ -21,6 +24,26 @@ std::string schema_text(const ordered_json& s, const std::string& param, bool te
   if (text_allowed && s.is_string()) return s.get<std::string>();
   throw bad_request("'" + param + "' must be a JSON Schema object" +
                         (text_allowed ? std::string(" or its JSON text") : ""), param);
+}
+
+// Once per compiled schema: the unknown keywords it ignored and the keywords best effort left to
+// validation (a log line; the response itself reports mismatches).
+std::shared_ptr<const structured::CompiledGrammar> logged(
+    const std::string& param, std::shared_ptr<const structured::CompiledGrammar> g) {
+  const structured::SchemaReport& r = g->report();
+  if ((r.unknown.empty() && r.dropped.empty()) || !g->first_use()) return g;
+  std::string line = "flashserve: " + param + ":";
+  if (!r.unknown.empty()) {
+    line += " unknown keywords ignored:";
+    for (const auto& [keyword, path] : r.unknown) line += " " + keyword + " (" + path + ")";
+    if (!r.dropped.empty()) line += ";";
+  }
+  if (!r.dropped.empty()) {
+    line += " not enforced by the grammar, validated after generation:";
+    for (const auto& d : r.dropped) line += " " + d.keyword + " (" + d.path + ")";
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  return g;
 }
 
 // response_format: nullopt for text, else the grammar.
@@ -52,11 +75,11 @@ std::shared_ptr<const structured::CompiledGrammar> response_format(const json& f
   if (has(s, "description") && !s["description"].is_string()) {
     throw bad_request("'" + js + ".description' must be a string", js + ".description");
   }
-  if (has(s, "strict")) get_bool(s["strict"], js + ".strict");
+  const bool strict = has(s, "strict") && get_bool(s["strict"], js + ".strict");
   if (!has(s, "schema")) throw bad_request("'" + js + ".schema' is required", js + ".schema");
   const std::string text = schema_text(of["json_schema"]["schema"], js + ".schema", false);
   try {
-    return grammar_compiler(model, js + ".schema").json_schema(text);
+    return logged(js + ".schema", grammar_compiler(model, js + ".schema").json_schema(text, strict));
   } catch (const structured::SchemaError& e) {
     throw schema_error(js + ".schema", e);
   }
@@ -67,7 +90,7 @@ std::shared_ptr<const structured::CompiledGrammar> guided(const std::string& key
                                                           const ServedModel& model) {
   structured::GrammarCompiler& compiler = grammar_compiler(model, key);
   try {
-    if (key == "guided_json") return compiler.json_schema(schema_text(ov, key, true));
+    if (key == "guided_json") return logged(key, compiler.json_schema(schema_text(ov, key, true), false));
     if (key == "guided_regex") {
       if (!v.is_string()) throw bad_request("'guided_regex' must be a string", key);
       return compiler.regex(v.get<std::string>());
@@ -106,6 +129,21 @@ structured::GrammarCompiler& grammar_compiler(const ServedModel& model, const st
                       "unsupported_parameter");
   }
   return *model.grammar_compiler;
+}
+
+std::optional<json> schema_mismatch(const CompletionRequest& req, std::string_view generated) {
+  if (!req.constraint || !req.constraint->triggers.empty() || !req.constraint->grammar) return std::nullopt;
+  const structured::SchemaValidator* validator = req.constraint->grammar->validator();
+  if (validator == nullptr) return std::nullopt;
+  std::string content(generated);
+  if (req.reasoning) content = output_parsers::split_reasoning(content, req.starts_in_reasoning).content;
+  const auto v = validator->validate(content);
+  if (!v) return std::nullopt;
+  json not_enforced = json::array();
+  for (const auto& d : req.constraint->grammar->report().dropped) not_enforced.push_back(d.path);
+  return json{{"keyword", v->keyword}, {"schema_path", v->schema_path},
+              {"instance_path", v->instance_path}, {"message", v->message},
+              {"not_enforced", std::move(not_enforced)}};
 }
 
 ApiError schema_error(const std::string& param, const structured::SchemaError& e) {

@@ -30,6 +30,12 @@ std::string new_completion_id(ResponseFormat format) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// A finished choice's JSON with its schema_violation extension field, when it has one.
+json with_violation(const CompletionChoice& c, json choice) {
+  if (!c.schema_violation.is_null()) choice["schema_violation"] = c.schema_violation;
+  return choice;
+}
+
 }  // namespace
 
 Completion::Completion(const CompletionContext& ctx, CompletionRequest request)
@@ -178,7 +184,7 @@ CompletionResult Completion::run(ClientConnection& conn) {
   for (const auto& c : choices_) {
     json lp = req_.logprobs >= 0 ? c->logprobs.to_json() : json(nullptr);
     if (!chat) {
-      choices.push_back(choice_json(c->index, c->text, lp, c->finish_reason));
+      choices.push_back(with_violation(*c, choice_json(c->index, c->text, lp, c->finish_reason)));
       continue;
     }
     // Reasoning first: the tool-call parser and the client see only what follows </think>.
@@ -195,7 +201,7 @@ CompletionResult Completion::run(ClientConnection& conn) {
       choice["message"]["reasoning_content"] =
           parts.reasoning_content.empty() ? json(nullptr) : json(parts.reasoning_content);
     }
-    choices.push_back(std::move(choice));
+    choices.push_back(with_violation(*c, std::move(choice)));
   }
   Usage u{prompt_tokens(), completion_tokens(), cached_tokens()};
   return CompletionResult{200, response_json(req_.format, false, id_, created_, ctx_.model->id,
@@ -241,8 +247,8 @@ bool Completion::stream(ClientConnection& conn) {
     json lp = logprobs_delta(c, logprobs_end);
     if (!chat) {
       if (delta.empty() && lp.is_null() && !finishing) return true;
-      return conn.send_event(
-          chunk(choice_json(c.index, delta, lp, finishing ? c.finish_reason : "")));
+      json choice = choice_json(c.index, delta, lp, finishing ? c.finish_reason : "");
+      return conn.send_event(chunk(finishing ? with_violation(c, std::move(choice)) : std::move(choice)));
     }
     if (c.reasoning) {
       output_parsers::ReasoningOutput parts = c.reasoning->push(delta);
@@ -263,8 +269,8 @@ bool Completion::stream(ClientConnection& conn) {
         !conn.send_event(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
       return false;
     }
-    return !finishing || conn.send_event(chunk(
-                             chat_delta_json(c.index, json::object(), nullptr, c.finish_reason)));
+    return !finishing || conn.send_event(chunk(with_violation(
+                             c, chat_delta_json(c.index, json::object(), nullptr, c.finish_reason))));
   };
   auto gone = [&] {
     cancel_all();

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/stop_rules.h"
+#include "server/api/response_format.h"
 
 namespace flashserve {
 
@@ -85,6 +86,13 @@ std::string CompletionChoice::apply(const StreamEvent& ev, const CompletionReque
     }
   }
   text += out;
+  if (ev.kind == StreamEvent::Kind::kFinished && finish_reason == "stop") {
+    const size_t echo = req.echo ? std::min(req.echo_texts[prompt_idx].size(), text.size()) : 0;
+    if (auto v = request::schema_mismatch(req, std::string_view(text).substr(echo))) {
+      schema_violation = std::move(*v);
+      finish_reason = "schema_mismatch";
+    }
+  }
   return out;
 }
 

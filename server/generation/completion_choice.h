@@ -35,7 +35,10 @@ struct CompletionChoice {
   int completion_tokens = 0;
   int cached_tokens = 0;      // from the engine's kFinished
   bool done = false;
-  std::string finish_reason;  // "stop" | "length"
+  std::string finish_reason;  // "stop" | "length" | "schema_mismatch"
+  // Best-effort structured output that finished but fails the original schema: the choice's
+  // "schema_violation" field (response_format.h, schema_mismatch); null otherwise.
+  nlohmann::json schema_violation;
   bool aborted = false;       // the engine aborted it (shutdown)
   std::string error;          // the engine failed it
   // Chat with tools: the output parsed into tool calls, ids drawn from this seed (streaming:

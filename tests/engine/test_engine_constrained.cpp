@@ -279,6 +279,19 @@ TEST(EngineConstrainedModel, SchemaOutputsValidateAndAreDeterministic) {
   auto preempting = make_stories_engine(256, batched);  // 16 blocks: sequences get preempted
   EXPECT_EQ(run_all(*preempting, reqs), alone) << "preemption changed an output";
   EXPECT_GT(preempting->metrics().num_preemptions, 0u);
+  // The masks of a batch on one thread or spread over several: the same outputs.
+  for (int threads : {1, 3}) {
+    EngineOptions o = batched;
+    o.mask_threads = threads;
+    auto engine = make_stories_engine(4096, o);
+    EXPECT_EQ(run_all(*engine, reqs), alone) << threads << " mask threads";
+  }
+}
+
+TEST(EngineConstrained, MaskThreadsMustBePositive) {
+  EngineOptions o;
+  o.mask_threads = 0;
+  EXPECT_THROW(Engine::create(std::make_unique<FakeRunner>(64, 16), o), Error);
 }
 
 }  // namespace

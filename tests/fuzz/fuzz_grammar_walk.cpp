@@ -19,6 +19,10 @@ const char* kSchemas[] = {
     R"({"type":"array","items":{"anyOf":[{"type":"boolean"},{"type":"null"},{"type":"string","pattern":"^x[0-9]+$"}]},"maxItems":3})",
     R"({"$defs":{"n":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"})",
     R"({"enum":["é€", 1.5, null, {"k":[1]}]})",
+    R"({"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":40,"multipleOf":4},"b":{"type":"boolean"}},"additionalProperties":{"type":"null"},"minProperties":2,"maxProperties":3})",
+    R"({"type":"object","propertyNames":{"enum":["x1","k"]},"additionalProperties":{"type":"string","pattern":"[0-9]","minLength":1,"maxLength":3},"dependentRequired":{"x1":["k"]}})",
+    R"({"type":"array","items":{"type":["string","integer"],"not":{"type":"string"}},"maxItems":2})",
+    R"({"type":"string","format":"date","pattern":"^2","maxLength":10})",
     R"({})"};
 
 std::shared_ptr<const VocabTrie> vocabulary() {

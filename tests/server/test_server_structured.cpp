@@ -233,7 +233,7 @@ TEST_F(StructuredStories, OtherConstraintsAndAutoTools) {
 TEST_F(StructuredStories, BadConstraintsAre400s) {
   const std::vector<std::pair<json, std::string>> cases = {
       {chat_body({{"response_format", {{"type", "json_schema"}, {"json_schema",
-          {{"name", "x"}, {"schema", {{"type", "object"}, {"not", json::object()}}}}}}}}),
+          {{"name", "x"}, {"strict", true}, {"schema", {{"type", "object"}, {"not", {{"required", {"b"}}}}}}}}}}}),
        "response_format.json_schema.schema"},
       {chat_body({{"tools", kTools}, {"tool_choice", {{"type", "function"},
                                                      {"function", {{"name", "nope"}}}}}}),

@@ -14,6 +14,7 @@
 #include "server/endpoints/completions_request.h"
 #include "server/tool_calls/tool_call_constraint.h"
 #include "server/tool_calls/tool_call_output.h"
+#include "server/api/response_format.h"
 #include "structured/compiled_grammar.h"
 #include "structured/matcher.h"
 #include "structured/token_vocabulary.h"
@@ -125,11 +126,46 @@ TEST_F(StructuredRequest, ResponseFormatOnBothEndpoints) {
   }
 }
 
+// strict absent: a keyword the grammar cannot enforce is dropped, not refused, and a finished
+// output is checked against the original schema (finish_reason schema_mismatch + the field).
+TEST_F(StructuredRequest, BestEffortSchemasAreValidatedAfterGeneration) {
+  const json schema = json::parse(R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"},
+                                      "contains":{"const":3}},"b":{"type":"integer","unit":"m"}},"required":["a"]})");
+  for (bool chat : {true, false}) {
+    CompletionRequest r = ok({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}}}}, chat);
+    ASSERT_TRUE(r.constraint);
+    const structured::SchemaReport& report = r.constraint->grammar->report();
+    ASSERT_EQ(report.dropped.size(), 1u);
+    EXPECT_EQ(report.dropped[0].path, "/properties/a/contains");
+    ASSERT_EQ(report.unknown.size(), 1u);
+    EXPECT_EQ(report.unknown[0].first, "unit");
+    // The grammar lets an array without 3 through; the validator catches it.
+    EXPECT_TRUE(grammar_takes(*r.constraint, R"({"a":[1]})"));
+    EXPECT_FALSE(request::schema_mismatch(r, R"({"a":[1,3]})"));
+    auto v = request::schema_mismatch(r, R"({"a":[1]})");
+    ASSERT_TRUE(v);
+    EXPECT_EQ((*v)["keyword"], "contains");
+    EXPECT_EQ((*v)["schema_path"], "/properties/a/contains");
+    EXPECT_EQ((*v)["instance_path"], "/a");
+    EXPECT_EQ((*v)["not_enforced"], json::array({"/properties/a/contains"}));
+    // guided_json is best effort too; strict refuses.
+    EXPECT_TRUE(ok({{"guided_json", schema.dump()}}, chat).constraint->grammar->validator());
+    ApiError e = err({{"response_format", {{"type", "json_schema"},
+                      {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}}}}, chat);
+    EXPECT_EQ(e.message.rfind("response_format.json_schema.schema: 'contains' at /properties/a/contains: ", 0), 0u) << e.message;
+  }
+  // A fully enforced schema has no validator: nothing to report.
+  CompletionRequest exact = ok({{"response_format", {{"type", "json_schema"}, {"json_schema",
+                               {{"name", "x"}, {"schema", {{"type", "integer"}, {"markdownDescription", "n"}}}}}}}}, true);
+  EXPECT_FALSE(exact.constraint->grammar->validator());
+  EXPECT_FALSE(request::schema_mismatch(exact, "7"));
+}
+
 TEST_F(StructuredRequest, BadOutputFormatsAre400sNamingTheParameter) {
   const json js = {{"type", "json_schema"}};
   auto with_schema = [&](const json& schema) {
     return json{{"response_format", {{"type", "json_schema"},
-                                     {"json_schema", {{"name", "x"}, {"schema", schema}}}}}};
+                                     {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}}}};
   };
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"response_format", "json"}}, "response_format"},
@@ -142,7 +178,7 @@ TEST_F(StructuredRequest, BadOutputFormatsAre400sNamingTheParameter) {
        "response_format.json_schema.x"},
       {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {}}, {"strict", 1}}}}}},
        "response_format.json_schema.strict"},
-      {with_schema(json::parse(R"({"properties":{"a":{"not":{}}}})")),
+      {with_schema(json::parse(R"({"properties":{"a":{"not":{"required":["b"]}}}})")),
        "response_format.json_schema.schema"},
       {with_schema(7), "response_format.json_schema.schema"},
       {{{"guided_json", "{not json"}}, "guided_json"},
@@ -162,7 +198,7 @@ TEST_F(StructuredRequest, BadOutputFormatsAre400sNamingTheParameter) {
       EXPECT_EQ(e.param, param) << body.dump() << ": " << e.message;
     }
   }
-  ApiError e = err(with_schema(json::parse(R"({"properties":{"a":{"not":{}}}})")));
+  ApiError e = err(with_schema(json::parse(R"({"properties":{"a":{"not":{"required":["b"]}}}})")));
   EXPECT_EQ(e.message.rfind("response_format.json_schema.schema: 'not' at /properties/a/not: ", 0),
             0u) << e.message;
   EXPECT_EQ(e.code, "invalid_schema");
@@ -208,7 +244,7 @@ TEST_F(StructuredRequest, ToolsAreReadAndForcedCallsConstrained) {
 
 TEST_F(StructuredRequest, BadToolsAre400sNamingTheParameter) {
   json bad_params = kWeather;
-  bad_params["function"]["parameters"]["properties"]["city"]["not"] = {{"type", "integer"}};
+  bad_params["function"]["parameters"]["properties"]["city"]["not"] = {{"required", {"b"}}};
   json no_name = kWeather;
   no_name["function"].erase("name");
   json bad_name = kWeather;
