@@ -6,7 +6,7 @@ until the map that should list it does:
 - every top-level folder, and every room of server/, in docs/ARCHITECTURE.md;
 - every route of server/http_server.cpp's table in README.md, docs/API_CONTRACT.md,
   docs/SERVER.md and the first line of `flashserve --help` (when the binary is given);
-- every architecture of the families tables in weights/ (rows `{"XForCausalLM", ...`) in
+- every supported architecture (the rows of weights/hf_config.cpp's kFamilies) in
   README.md, docs/ARCHITECTURE.md and docs/MODELS.md;
 - docs/ holds UPPER_CASE.md files only, and every relative link in README.md and docs/ resolves.
 
@@ -44,11 +44,10 @@ def routes():
 
 
 def architectures():
-    names = set()
-    for f in os.listdir(os.path.join(ROOT, "weights")):
-        if f.endswith(".cpp"):
-            names.update(re.findall(r'\{"([A-Za-z0-9]+For[A-Za-z]+)",', read("weights/" + f)))
-    return sorted(names)
+    """The supported architectures: the rows of weights/hf_config.cpp's kFamilies table (not the
+    refused ones that name why)."""
+    table = re.search(r"kFamilies\[\] = \{(.*?)\n\};", read("weights/hf_config.cpp"), re.S)
+    return sorted(set(re.findall(r'\{"([A-Za-z0-9]+For[A-Za-z]+)",', table.group(1))))
 
 
 def mentions(text, name):
