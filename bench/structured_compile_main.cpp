@@ -7,7 +7,10 @@
 // a summary: the share accepted and the share exactly enforced (nothing dropped), overall and per
 // source, refusals and drops counted by keyword, and the p50/p99 over the accepted ones.
 // --synthetic-vocab N stretches the vocabulary to N tokens by joining pieces, to stand in for a
-// larger tokenizer (e.g. 128k) that is not at hand.
+// larger tokenizer (e.g. 128k) that is not at hand. --walks N: N random byte-level walks through
+// each accepted schema's grammar, each validated against the original schema (SchemaValidator):
+// no invalid output where nothing was dropped; where keywords were dropped, the mismatch rate
+// that best effort reports. --walks-out FILE also writes the outputs, for an external validator.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -23,7 +27,10 @@
 #include "cli/cli.h"
 #include "structured/compiled_grammar.h"
 #include "structured/matcher.h"
+#include "structured/completion.h"
 #include "structured/schema_error.h"
+#include "structured/schema_validator.h"
+#include "structured/stack_automaton.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace flashserve;
@@ -47,6 +54,32 @@ std::string read_file(const std::filesystem::path& p) {
 struct Schema {
   std::string source, name, text;
 };
+
+// A random output of the grammar: random allowed bytes for up to `budget` bytes, then the bytes
+// that bring it closest to accepting; it stops at an accepting state with probability 1/4.
+std::string random_walk(const Grammar& g, std::mt19937_64& rng, size_t budget) {
+  StackAutomaton a(g);
+  int32_t set = a.initial();
+  std::string out;
+  std::vector<std::pair<uint8_t, int32_t>> next;
+  for (size_t n = 0; n < (size_t{1} << 20); ++n) {  // required content may be long
+    if (a.accepting(set) && (out.size() >= budget || rng() % 4 == 0)) return out;
+    next.clear();
+    for (int b = 0; b < 256; ++b)
+      if (int32_t t = a.step(set, static_cast<uint8_t>(b)); t != StackAutomaton::kDead) next.push_back({uint8_t(b), t});
+    if (next.empty() && a.accepting(set)) return out;
+    FS_CHECK(!next.empty(), "a walk reached a state with no byte to continue: ", out);
+    size_t pick = rng() % next.size();
+    if (out.size() >= budget) {  // finish: the byte closest to accepting
+      int64_t best = kNoCompletion + 1;
+      for (size_t i = 0; i < next.size(); ++i)
+        if (int64_t d = a.distance_to_accept(next[i].second); d < best) best = d, pick = i;
+    }
+    out.push_back(static_cast<char>(next[pick].first));
+    set = next[pick].second;
+  }
+  return out;  // did not finish: the validator reports it
+}
 
 // The *.json files of a folder (source "folder") or the lines of a corpus JSONL file.
 std::vector<Schema> load_schemas(const std::string& folder, const std::string& corpus) {
@@ -76,6 +109,8 @@ int main(int argc, char** argv) {
   std::string schemas = "tests/structured/schemas", corpus;
   int repeats = 5, synthetic = 0;
   bool strict = false;
+  int walks = 0;
+  std::string walks_out;
   CLI::App app{"Schema compile + first token mask over a folder of JSON Schemas; JSON lines.",
                "bench_structured_compile"};
   app.add_option("--tokenizer", tokenizer, "tokenizer file (SentencePiece .model or tokenizer.json)")
@@ -86,6 +121,9 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic-vocab", synthetic, "stretch the vocabulary to this many tokens (0: off)")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_flag("--strict", strict, "refuse what the grammar cannot enforce (json_schema.strict)");
+  app.add_option("--walks", walks, "random walks per accepted schema, validated against the original schema")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  app.add_option("--walks-out", walks_out, "JSONL of the walks' outputs {source, schema, output}");
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   const std::string command = cli::command_line(argc, argv);
   return cli::run_main("bench_structured_compile", [&] {
@@ -104,6 +142,11 @@ int main(int argc, char** argv) {
     };
     std::map<std::string, Counts> by_source;
     int refused = 0, enforced_all = 0;
+    int64_t walks_exact = 0, invalid_exact = 0, walks_dropped = 0, mismatch_dropped = 0;
+    std::map<std::string, int> invalid_exact_by_keyword;  // the violations' keywords
+    std::ofstream walks_file;
+    if (!walks_out.empty()) walks_file.open(walks_out);
+    std::mt19937_64 rng(1234);
     for (const Schema& sc : all) {
       json j{{"bench", "structured_compile"}, {"source", sc.source}, {"schema", sc.name},
              {"vocab_size", trie->vocab_size()}};
@@ -148,6 +191,29 @@ int main(int argc, char** argv) {
       if (!dropped.empty()) j["dropped"] = dropped;
       if (!unknown.empty()) j["unknown"] = unknown;
       if (report.dropped.empty()) ++by_source[sc.source].enforced, ++enforced_all;
+      if (walks > 0) {
+        SchemaReport rep;
+        SchemaOptions o;
+        o.strict = strict;
+        const Grammar g = compile_json_schema(sc.text, o, &rep);
+        const SchemaValidator validator(sc.text);
+        int invalid = 0;
+        for (int w = 0; w < walks; ++w) {
+          const std::string text = random_walk(g, rng, 64);
+          json line{{"source", sc.source}, {"schema", sc.name}, {"enforced", rep.dropped.empty()}, {"output", text}};
+          if (auto v = validator.validate(text)) {
+            ++invalid;
+            if (rep.dropped.empty()) ++invalid_exact_by_keyword[v->keyword];
+            line["violation"] = {{"keyword", v->keyword}, {"schema_path", v->schema_path},
+                                 {"instance_path", v->instance_path}, {"message", v->message}};
+          }
+          if (walks_file) walks_file << line.dump() << "\n";
+        }
+        j["walks"] = walks;
+        j["walks_invalid"] = invalid;
+        (rep.dropped.empty() ? walks_exact : walks_dropped) += walks;
+        (rep.dropped.empty() ? invalid_exact : mismatch_dropped) += invalid;
+      }
       j["compile_ms"] = bench::percentile(compile, 0.5);
       j["first_mask_ms"] = bench::percentile(mask, 0.5);
       j["total_ms"] = bench::percentile(total, 0.5);
@@ -182,6 +248,11 @@ int main(int argc, char** argv) {
                        {"dropped_by_keyword", counts(dropped_by_keyword)},
                        {"unknown_keywords", counts(unknown_by_keyword)},
                        {"repeats", repeats},
+                       {"walks_enforced", walks_exact},
+                       {"walks_enforced_invalid", invalid_exact},
+                       {"walks_enforced_invalid_by_keyword", counts(invalid_exact_by_keyword)},
+                       {"walks_dropped", walks_dropped},
+                       {"walks_dropped_mismatch", mismatch_dropped},
                        {"trie_build_ms", trie_ms},
                        {"compile_ms_p50", bench::percentile(compile_all, 0.5)},
                        {"first_mask_ms_p50", bench::percentile(mask_all, 0.5)},

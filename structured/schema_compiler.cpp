@@ -549,6 +549,13 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
       }
     }
   }
+  // A branch's additionalProperties schema also governs the properties other branches declare
+  // and it does not.
+  for (const Json& br : branches) {
+    if (!br.contains("additionalProperties") || !br["additionalProperties"].is_object()) continue;
+    for (auto& [name, sub] : properties.items())
+      if (!(br.contains("properties") && br["properties"].contains(name))) sub = both(sub, br["additionalProperties"]);
+  }
   if (closed) {
     // A property one closed branch does not declare can never appear.
     for (const Json& br : branches) {
@@ -560,6 +567,10 @@ Json SchemaCompiler::merge_all_of(const Json& s, const std::string& path, int de
     }
     merged["additionalProperties"] = false;
   }
+  // OpenAPI 3.0's nullable applies to the type beside it only, not to another branch's type.
+  if (merged.contains("nullable") &&
+      std::none_of(branches.begin(), branches.end(), [](const Json& br) { return br.contains("nullable") && br.contains("type"); }))
+    merged.erase("nullable");
   if (!properties.empty()) merged["properties"] = properties;
   if (!required.empty()) merged["required"] = required;
   if (alternatives.contains("list")) merged[alternatives["key"].get<std::string>()] = alternatives["list"];

@@ -380,6 +380,8 @@ std::optional<SchemaViolation> SchemaValidator::validate(std::string_view json_t
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::out_of_range& e) {  // valid JSON, beyond a double's range
+    return SchemaViolation{"json", "", "", str_cat("a number beyond the double range: ", e.what())};
   } catch (const nlohmann::json::exception& e) {
     return SchemaViolation{"json", "", "", str_cat("the output is not JSON: ", e.what())};
   }
