@@ -23,8 +23,10 @@ fs_install_packages "${extra[@]}"
 
 stages=${FS_TEST_STAGES:-release asan tsan}
 # Tests the release stage runs: all but unit/cpu/server, plus these (a ctest regex) of them that
-# need release throughput or memory: every test_openai_node* (npm clients) and the load test.
-release_only='openai_node|^test_server_load$'
+# need release throughput or memory, or release binaries: every test_openai_node* (npm clients),
+# the load test, and the quantizer's test (a Python test that runs flashserve-random-model and
+# flashserve-generate, which the sanitizer stages do not build).
+release_only='openai_node|^test_server_load$|^test_quantize_checkpoint$'
 # Fault tests that need release-build throughput: the release stage runs them, the sanitizer
 # stages run the rest of their programs.
 slow_tests="FaultHttp.ClientThatNeverReadsItsStreamIsCancelled:FaultLoad.KvCacheExhaustion*"
