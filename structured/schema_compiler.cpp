@@ -2,6 +2,7 @@
 // cycles), enum/const, anyOf/oneOf and allOf (merged into one schema before compiling).
 #include "structured/schema_compiler.h"
 
+#include <cmath>
 #include <algorithm>
 #include <optional>
 
@@ -131,7 +132,8 @@ bool value_has_type(const Json& v, const std::string& t) {
   if (t == "array") return v.is_array();
   if (t == "number") return v.is_number();
   if (t == "integer")
-    return v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   return false;
 }
 

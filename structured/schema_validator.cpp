@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "structured/schema_compiler_impl.h"
 #include "structured/schema_error.h"
 
 namespace flashserve::structured {
@@ -26,17 +27,6 @@ size_t code_points(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
   return n;
-}
-
-bool has_type(const Json& v, const std::string& t) {
-  if (t == "null") return v.is_null();
-  if (t == "boolean") return v.is_boolean();
-  if (t == "string") return v.is_string();
-  if (t == "object") return v.is_object();
-  if (t == "array") return v.is_array();
-  if (t == "number") return v.is_number();
-  if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
-  return true;  // an unknown type name constrains nothing we can check
 }
 
 bool full_match(const char* re, const std::string& s) { return std::regex_match(s, std::regex(re)); }
@@ -159,9 +149,9 @@ bool Run::check(const Json& s, const Json& v, const std::string& sp, const std::
   if (s.contains("type")) {
     const Json& t = s["type"];
     bool ok = v.is_null() && s.value("nullable", false);
-    if (t.is_string()) ok = ok || has_type(v, t.get<std::string>());
+    if (t.is_string()) ok = ok || value_has_type(v, t.get<std::string>());
     else if (t.is_array())
-      for (const Json& x : t) ok = ok || (x.is_string() && has_type(v, x.get<std::string>()));
+      for (const Json& x : t) ok = ok || (x.is_string() && value_has_type(v, x.get<std::string>()));
     else ok = true;
     if (!ok) return fail("type", sp, ip, "the value has another type");
   }
