@@ -49,25 +49,7 @@ double projection_bytes(const ModelConfig& c, double params, double rows, int el
   return params * elem_bytes;
 }
 
-}  // namespace
-
-int64_t layer_linear_params(const ModelConfig& c) {
-  double n = 0;
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerParams p = layer_params(c, l);
-    n += p.dense + double(c.moe.top_k) * p.expert * (p.expert > 0);
-  }
-  return int64_t(n);
-}
-
-double experts_read(const ModelConfig& c, int64_t tokens) {
-  const MoeConfig& m = c.moe;
-  if (m.num_experts <= 0 || tokens <= 0) return 0;
-  const double e = m.num_experts, miss = 1.0 - double(m.top_k) / e;
-  return e * (1.0 - std::pow(miss, double(tokens)));
-}
-
-namespace {
+// Weight bytes with `experts` routed experts read in every sparse layer.
 double bytes_with_experts(const ModelConfig& c, int elem_bytes, double experts) {
   const double norms = double(2 * c.num_layers + 1) * c.hidden_size;
   const double head = double(c.vocab_size) * c.hidden_size;
@@ -79,7 +61,25 @@ double bytes_with_experts(const ModelConfig& c, int elem_bytes, double experts) 
   }
   return linear + (norms + head) * elem_bytes;
 }
+
 }  // namespace
+
+int64_t layer_linear_params(const ModelConfig& c) {
+  double n = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerParams p = layer_params(c, l);
+    n += p.dense + double(c.moe.top_k) * p.expert;  // p.expert is 0 in a dense layer
+  }
+  return int64_t(n);
+}
+
+double experts_read(const ModelConfig& c, int64_t tokens) {
+  const MoeConfig& m = c.moe;
+  if (m.num_experts <= 0 || tokens <= 0) return 0;
+  const double e = m.num_experts, miss = 1.0 - double(m.top_k) / e;
+  return e * (1.0 - std::pow(miss, double(tokens)));
+}
+
 
 double weight_bytes(const ModelConfig& c, int elem_bytes, int64_t tokens) {
   return bytes_with_experts(c, elem_bytes, experts_read(c, tokens));

@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
                                8.0 * m * s.top_k;
           json j = bench::record_head("moe_decode_layer", hw.gpu, command, s.name, m);
           j["dtype"] = dtype;
+          j["weights"] = dtype == "int4" ? "int4-gptq" : dtype;  // the dense int4 GEMV's layout
           j["experts"] = s.experts;
           j["top_k"] = s.top_k;
           j["hidden"] = s.hidden;

@@ -312,6 +312,7 @@ int main(int argc, char** argv) {
             for (int i = 0; i < impls; ++i) {
               const bench::Stats& st = t[size_t(i)].st;
               json j = bench::record_head("moe_grouped_gemm", hw.gpu, command, s.name, tokens);
+            j["weights"] = "bf16";
               j["proj"] = proj;
               j["routing"] = routing;
               j["impl"] = impl_names[size_t(i)];
@@ -350,6 +351,7 @@ int main(int argc, char** argv) {
           for (int i = 0; i < impls; ++i) {
             const double us = layer_us[size_t(i)];
             json j = bench::record_head("moe_grouped_gemm", hw.gpu, command, s.name, tokens);
+            j["weights"] = "bf16";
             j["proj"] = "gate_up+down";
             j["routing"] = routing;
             j["impl"] = impl_names[size_t(i)];

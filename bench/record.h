@@ -24,7 +24,8 @@ inline double percentile(std::vector<double> v, double p) {
 
 inline nlohmann::ordered_json record_head(const std::string& bench, const std::string& gpu,
                                   const std::string& command, const std::string& shape, int m) {
-  return {{"bench", bench}, {"gpu", gpu}, {"command", command}, {"shape", shape}, {"m", m}};
+  return {{"bench", bench}, {"gpu", gpu}, {"command", command}, {"model", shape}, {"shape", shape},
+          {"m", m}};
 }
 
 // One JSON line on stdout, flushed: a later failure loses no finished record.
