@@ -117,9 +117,11 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
       if (sliding[i]) c->rope_layers[i] = 2;
   }
   // The config classes' default window when the key is absent (Phi3's, Mixtral's: none); null:
-  // none.
+  // none. With no sliding layer left the value is never used, so it is not read: transformers
+  // saves Qwen configs without use_sliding_window with whatever window (null, 0) they carry.
   const bool no_default = arch == "Phi3ForCausalLM" || arch == "MixtralForCausalLM";
-  const int window = integer(j, "sliding_window", path, no_default ? 0 : 4096, 1);
+  const bool any_left = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  const int window = any_left ? integer(j, "sliding_window", path, no_default ? 0 : 4096, 1) : 0;
   c->layer_windows.assign(sliding.size(), 0);
   bool windowed = false;
   for (size_t i = 0; i < sliding.size(); ++i)

@@ -116,6 +116,13 @@ TEST(AttentionConfig, SlidingWindowLayers) {
   j["max_window_layers"] = 20;
   test::write_text(dir + "/config.json", j.dump());
   EXPECT_TRUE(read_hf_config(dir + "/config.json").layer_windows.empty());
+  // Without the switch the window is never read: configs that transformers saves carry any value.
+  for (json w : {json(0), json(nullptr), json(-1)}) {
+    j["sliding_window"] = w;
+    test::write_text(dir + "/config.json", j.dump());
+    EXPECT_TRUE(read_hf_config(dir + "/config.json").layer_windows.empty()) << w;
+  }
+  j["sliding_window"] = 4096;
   j["use_sliding_window"] = true;
   test::write_text(dir + "/config.json", j.dump());
   std::vector<int> want(24, 0);
