@@ -1,7 +1,10 @@
 // bench_server: a load generator for a running flashserve (or any OpenAI-compatible completions
 // server). It keeps `concurrency` streaming requests in flight until `num-requests` are done and
 // prints one JSON line per concurrency level: requests/s, output tokens/s, TTFT / TPOT / latency
-// p50 and p99 (client-side), errors and 429/503 rejections, and the CPU/GPU it ran on.
+// p50 and p99 (client-side), errors and 429/503 rejections, and the CPU/GPU it ran on. With
+// --request-rate it is an open loop instead: requests arrive as a Poisson process at each given
+// rate, however slowly the server answers, and the record adds the goodput, the requests per
+// second that met the SLO (--slo-ttft-ms and --slo-tpot-ms), which is what an online service sees.
 // Prompts are token-id lists of a fixed length and outputs run to max_tokens (ignore_eos), so
 // runs are comparable.
 // Workloads (--workload): random (each prompt its own random ids); shared_prefix (every prompt is
@@ -53,6 +56,8 @@ struct Args {
   int prefix_len = 1024;            // shared_prefix: the common prefix (BOS included)
   int turns = 8, turn_tokens = 512;  // multi_turn
   uint32_t seed = 1000;  // shared_prefix / multi_turn: worker w draws its ids from seed + w
+  std::vector<double> request_rates;        // open loop: Poisson arrivals per second
+  double slo_ttft_ms = 1000, slo_tpot_ms = 50;  // a request within both counts as goodput
 };
 
 // Parses the command line (cli/cli.h conventions); exits 0 after --help, 2 on a usage error.
@@ -84,7 +89,20 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--seed", a.seed, "shared_prefix, multi_turn: worker w draws its prompt ids from "
                  "seed + w (another seed: other questions and conversations, the same system prompt)")
       ->capture_default_str();
+  app.add_option("--request-rate", a.request_rates,
+                 "comma-separated arrival rates (requests/s): an open loop of --num-requests random "
+                 "prompts per rate instead of --concurrency")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slo-ttft-ms", a.slo_ttft_ms, "open loop: the SLO's time to first token")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--slo-tpot-ms", a.slo_tpot_ms, "open loop: the SLO's time per output token")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   if (const int rc = flashserve::cli::parse(app, argc, argv); rc >= 0) std::exit(rc);
+  if (!a.request_rates.empty() && a.workload != "random")
+    std::exit(flashserve::cli::usage_error(app, "--request-rate runs the random workload only"));
   if (!token_range.empty()) {
     if (token_range[0] >= token_range[1]) std::exit(flashserve::cli::usage_error(app, "--token-range: LO must be below HI"));
     a.token_lo = token_range[0], a.token_hi = token_range[1];
@@ -227,6 +245,37 @@ json summarize(const std::vector<Sample>& samples, double wall) {
           {"e2e_ms_p99", percentile(e2e, 0.99)}};
 }
 
+// The open loop at `rate`: request i is sent at the i-th arrival of a Poisson process (its own
+// thread, so a slow answer never delays the next arrival); returns the wall time until the last
+// answer. Prompts are fresh random ids (no prefix-cache hits).
+double run_open_loop(const Args& a, const std::string& model, double rate, std::vector<Sample>& samples) {
+  std::mt19937 rng(std::random_device{}());
+  std::exponential_distribution<double> gap(rate);
+  std::vector<std::thread> requests;
+  const auto t0 = Clock::now();
+  auto at = t0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    json prompt = json::array({1});
+    add_random_tokens(a, a.prompt_len - 1, rng, &prompt);
+    std::this_thread::sleep_until(at);
+    requests.emplace_back([&, i, prompt = std::move(prompt)] { samples[i] = one_request(a, model, prompt); });
+    at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+  }
+  for (auto& t : requests) t.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The requests per second that met the SLO, and their share of all sent.
+void add_goodput(const Args& a, const std::vector<Sample>& samples, double wall, json* rec) {
+  int good = 0;
+  for (const auto& s : samples)
+    good += s.ok && s.ttft_s * 1e3 <= a.slo_ttft_ms && s.tpot_s * 1e3 <= a.slo_tpot_ms;
+  (*rec)["slo_ttft_ms"] = a.slo_ttft_ms;
+  (*rec)["slo_tpot_ms"] = a.slo_tpot_ms;
+  (*rec)["goodput_requests_per_s"] = good / wall;
+  (*rec)["frac_within_slo"] = double(good) / double(samples.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,7 +297,7 @@ int main(int argc, char** argv) {
     rec["bench"] = "server";
     rec["workload"] = a.workload;
     rec["model"] = model;
-    rec["concurrency"] = concurrency;
+    if (concurrency > 0) rec["concurrency"] = concurrency;  // 0: the open loop
     rec["max_tokens"] = a.max_tokens;
     if (a.workload != "random") rec["seed"] = a.seed;
     rec["cpu"] = cpu;
@@ -265,7 +314,16 @@ int main(int argc, char** argv) {
     std::mt19937 rng(7);
     add_random_tokens(a, a.prefix_len - 1, rng, &shared);
   }
-  for (int concurrency : a.concurrency) {
+  for (double rate : a.request_rates) {
+    std::vector<Sample> samples(static_cast<size_t>(a.num_requests));
+    const double wall = run_open_loop(a, model, rate, samples);
+    json rec = summarize(samples, wall);
+    rec["request_rate"] = rate;
+    rec["prompt_len"] = a.prompt_len;
+    add_goodput(a, samples, wall, &rec);
+    emit(rec, 0);
+  }
+  for (int concurrency : a.request_rates.empty() ? a.concurrency : std::vector<int>{}) {
     if (a.workload == "multi_turn") {
       // samples[turn][conversation]
       std::vector<std::vector<Sample>> samples(a.turns, std::vector<Sample>(concurrency));

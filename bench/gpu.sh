@@ -29,6 +29,9 @@ on the GPU machine (repository root, a copy of the working tree):
                      fp8      FP8 weights vs bf16: bench_linear, bench_e2e, logit quality
                      tp       bench_e2e and the collectives at each tensor-parallel size
                      serve    HTTP serving under bench_server
+                     defaults the online benchmark (open loop, 500 in / 128 out) on the Llama-2-7B
+                              shape: the serving defaults sized from the GPU against the fixed
+                              64 sequences / 512 step tokens, goodput at one SLO
                      prefix   automatic prefix caching on and off (shared prefix, multi-turn)
                      moe      one MoE layer's experts and routing at m = 1..64, Qwen3-30B-A3B,
                               Mixtral-8x7B and Qwen1.5-MoE shapes, bf16/FP8/block-FP8/int4
@@ -334,6 +337,25 @@ bench_serve() {
     --token-range 1000,20000 --label tinyllama-1.1b-ttft2048 --server-command "$server_cmd" \
     >> "$RES/serve.jsonl" 2>> "$LOGS/serve.log" || fail "bench_server ttft"
   serve_stop
+}
+
+# Goodput of the sized serving defaults against the old fixed ones (--max-num-seqs 64
+# --max-num-batched-tokens 512), the same requests at the same rates. The load generator is one
+# address, so the per-address connection cap is off on both (as behind a load balancer).
+bench_defaults() {
+  local T side; T=$(random_model llama2-7b)
+  for side in fixed sized; do
+    local flags=(); [ $side = fixed ] && flags=(--max-num-seqs 64 --max-num-batched-tokens 512)
+    serve_start --model "$T" --backend cuda --max-queue 4096 --max-connections-per-client 0 "${flags[@]}" || continue
+    grep -m1 "max_num_seqs" "$LOGS/server.log"
+    "$B/bench/bench_server" --port 18790 --request-rate ${DEFAULTS_RATES:-8,16,24,32,40,48} --num-requests 400 \
+      --prompt-len 500 --max-tokens 128 --token-range 1000,20000 --slo-ttft-ms 1000 --slo-tpot-ms 50 \
+      --label llama2-7b-$side --server-command "$server_cmd" > "$LOGS/defaults_$side.jsonl" 2>> "$LOGS/defaults.log" \
+      || fail "bench_server defaults $side"
+    serve_stop
+  done
+  python3 bench/merge_records.py defaults --fixed "$LOGS/defaults_fixed.jsonl" --sized "$LOGS/defaults_sized.jsonl" \
+    --out "$RES/serving_defaults.jsonl" --command "bench/gpu.sh bench defaults" || fail "defaults records"
 }
 
 bench_prefix() {  # TinyLlama's shape with its context raised to 8,192 so that turn 8 fits

@@ -8,6 +8,7 @@ command). bench/gpu.sh calls it once per suite; standard library only.
   merge_records.py fp8     --bf16 B --fp8 F --out R [--command C]
   merge_records.py ab      --runs A --out R [--command C]
   merge_records.py prefix  --dir D --modes "cache no_cache" --last-turn N --out R [--command C]
+  merge_records.py defaults --fixed F --sized S --out R [--command C]
 """
 import argparse
 import json
@@ -191,11 +192,32 @@ def prefix(a):
                     for r in lines if "errors" in r) else 0
 
 
+def defaults(a):
+    """bench_server's open loop against the fixed and the sized serving defaults: per rate, the
+    sized side's record gains speedup_vs_fixed_defaults (goodput over goodput). A rate with
+    refused or failed requests stays in the records with its error counts, never as a win."""
+    sides = {"fixed": read_jsonl(a.fixed), "sized": read_jsonl(a.sized)}
+    fixed = {r["request_rate"]: r for r in sides["fixed"]}
+    for r in sides["sized"]:
+        f = fixed.get(r["request_rate"])
+        r["defaults"], bad = "sized", r["errors"] or r["rejected_429_503"]
+        if f and f["goodput_requests_per_s"] > 0 and not bad:
+            r["speedup_vs_fixed_defaults"] = r["goodput_requests_per_s"] / f["goodput_requests_per_s"]
+        print(f'rate {r["request_rate"]:5.1f}/s: goodput fixed {f["goodput_requests_per_s"] if f else 0:6.2f} '
+              f'sized {r["goodput_requests_per_s"]:6.2f} req/s (errors {r["errors"]}, refused '
+              f'{r["rejected_429_503"]})', file=sys.stderr)
+    for r in sides["fixed"]:
+        r["defaults"] = "fixed"
+    write(a.out, sides["fixed"] + sides["sized"], a.command)
+    return 1 if any(r["errors"] or r["rejected_429_503"] for s in sides.values() for r in s) else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="suite", required=True)
     for name, args in (("decode", ("--ours", "--torch")), ("prefill", ("--ours", "--torch")),
-                       ("fp8", ("--bf16", "--fp8")), ("ab", ("--runs",)), ("prefix", ("--dir",))):
+                       ("fp8", ("--bf16", "--fp8")), ("ab", ("--runs",)), ("prefix", ("--dir",)),
+                       ("defaults", ("--fixed", "--sized"))):
         p = sub.add_parser(name)
         for flag in args:
             p.add_argument(flag, required=True)
@@ -207,7 +229,8 @@ def main():
             p.add_argument("--modes", default="cache no_cache")
             p.add_argument("--last-turn", type=int, default=8)
     a = ap.parse_args()
-    sys.exit({"decode": decode, "prefill": prefill, "fp8": fp8, "ab": ab, "prefix": prefix}[a.suite](a) or 0)
+    sys.exit({"decode": decode, "prefill": prefill, "fp8": fp8, "ab": ab, "prefix": prefix,
+              "defaults": defaults}[a.suite](a) or 0)
 
 
 if __name__ == "__main__":
