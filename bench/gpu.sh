@@ -445,7 +445,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve prefix structured moe moe-gemm moe-e2e " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured moe moe-gemm moe-e2e " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;
