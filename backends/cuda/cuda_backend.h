@@ -205,7 +205,10 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> sample_ws_;  // sample_rows: packed requests, work rows, flags, ids
   size_t sample_ws_bytes_ = 0;
   SamplePacker packer_;
-  std::vector<char> sample_in_;  // the packed requests on the host
+  // The packed requests on the host, pinned: the step's grammar masks (16 KB a row at a 128k
+  // vocabulary) go up by DMA instead of through the driver's pageable staging.
+  std::shared_ptr<char> sample_in_;
+  size_t sample_in_bytes_ = 0;
   uint64_t epoch_ = 0;  // graph_epoch()
   // Pinned staging for weight uploads (two 64 MiB host buffers), made at the first weight.
   std::unique_ptr<HostUpload> uploader_;

@@ -22,7 +22,7 @@ void CudaBackend::argmax_rows(Tensor ids, const Tensor& logits) {
 }
 
 // Packs the requests on the host (sampling/sample_pack.h), uploads them and the step's grammar
-// masks in one copy and runs one block per row (kernels/cuda/sampling.cu); only the ids come
+// masks in one copy from pinned memory and runs one block per row (kernels/cuda/sampling.cu); only the ids come
 // back.
 void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<const int64_t> rows,
                  std::span<const SampleRequest> requests) {
@@ -45,16 +45,20 @@ void CudaBackend::sample_rows(int32_t* ids, const Tensor& logits, std::span<cons
     sample_ws_ = allocate_bytes(total + total / 2);
     sample_ws_bytes_ = total + total / 2;
   }
-  sample_in_.assign(in_b, 0);
-  std::memcpy(sample_in_.data(), pack.rows.data(), pack.rows.size() * sizeof(SampleRowArgs));
-  std::memcpy(sample_in_.data() + args_b, pack.edits.data(),
-              pack.edits.size() * sizeof(TokenEdit));
-  std::memcpy(sample_in_.data() + args_b + edits_b, pack.biases.data(),
-              pack.biases.size() * sizeof(float));
-  std::memcpy(sample_in_.data() + args_b + edits_b + bias_b, pack.masks.data(),
-              pack.masks.size() * sizeof(uint32_t));
+  if (in_b > sample_in_bytes_) {
+    sample_in_ = nullptr;  // the last call synchronized: no copy reads it
+    void* p = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&p, in_b + in_b / 2, cudaHostAllocDefault));
+    sample_in_ = std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
+    sample_in_bytes_ = in_b + in_b / 2;
+  }
+  char* in = sample_in_.get();  // the sections at their aligned offsets; padding is never read
+  std::memcpy(in, pack.rows.data(), pack.rows.size() * sizeof(SampleRowArgs));
+  std::memcpy(in + args_b, pack.edits.data(), pack.edits.size() * sizeof(TokenEdit));
+  std::memcpy(in + args_b + edits_b, pack.biases.data(), pack.biases.size() * sizeof(float));
+  std::memcpy(in + args_b + edits_b + bias_b, pack.masks.data(), pack.masks.size() * sizeof(uint32_t));
   char* ws = static_cast<char*>(sample_ws_.get());
-  CUDA_CHECK(cudaMemcpyAsync(ws, sample_in_.data(), in_b, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(ws, in, in_b, cudaMemcpyHostToDevice, stream_));
   int32_t* d_ids = reinterpret_cast<int32_t*>(ws + in_b + work_b + alive_b);
   cuda::sample_rows_f32(d_ids, reinterpret_cast<float*>(ws + in_b),
                         reinterpret_cast<uint8_t*>(ws + in_b + work_b), logits.as<float>(),
