@@ -64,7 +64,6 @@ struct Args {
   int repeats = 3, max_num_seqs = 256, max_num_batched_tokens = 8192, threads = 0;
   int tensor_parallel_size = 1;
   int graph_max_batch = ModelRunnerOptions{}.graph_max_batch;
-  std::string megakernel = "off";
   int64_t kv_cache_tokens = 0;
   double max_seconds = 120;
   bool ceilings = true;
@@ -136,9 +135,6 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--cuda-graph-max-batch", a.graph_max_batch,
                  "decode steps up to this batch replay CUDA graphs; 0 = eager")
       ->check(CLI::Range(0, 1 << 16))->capture_default_str();
-  app.add_option("--megakernel", a.megakernel,
-                 "decode steps of up to 8 sequences as one persistent kernel; records carry it")
-      ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
   app.add_option("--tensor-parallel-size", a.tensor_parallel_size,
                  "split the model over N GPUs (NCCL); records carry tensor_parallel_size")
       ->check(CLI::Range(1, 1024))->capture_default_str();
@@ -323,7 +319,6 @@ int run(const Args& a) {
   ro.threads = a.threads;
   ro.kv_cache_tokens = kv_tokens_for(a, c);
   ro.graph_max_batch = a.graph_max_batch;
-  ro.megakernel = a.megakernel == "on";
   ro.tensor_parallel_size = a.tensor_parallel_size;
   const auto t_load = Clock::now();
   auto runner = ModelRunner::create(*model, ro);
@@ -365,7 +360,6 @@ int run(const Args& a) {
     j["max_num_seqs"] = a.max_num_seqs;
     j["max_num_batched_tokens"] = a.max_num_batched_tokens;
     j["cuda_graph_max_batch"] = a.graph_max_batch;
-    j["megakernel"] = a.megakernel;
     j["tensor_parallel_size"] = a.tensor_parallel_size;
     j["temperature"] = a.sampling.temperature;
     j["top_k"] = a.sampling.top_k;

@@ -7,7 +7,7 @@
 For each tokenizer, two modes on the same UTF-8 text (add_special_tokens=False):
   whole  Tokenizer.encode(text) on the whole file as one string;
   lines  Tokenizer.encode(line) in a Python loop over its lines (split at "\\n" only, newline
-         kept; the first recorded run, tokenizer_v1.jsonl, used str.splitlines).
+         kept; docs/TOKENIZER.md says how the recorded run split them).
 encode_batch is not used (it runs on a thread pool). Best of 3 runs; MB = 1e6 bytes of the file.
 Prints one JSON line per (tokenizer, mode) with MB/s and the token count.
 """

@@ -195,8 +195,7 @@ void LlamaModel::launch(const StepPlan& s, KvCache& cache, bool argmax) {
   launched_rows_ = launched_wanted_ = rows;
   // Graphs replay decode steps, which never want hidden states (those end a prompt).
   const bool pooled = s.num_hidden_rows > 0;
-  const bool mega = mega_ && !pooled && launch_megakernel(s, cache, argmax);
-  if (!mega && !(graph_max_batch_ > 0 && !pooled && launch_graph(s, cache))) {
+  if (!(graph_max_batch_ > 0 && !pooled && launch_graph(s, cache))) {
     const StepArgs st = upload_step(s, cache);
     bool identity = rows == int64_t(s.tokens.size());
     for (int64_t i = 0; identity && i < rows; ++i) identity = s.logit_rows[size_t(i)] == i;

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "megakernel/device_decoder.h"
 #include "model/decode_graphs.h"
 #include "model/kv_cache.h"
 #include "model/rope_tables.h"
@@ -54,11 +53,6 @@ class LlamaModel {
   // replayed (model/decode_graphs.h) when the backend can; 0 turns that off (every step eager).
   void set_graph_max_batch(int max_batch) { graph_max_batch_ = max_batch; }
   uint64_t graphs_recorded() const { return graphs_.captures(); }
-  // Pure decode steps of up to kMegaMaxBatch sequences run as one megakernel launch
-  // (megakernel/, model/megakernel_step.cpp) when on and the model and backend allow it;
-  // otherwise one log line says why and steps run as before.
-  void set_megakernel(bool on);
-
 
   // Tensor parallelism (model/llama_model_parallel.cpp): whether `step` would run a matrix
   // product of a row count this model has not run yet, and running those products once, on this
@@ -86,8 +80,6 @@ class LlamaModel {
   // The decode-step graph path (replayed, not waited for); false when this step must run
   // eagerly.
   bool launch_graph(const StepPlan& step, KvCache& cache);
-  // The megakernel path for a pure decode step (false: not this step's path).
-  bool launch_megakernel(const StepPlan& step, KvCache& cache, bool argmax);
 
   struct Layer {
     Buffer input_norm;
@@ -186,9 +178,6 @@ class LlamaModel {
   int graph_max_batch_ = 0;
   StepPlan graph_plan_;  // the padded decode step (arrays only)
   GraphCache graphs_;
-  std::unique_ptr<MegaDecoder> mega_;  // set_megakernel
-  const void* mega_cache_ = nullptr;   // the KV cache mega_ is bound to
-  bool mega_batch_logged_ = false;
   Tensor last_logits_;  // logits()
   // launch()'s output rows on the device (padded to a graph bucket) and those wanted back.
   int64_t launched_rows_ = 0, launched_wanted_ = 0;

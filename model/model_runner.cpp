@@ -21,7 +21,6 @@ class BackendModelRunner final : public ForwardRunner {
     cache_ = std::make_unique<KvCache>(*backend_, kv_cache_config(*backend_, c, c.num_kv_heads, o));
     FS_CHECK(o.graph_max_batch >= 0, "graph_max_batch must be >= 0, got ", o.graph_max_batch);
     if (backend_->device() == Device::kCuda) model_.set_graph_max_batch(o.graph_max_batch);
-    model_.set_megakernel(o.megakernel);
   }
 
   const ModelConfig& config() const override { return model_.config(); }

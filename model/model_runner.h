@@ -25,9 +25,6 @@ struct ModelRunnerOptions {
   // CUDA: decode steps of up to this many sequences replay recorded CUDA graphs (padded to a
   // bucket); 0 = every step runs eagerly (--enforce-eager). Ignored on the CPU.
   int graph_max_batch = 256;
-  // CUDA: decode steps of up to 8 sequences as one persistent megakernel launch
-  // (docs/MEGAKERNEL.md); unsupported models log why once and keep the kernel-per-op path.
-  bool megakernel = false;
   // Tensor parallelism (docs/TENSOR_PARALLEL.md): the model split over this many ranks, GPUs
   // 0..N-1 joined by NCCL (cuda) or CPU backends joined by the thread stand-in (cpu), each with
   // threads / N workers; 1 = one backend, no splitting.

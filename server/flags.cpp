@@ -159,11 +159,6 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_option("--cuda-graph-max-batch", f.runner.graph_max_batch,
                  "cuda: decode steps of up to N sequences replay CUDA graphs\n"
                  "(default 256; 0 = off)")->type_name("N")->check(in_range(0, kIntMax));
-  app.add_option_function<std::string>(
-         "--megakernel", [&f](const std::string& v) { f.runner.megakernel = v == "on"; },
-         "cuda: decode steps of up to 8 sequences as one persistent kernel\n"
-         "(docs/MEGAKERNEL.md; default off)")
-      ->type_name("on|off")->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--enforce-eager", f.enforce_eager,
                "cuda: no CUDA graphs (same as --cuda-graph-max-batch 0)");
   app.add_flag_callback("--no-prefix-caching", [&f] { f.engine.enable_prefix_caching = false; },

@@ -15,7 +15,7 @@ line to --out, and exits 1 when any is below --min-cos. Needs torch, transformer
 no downloads.
 
   python3 tools/check_embeddings.py --flashserve build/server/flashserve \\
-      --out bench/results/h100/embeddings_check.jsonl [--backend cuda] [--layers 4]
+      --out out/gpu/embeddings_check.jsonl [--backend cuda] [--layers 4]
 """
 import argparse
 import json

@@ -109,9 +109,9 @@ TEST(E2eCost, StepBoundIsTheSlowerUnit) {
 }
 
 TEST(E2eCost, DecodeRooflineTinyLlamaOnAnH200) {
-  // 4274 GB/s is the copy bandwidth measured on the H200 (bench/results/NVIDIA_H200). The issue's
-  // rough "75% is about 1,450 tokens/s" counted all 2.2 GB of parameters; a decode step reads one
-  // embedding row, not the table, so the roofline here is ~6% higher.
+  // 4274 GB/s is the copy bandwidth measured on an H200 (docs/DECODE_ATTENTION.md, Performance).
+  // A rough "75% is about 1,450 tokens/s" counts all 2.2 GB of parameters; a decode step reads
+  // one embedding row, not the table, so the roofline here is ~6% higher.
   const ModelConfig c = shape(2048, 5632, 22, 32, 4, 64, 32000, false);
   const double tps = decode_roofline_tokens_per_s(c, 128, 256, 4273.77e9);
   EXPECT_NEAR(tps, 4273.77e9 / (weight_bytes(c) + 256 * kv_bytes_per_token(c)), 2.0);
