@@ -1,5 +1,6 @@
 // Two passes per query row over the keys it sees (causal, sliding window): max of the scores
-// (soft-capped when asked), then the exp-sum and the weighted sum of V.
+// (soft-capped when asked) and of the sink, then the exp-sum (with the sink's term) and the
+// weighted sum of V.
 #include "kernels/cpu/paged_attention_ref.h"
 
 #include <cmath>
@@ -64,11 +65,14 @@ void paged_attention(const PagedAttentionArgs& a, const T* q, const T* k_cache, 
           if (logits[t] > m) m = logits[t];
         }
         for (int c = 0; c < d; ++c) o[c] = 0;
-        if (count == 0) {  // no key: out = 0, lse = -inf (the contract in paged_attention.h)
+        // The sink joins the max and the denominator as one more logit with no value.
+        const T sink = a.sinks ? T(a.sinks[h]) * log2e : neg_inf;
+        if (sink > m) m = sink;
+        if (count == 0 && sink == neg_inf) {  // no key, no sink: out = 0, lse = -inf (paged_attention.h)
           if (lse) lse[row] = neg_inf;
           continue;
         }
-        T sum = 0;
+        T sum = sink == neg_inf ? T(0) : std::exp2(sink - m);
         for (int t = 0; t < count; ++t) {
           const T p = std::exp2(logits[t] - m);
           sum += p;
