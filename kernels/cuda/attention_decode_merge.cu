@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/attention_decode.h"
 #include "kernels/attention_state.h"
 #include "kernels/cuda/cuda_check.h"
@@ -153,17 +155,15 @@ void attention_decode_merge(const float* o_part, const float* lse_part, int num_
   FS_CHECK(sinks == nullptr || (num_q_heads > 0 && num_rows % num_q_heads == 0), "decode merge: ",
            num_rows, " rows are not whole sequences of ", num_q_heads, " q heads (sinks)");
   if (num_rows == 0) return;
-  const bool bf16 = dtype == DType::kBF16;
-  if (head_dim == 64) {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 64>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream)
-         : detail::launch_merge<__half, 64>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream);
-  } else if (head_dim == 128) {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 128>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream)
-         : detail::launch_merge<__half, 128>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream);
-  } else {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 256>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream)
-         : detail::launch_merge<__half, 256>(o_part, lse_part, num_rows, num_splits, out, lse, sinks, num_q_heads, stream);
-  }
+  // One instantiation per (element type, head_dim): T{} and std::integral_constant carry them.
+  auto launch = [&](auto t, auto dim) {
+    detail::launch_merge<decltype(t), decltype(dim)::value>(o_part, lse_part, num_rows, num_splits, out, lse,
+                                                             sinks, num_q_heads, stream);
+  };
+  auto by_dtype = [&](auto dim) { dtype == DType::kBF16 ? launch(__nv_bfloat16{}, dim) : launch(__half{}, dim); };
+  if (head_dim == 64) by_dtype(std::integral_constant<int, 64>{});
+  else if (head_dim == 128) by_dtype(std::integral_constant<int, 128>{});
+  else by_dtype(std::integral_constant<int, 256>{});
 }
 
 }  // namespace flashserve::cuda

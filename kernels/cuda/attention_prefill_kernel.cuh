@@ -1,7 +1,8 @@
 // The sm80-class prefill attention kernel (FlashAttention-2 recurrence, mma.sync m16n8k16,
 // ldmatrix from XOR-swizzled shared memory, cp.async ring of K/V tiles gathered through the
 // block table) and its typed launcher, with sliding windows (whole KV tiles before every row's
-// window are skipped), soft-capping and sinks (added once per row in the epilogue). Included by the per-(head_dim, dtype) .cu files only.
+// window are skipped), soft-capping and sinks (added once per row in the epilogue). Included by
+// the per-(head_dim, dtype) .cu files only.
 // Numerics and schedule: docs/PREFILL_ATTENTION.md; docs/KERNEL_NOTES.md §1-2.
 #pragma once
 

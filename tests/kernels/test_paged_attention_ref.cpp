@@ -147,33 +147,52 @@ TEST(PagedAttentionRef, SinksMatchTheExtraLogitColumn) {
   }
 }
 
+// One sequence of q_len queries over kv_len keys in blocks 0, 1, ... (an identity table), values
+// N(mean, 1); args.scale 0.35, no window. Not copyable: args points into it.
+struct OneSequence {
+  int32_t cu[2], kv;
+  std::vector<int32_t> table;
+  std::vector<double> q, kc, vc;
+  PagedAttentionArgs args;
+  OneSequence(int q_len, int kv_len, int hq, int hkv, int d, int bs, double mean, uint32_t seed)
+      : cu{0, q_len}, kv(kv_len), table((kv_len + bs - 1) / bs) {
+    std::iota(table.begin(), table.end(), 0);
+    q.resize(size_t(q_len) * hq * d);
+    kc.resize(table.size() * bs * hkv * d);
+    vc.resize(kc.size());
+    std::mt19937 rng(seed);
+    std::normal_distribution<double> nd(mean, 1.0);
+    for (auto* vec : {&q, &kc, &vc})
+      for (double& x : *vec) x = nd(rng);
+    args = {.num_seqs = 1, .cu_q_lens = cu, .kv_lens = &kv, .block_table = table.data(),
+            .max_blocks_per_seq = int(table.size()), .block_size = bs, .num_q_heads = hq, .num_kv_heads = hkv,
+            .head_dim = d, .scale = 0.35f};
+  }
+  OneSequence(const OneSequence&) = delete;
+  OneSequence& operator=(const OneSequence&) = delete;
+  void run(const PagedAttentionArgs& a, double* out, double* lse) const {
+    ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), out, lse);
+  }
+};
+
 // A sink of -1e30 weighs exactly zero: the same bits as no sink. A sink of +40 over scores of
 // order 1 leaves out ~ e^-40 of no-sink's and lse = the sink's. The sink joins each row once,
 // whatever the window (a window of one key still sees the sink).
 TEST(PagedAttentionRef, SinkExtremesAndWindows) {
-  std::mt19937 rng(23);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  const int q_len = 9, kv_len = 30, hq = 4, hkv = 2, d = 8, bs = 4;
-  const int blocks = (kv_len + bs - 1) / bs;
-  std::vector<int32_t> table(blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<double> q(size_t(q_len) * hq * d), kc(size_t(blocks) * bs * hkv * d), vc(kc.size());
-  for (auto* vec : {&q, &kc, &vc})
-    for (double& x : *vec) x = nd(rng);
-  int32_t cu[2] = {0, q_len}, kv = kv_len;
+  const int q_len = 9, hq = 4, d = 8;
+  const OneSequence seq(q_len, 30, hq, 2, d, 4, 0.0, 23);
   for (int window : {0, 1, 5}) {
-    PagedAttentionArgs a{.num_seqs = 1, .cu_q_lens = cu, .kv_lens = &kv, .block_table = table.data(),
-                         .max_blocks_per_seq = blocks, .block_size = bs, .num_q_heads = hq,
-                         .num_kv_heads = hkv, .head_dim = d, .scale = 0.35f, .window = window};
-    std::vector<double> none(q.size()), none_lse(size_t(q_len) * hq), got(q.size()), got_lse(none_lse.size());
-    ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), none.data(), none_lse.data());
+    PagedAttentionArgs a = seq.args;
+    a.window = window;
+    std::vector<double> none(seq.q.size()), none_lse(size_t(q_len) * hq), got(none.size()), got_lse(none_lse.size());
+    seq.run(a, none.data(), none_lse.data());
     const std::vector<float> tiny(hq, -1e30f), large(hq, 40.f);
     a.sinks = tiny.data();
-    ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), got.data(), got_lse.data());
-    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(got[i], none[i]) << "window " << window << " elem " << i;
+    seq.run(a, got.data(), got_lse.data());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], none[i]) << "window " << window << " elem " << i;
     for (size_t i = 0; i < none_lse.size(); ++i) ASSERT_EQ(got_lse[i], none_lse[i]);
     a.sinks = large.data();
-    ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), got.data(), got_lse.data());
+    seq.run(a, got.data(), got_lse.data());
     const double sink_lse = double(large[0]) / std::log(2.0);
     for (size_t r = 0; r < none_lse.size(); ++r) {
       // out = none * w, w = 2^(lse_keys - lse_all): the keys' share of the denominator.
@@ -181,8 +200,7 @@ TEST(PagedAttentionRef, SinkExtremesAndWindows) {
       EXPECT_NEAR(got_lse[r], lse_all, 1e-9 * std::abs(lse_all));
       const double w = std::exp2(none_lse[r] - lse_all);
       EXPECT_LT(w, 1e-12);
-      for (int c = 0; c < d; ++c)
-        ASSERT_NEAR(got[r * d + c] / w, none[r * d + c], 1e-9) << "row " << r;
+      for (int c = 0; c < d; ++c) ASSERT_NEAR(got[r * d + c] / w, none[r * d + c], 1e-9) << "row " << r;
     }
   }
 }
@@ -191,40 +209,32 @@ TEST(PagedAttentionRef, SinkExtremesAndWindows) {
 // CPU backend cuts long prefills into pieces): with a window, every row must come out exactly as
 // in the whole call. A window at least as long as the sequence is full attention, bit for bit.
 TEST(PagedAttentionRef, WindowedPiecesMatchTheWholeChunk) {
-  std::mt19937 rng(11);
-  std::normal_distribution<double> nd(0.3, 1.0);
-  const int q_len = 20, kv_len = 45, hq = 2, hkv = 1, d = 8, bs = 4, window = 7;
-  const int blocks = (kv_len + bs - 1) / bs;
-  std::vector<int32_t> table(blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<double> q(size_t(q_len) * hq * d), kc(size_t(blocks) * bs * hkv * d), vc(kc.size());
-  for (auto* vec : {&q, &kc, &vc})
-    for (double& x : *vec) x = nd(rng);
-  int32_t cu[2] = {0, q_len}, kv = kv_len;
-  PagedAttentionArgs a{.num_seqs = 1, .cu_q_lens = cu, .kv_lens = &kv, .block_table = table.data(),
-                       .max_blocks_per_seq = blocks, .block_size = bs, .num_q_heads = hq,
-                       .num_kv_heads = hkv, .head_dim = d, .scale = 0.35f, .window = window};
-  std::vector<double> whole(q.size(), NAN), pieces(q.size(), NAN);
-  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), whole.data(), nullptr);
+  const int q_len = 20, kv_len = 45;
+  const OneSequence seq(q_len, kv_len, 2, 1, 8, 4, 0.3, 11);
+  PagedAttentionArgs a = seq.args;
+  a.window = 7;
+  const size_t n = seq.q.size();
+  std::vector<double> whole(n, NAN), pieces(n, NAN);
+  seq.run(a, whole.data(), nullptr);
   for (int r0 = 0; r0 < q_len; r0 += 6) {
     const int r1 = std::min(q_len, r0 + 6);
     int32_t pcu[2] = {r0, r1}, pkv = kv_len - (q_len - r1);
     PagedAttentionArgs pa = a;
     pa.cu_q_lens = pcu;
     pa.kv_lens = &pkv;
-    ref::paged_attention<double>(pa, q.data(), kc.data(), vc.data(), pieces.data(), nullptr);
+    seq.run(pa, pieces.data(), nullptr);
   }
-  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(pieces[i], whole[i]) << "elem " << i;
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(pieces[i], whole[i]) << "elem " << i;
 
-  std::vector<double> full(q.size(), NAN), wide(q.size(), NAN);
+  std::vector<double> full(n, NAN), wide(n, NAN);
   a.window = 0;
-  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), full.data(), nullptr);
+  seq.run(a, full.data(), nullptr);
   a.window = kv_len;
-  ref::paged_attention<double>(a, q.data(), kc.data(), vc.data(), wide.data(), nullptr);
-  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(wide[i], full[i]) << "elem " << i;
+  seq.run(a, wide.data(), nullptr);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(wide[i], full[i]) << "elem " << i;
   // ...and a window of 7 really differs from full attention for the later rows.
   double diff = 0;
-  for (size_t i = 0; i < q.size(); ++i) diff = std::max(diff, std::abs(whole[i] - full[i]));
+  for (size_t i = 0; i < n; ++i) diff = std::max(diff, std::abs(whole[i] - full[i]));
   EXPECT_GT(diff, 1e-3);
 }
 
