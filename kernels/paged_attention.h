@@ -53,11 +53,11 @@ struct PagedAttentionArgs {
   // Logit soft-capping: a score s = scale * q.k becomes softcap * tanh(s / softcap) before the
   // softmax (the LSE above is then of the capped scores); 0 = off.
   float softcap = 0.f;
-  // Per-head learned sink logits [num_q_heads] fp32, as in AttentionScoring; nullptr = no sink.
+  // Per-head learned sink logits [num_q_heads] fp32, or nullptr: as AttentionScoring::sinks.
   const float* sinks = nullptr;
 };
 
-// How one layer scores its keys: the softmax scale, its window, soft-cap and sinks (as above).
+// How one layer scores its keys: the softmax scale, its window and soft-cap (as above).
 struct AttentionScoring {
   float scale = 0.f;
   int window = 0;

@@ -64,15 +64,16 @@ void paged_attention(const PagedAttentionArgs& a, const T* q, const T* k_cache, 
                                       : dot * T(a.scale) * log2e;  // base-2 score
           if (logits[t] > m) m = logits[t];
         }
-        for (int c = 0; c < d; ++c) o[c] = 0;
-        // The sink joins the max and the denominator as one more logit with no value.
+        // A sink logit (natural-log units) joins the denominator once and adds no value.
         const T sink = a.sinks ? T(a.sinks[h]) * log2e : neg_inf;
         if (sink > m) m = sink;
-        if (count == 0 && sink == neg_inf) {  // no key, no sink: out = 0, lse = -inf (paged_attention.h)
+        for (int c = 0; c < d; ++c) o[c] = 0;
+        // No key: out = 0, and lse = -inf, or the sink's (the contract in paged_attention.h).
+        if (count == 0 && sink == neg_inf) {
           if (lse) lse[row] = neg_inf;
           continue;
         }
-        T sum = sink == neg_inf ? T(0) : std::exp2(sink - m);
+        T sum = a.sinks ? std::exp2(sink - m) : T(0);
         for (int t = 0; t < count; ++t) {
           const T p = std::exp2(logits[t] - m);
           sum += p;
