@@ -63,7 +63,8 @@ inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_head
                             .scale = scoring.scale,
                             .causal = true,
                             .window = scoring.window,
-                            .softcap = scoring.softcap};
+                            .softcap = scoring.softcap,
+                            .sinks = scoring.sinks};
 }
 
 // The shape and dtype of `parts` stacked along dim 0 (no data): throws unless they stack (one

@@ -5,7 +5,9 @@
 // each run (bench_util.cuh), which leaves L2 full of dirty lines whose write-back is charged to the
 // timed kernel (see docs/DECODE_ATTENTION.md). Also the device-to-device copy bandwidth in the
 // same run (the ceiling), forced split counts and the plan under v2's tuning (min chunk 128) for
-// small batches. One JSON line per record on stdout.
+// small batches, and on the gpt-oss shape (64 q heads over 8, head_dim 64) the same plans with
+// per-head sinks ("..._sinks": sinks of -1e30, which weigh exactly zero, so only the sink path's
+// cost differs). One JSON line per record on stdout.
 // --hold queues all timed runs behind a spin kernel (no host launch gaps inside a timed run).
 // --head-dim 64|128|256 times only that head_dim's shape families (default: all).
 // Usage: bench_attention_decode [--iters N] [--quick] [--l2 rotate|flush] [--hold] [--head-dim D]
@@ -139,6 +141,7 @@ struct Variant {
   int forced_splits = 0;       // > 0: plan_decode_fixed with this many splits
   int min_chunk_len = 0;       // > 0: plan_attention_decode with this min_chunk_len
   int kv_heads_per_block = 0;  // 1: plan_attention_decode with one kv head per block
+  bool sinks = false;          // per-head sinks in the arguments (same plan)
   bool tuned() const { return min_chunk_len > 0 || kv_heads_per_block > 0; }
 };
 
@@ -174,6 +177,12 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
   const bench::UniformPagedBatch batch(s.B, 1, s.L, bs, rng);
   const std::vector<int32_t>& h_lens = batch.kv_lens();
   const PagedAttentionArgs a = batch.args(s.hq, s.hkv, s.d, true);
+  const std::vector<float> h_sinks(s.hq, -1e30f);  // weigh zero: the no-sink outputs
+  float* sinks = nullptr;
+  CUDA_CHECK(cudaMalloc(&sinks, h_sinks.size() * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(sinks, h_sinks.data(), h_sinks.size() * sizeof(float), cudaMemcpyHostToDevice));
+  PagedAttentionArgs a_sinks = a;
+  a_sinks.sinks = sinks;
   const double bytes = 2.0 * s.B * double(s.L) * s.hkv * s.d * 2 + 2.0 * q_elems * 2;
 
   const DecodePlan default_plan = make_plan(s, Variant{"flashserve"}, h_lens, bs);
@@ -182,6 +191,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
     if (var.tuned() && plan.num_splits == default_plan.num_splits && plan.chunk_len == default_plan.chunk_len &&
         plan.kv_heads_per_block == default_plan.kv_heads_per_block)
       continue;  // same plan as the default: nothing to compare
+    const PagedAttentionArgs& va = var.sinks ? a_sinks : a;
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s.B, s.hq, s.d, plan);
     void* ws = nullptr;
     if (ws_bytes) CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
@@ -192,7 +202,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        cuda::attention_decode(a, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
+        cuda::attention_decode(va, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
         CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
         CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         CUDA_CHECK(cudaGraphDestroy(graph));
@@ -213,7 +223,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
           if (!execs.empty())
             CUDA_CHECK(cudaGraphLaunch(execs[c], stream));
           else
-            cuda::attention_decode(a, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
+            cuda::attention_decode(va, q, k[c], v[c], out, nullptr, DType::kBF16, plan, ws, ws_bytes, stream);
         },
         stream, 5, g_iters);
     emit(var.impl, s, plan, bench::compute_stats(us), bytes, copies);
@@ -224,7 +234,7 @@ void run_shape(const Shape& s, const std::vector<Variant>& variants, cudaStream_
     CUDA_CHECK(cudaFree(k[c]));
     CUDA_CHECK(cudaFree(v[c]));
   }
-  for (void* p : {q, out}) CUDA_CHECK(cudaFree(p));
+  for (void* p : {q, out, static_cast<void*>(sinks)}) CUDA_CHECK(cudaFree(p));
 }
 
 }  // namespace
@@ -265,22 +275,31 @@ int main(int argc, char** argv) {
   struct Family {
     int hq, hkv, d;
     bool forced_one;  // also time num_splits = 1 and, for B <= 8, a split-count sweep
+    bool sinks = false;  // also time the plan's and one split's launches with sinks
   };
-  // Llama-style d128 GQA, d64, d128 MHA, and head_dim 256: Gemma 3 1B (4 q : 1 kv) and Gemma 2 2B (8 : 4).
+  // Llama-style d128 GQA, d64, d128 MHA, head_dim 256: Gemma 3 1B (4 q : 1 kv) and Gemma 2 2B (8 : 4),
+  // and gpt-oss (64 : 8 at head_dim 64, sinks).
   const Family families[] = {{32, 8, 128, true}, {32, 8, 64, false}, {32, 32, 128, false},
-                             {4, 1, 256, true},  {8, 4, 256, false}};
+                             {4, 1, 256, true},  {8, 4, 256, false}, {64, 8, 64, false, true}};
   for (const Family& f : families)
     for (int B : only_d == 0 || only_d == f.d ? batches : std::vector<int>{})
       for (int L : lens) {
         const Shape s{B, L, f.hq, f.hkv, f.d};
         if (4.0 * B * double(L) * f.hkv * f.d > kMaxKvBytes) continue;
+        // The sinks' cost does not depend on the shape much: batches 1 and 32 at 2048 and 8192 keys.
+        if (f.sinks && ((B != 1 && B != 32) || (L != 2048 && L != 8192))) continue;
         std::vector<Variant> variants = {{"flashserve"}};
         if (B <= 8) variants.push_back({"flashserve_plan_v2", 0, 128});  // the v3 retune, side by side
         if (B <= 8 && f.d == 64) variants.push_back({"flashserve_unpaired", 0, 0, 1});  // next step 4
         if (f.forced_one) variants.push_back({"flashserve_forced", 1});
+        if (f.sinks) {  // the merge adds the sinks (or the partial kernel, at one split)
+          variants.push_back({"flashserve_sinks", 0, 0, 0, true});
+          variants.push_back({"flashserve_forced", 1});
+          variants.push_back({"flashserve_forced_sinks", 1, 0, 0, true});
+        }
         // Split-count sweep, data for tuning plan_decode: d128 GQA and d256 Gemma 3 1B up to B = 8,
         // d64 at B = 1.
-        if (!quick && ((f.forced_one && B <= 8) || (f.d == 64 && B == 1)))
+        if (!quick && ((f.forced_one && B <= 8) || (f.d == 64 && B == 1 && !f.sinks)))
           for (int n : {2, 4, 8, 16, 32, 64, 128})
             if (L / n >= 64) variants.push_back({"flashserve_forced", n});
         run_shape(s, variants, stream, sms);

@@ -6,7 +6,9 @@
 // are given the step's own K/V rows as a fused qkv buffer holds them, so fresh prompts skip the
 // page gather and the chunked shape gathers pages). The public launcher runs twice: without the
 // rows ("flashserve", the page gather) and, where it reads them (the Hopper kernel), offered
-// them ("flashserve:kv_contig", its path in the backend).
+// them ("flashserve:kv_contig", its path in the backend). Both launcher runs again with per-head
+// sinks (":sinks", gpt-oss): sinks of -1e30, which weigh exactly zero, so the time is the sink
+// path's and max_abs_diff_vs_default must stay 0.
 // FLOPs = 4 * H * D * (visible query-key pairs, counted exactly).
 // Usage: bench_attention_prefill [iters] [shape-name-filter] [impl-name-filter: substrings separated
 // by '|', any may match; '$' at the end of one: exact]
@@ -125,12 +127,18 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   auto* ref_out = device_alloc<__nv_bfloat16>(q_elems);
   float* lse = device_alloc<float>(size_t(num_tokens) * h);
   float* diff = device_alloc<float>(1);
+  // Sinks of -1e30 (no weight: outputs equal the no-sink reference) for the ":sinks" runs.
+  const std::vector<float> h_sinks(h, -1e30f);
+  float* sinks = device_alloc<float>(h);
+  CUDA_CHECK(cudaMemcpy(sinks, h_sinks.data(), h * sizeof(float), cudaMemcpyHostToDevice));
   fill_random<<<1024, 256>>>(q, q_elems, 1u, 0.25f);
   fill_random<<<1024, 256>>>(k, cache_elems, 2u, 0.5f);
   fill_random<<<1024, 256>>>(v, cache_elems, 3u, 0.5f);
   CUDA_CHECK_LAUNCH();
 
   const PagedAttentionArgs a = batch.args(h, h, d, s.causal);
+  PagedAttentionArgs a_sinks = a;
+  a_sinks.sinks = sinks;
   const double flops = 4.0 * h * d * visible_pairs(s);
   cudaStream_t stream = nullptr;
   // This step's own K/V rows in a fused qkv layout [num_tokens, (Hq + 2 Hkv) * d].
@@ -153,12 +161,15 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
     int kernel;  // 0 launcher with fresh rows, 1 mma.sync default, 2 mma.sync variant,
                  // 3 Hopper variant, 4 diagnostic, 5 launcher without fresh rows
     int variant;
+    bool sinks = false;  // the arguments with sinks (kernels 0 and 5)
   };
   // The launcher is named for its K/V source: the page gather, or the step's fresh rows.
-  std::vector<Impl> impls = {{"flashserve", 5, -1}, {"flashserve:fa2", 1, -1}};
+  std::vector<Impl> impls = {{"flashserve", 5, -1}, {"flashserve:sinks", 5, -1, true}, {"flashserve:fa2", 1, -1}};
   const bool sm90_head_dim = fd::prefill_sm90_num_variants(d) > 0;  // the Hopper kernel: d64/d128
-  if (flashserve::cuda::attention_prefill_reads_fresh_kv(d))
+  if (flashserve::cuda::attention_prefill_reads_fresh_kv(d)) {
     impls.push_back({"flashserve:kv_contig", 0, -1});
+    impls.push_back({"flashserve:kv_contig:sinks", 0, -1, true});
+  }
   for (int v = 0; v < fd::prefill_num_variants(d); ++v)
     impls.push_back({std::string("flashserve:") + fd::prefill_variant_name(d, v), 2, v});
   if (fd::prefill_sm90_available() && sm90_head_dim) {
@@ -171,13 +182,14 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
   for (const Impl& im : impls) {
     const std::string& impl = im.name;
     if (!impl_matches(impl, impl_filter)) continue;
+    const PagedAttentionArgs& la = im.sinks ? a_sinks : a;  // the launcher's arguments
     auto fn = [&] {
       switch (im.kernel) {
         case 0:
-          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream, &fresh);
+          flashserve::cuda::attention_prefill(la, num_tokens, q, k, v, out, lse, DType::kBF16, stream, &fresh);
           break;
         case 5:
-          flashserve::cuda::attention_prefill(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
+          flashserve::cuda::attention_prefill(la, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
           break;
         case 1:
           fd::attention_prefill_fa2(a, num_tokens, q, k, v, out, lse, DType::kBF16, stream);
@@ -224,12 +236,14 @@ void run_shape(const Shape& s, int iters, const std::string& gpu, std::mt19937& 
         .add("max_abs_diff_vs_default", double(h_diff))
         .add("default_kernel", fd::prefill_default_kernel())
         .add("prefill_kv", im.kernel == 0 ? "contig" : "paged")
+        .add("sinks", im.sinks)
         .add("gpu", gpu)
         .print();
     std::fprintf(stderr, "%-40s %-24s %9.1f us %7.1f TFLOP/s\n", s.name, impl.c_str(), st.p50,
                  flops / (st.p50 * 1e-6) / 1e12);
   }
-  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)ref_out, (void*)lse, (void*)diff, (void*)qkv})
+  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)ref_out, (void*)lse, (void*)diff, (void*)qkv,
+                  (void*)sinks})
     CUDA_CHECK(cudaFree(p));
 }
 

@@ -2,7 +2,8 @@
 // plan_decode (kernels/decode_plan.h, host) -> attention_decode: a partial kernel per
 // (sequence, kv head, split) and, when the plan has more than one split, a merge kernel that
 // combines the splits by their base-2 LSE (kernels/attention_state.h). With one split the partial
-// kernel writes the output directly. Layouts and the LSE base: kernels/paged_attention.h.
+// kernel writes the output directly. Layouts and the LSE base: kernels/paged_attention.h. Sinks
+// (args.sinks) join each row once: in the merge, or in the partial kernel when it has one split.
 // C++17-clean; launchers never allocate and never synchronise.
 #pragma once
 
@@ -42,13 +43,16 @@ size_t attention_decode_workspace_bytes(int num_seqs, int num_q_heads, int head_
 
 // The merge on its own: row r = seq * num_q_heads + head combines its num_splits states.
 // A state with lse -inf weighs zero and its o is not read; a row whose states are all empty
-// gets out = 0 and lse = -inf.
+// gets out = 0 and lse = -inf. With sinks, row r's sink (sinks[r % num_q_heads]) joins its merge
+// once, as one more state with o = 0 (kernels/attention_state.h); lse then includes it.
 void attention_decode_merge(const float* o_part,    // [num_rows, num_splits, head_dim]
                             const float* lse_part,  // [num_rows, num_splits] base 2
                             int num_rows, int num_splits, int head_dim,
                             void* out,   // [num_rows, head_dim] of dtype
                             float* lse,  // [num_rows] or nullptr
-                            DType dtype, cudaStream_t stream);
+                            DType dtype, cudaStream_t stream,
+                            const float* sinks = nullptr,  // [num_q_heads] device, or nullptr
+                            int num_q_heads = 0);          // > 0 when sinks are given
 
 // plan_decode for this kernel: fills DecodePlanConfig with the device's SM count, the partial
 // kernel's occupancy and the thread blocks per (sequence, split) (one per kv head, or one per pair

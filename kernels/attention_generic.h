@@ -14,7 +14,7 @@
 namespace flashserve::cuda {
 
 // Simple, correct causal paged attention for any head_dim (fp32 math, one block per
-// (token, q head)), with sliding windows and soft-capping; the fallback for head dims the fast
+// (token, q head)), with sliding windows, soft-capping and sinks; the fallback for head dims the fast
 // kernels do not cover (e.g. Gemma's 256). A windowed row reads only its window's keys.
 void paged_attention_generic_bf16(const PagedAttentionArgs& args, int num_tokens,
                                   const void* q,        // [n, hq, d] bf16

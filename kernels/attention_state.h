@@ -5,7 +5,8 @@
 // lse the base-2 log-sum-exp of their scaled logits (see paged_attention.h). Merging states over
 // disjoint key sets weighs each by w_s = 2^(lse_s - lse) with lse = log2(sum_s 2^lse_s).
 // A state that saw no keys has lse = -inf and weighs exactly zero (never NaN); if every state is
-// empty the merged lse is -inf and the merged o is 0. C++17-clean, callable from device code.
+// empty the merged lse is -inf and the merged o is 0. An attention sink (paged_attention.h) is one
+// more state, with o = 0 and lse = log2(e) * sink. C++17-clean, callable from device code.
 #pragma once
 
 #include <cmath>
@@ -37,6 +38,13 @@ FS_HOST_DEVICE float merged_lse(int n, LseOf lse_of) {
 FS_HOST_DEVICE float merge_weight(float lse_s, float lse_total) {
   if (lse_s == -INFINITY) return 0.f;  // empty state weighs zero, also when lse_total is -inf
   return fs_exp2(lse_s - lse_total);
+}
+
+// A row's lse with its sink: the merge of the row's state over its keys (lse `lse`, -inf if it
+// saw none) with the sink's state (lse `sink_log2` = log2(e) * sink, o = 0). The row's output
+// becomes its keys' o times merge_weight(lse, lse_with_sink(lse, sink_log2)).
+FS_HOST_DEVICE float lse_with_sink(float lse, float sink_log2) {
+  return merged_lse(2, [&](int s) { return s == 0 ? lse : sink_log2; });
 }
 
 }  // namespace flashserve

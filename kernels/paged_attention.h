@@ -18,7 +18,17 @@
 // or softcap * tanh(scale * q.k_j / softcap) with soft-capping),
 //   lse[row, h] = log2( sum_j 2^( log2(e) * s_j ) )
 // i.e. the natural-log LSE of the scores divided by ln 2. A row that sees no key has
-// out = 0 and lse = -inf. C++17-clean: included by .cu files.
+// out = 0 and lse = -inf.
+//
+// Attention sinks (gpt-oss): a learned logit per q head, sink_h, joins every row's softmax
+// denominator once and carries no value:
+//   out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink_h - m)),  m = max(max_j s_j, sink_h)
+// (transformers appends the sink as one more logit column, softmaxes and drops that column). The
+// sink is in the units of the scores and is not soft-capped. With sinks, lse includes the sink:
+// lse = log2(sum_j 2^(log2(e) s_j) + 2^(log2(e) sink_h)), the log2 of out's denominator; a row
+// that sees no key has out = 0 and lse = log2(e) sink_h. A split-K kernel adds the sink once, where
+// it merges its splits' states (a sink is a state with lse = log2(e) sink_h and o = 0).
+// C++17-clean: included by .cu files.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +53,8 @@ struct PagedAttentionArgs {
   // Logit soft-capping: a score s = scale * q.k becomes softcap * tanh(s / softcap) before the
   // softmax (the LSE above is then of the capped scores); 0 = off.
   float softcap = 0.f;
+  // Per-head learned sink logits [num_q_heads] fp32, or nullptr: as AttentionScoring::sinks.
+  const float* sinks = nullptr;
 };
 
 // How one layer scores its keys: the softmax scale, its window and soft-cap (as above).
@@ -50,6 +62,10 @@ struct AttentionScoring {
   float scale = 0.f;
   int window = 0;
   float softcap = 0.f;
+  // Per-head learned sink logits [num_q_heads] fp32 (device memory for CUDA, host for CPU);
+  // nullptr = no sink. A sink joins each row's softmax denominator once (exp(sink - max)),
+  // contributes no value.
+  const float* sinks = nullptr;
 };
 
 }  // namespace flashserve

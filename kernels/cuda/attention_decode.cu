@@ -69,6 +69,7 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
   p.window = a.window;
   p.softcap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
   p.softcap_out = a.softcap * 1.4426950408889634f;
+  p.sinks = a.sinks;
   if (plan.num_splits > 1) {
     const size_t need = attention_decode_workspace_bytes(a.num_seqs, a.num_q_heads, a.head_dim, plan);
     FS_CHECK(workspace != nullptr && workspace_bytes >= need, "attention_decode: workspace of ",
@@ -93,7 +94,7 @@ void attention_decode(const PagedAttentionArgs& a, const void* q, const void* k_
     detail::launch_decode_partial_hdim256(p, bf16, a.num_seqs, stream);
   if (plan.num_splits > 1)
     attention_decode_merge(p.o_part, p.lse_part, a.num_seqs * a.num_q_heads, plan.num_splits,
-                           a.head_dim, out, lse, dtype, stream);
+                           a.head_dim, out, lse, dtype, stream, a.sinks, a.num_q_heads);
 }
 
 DecodePlan plan_attention_decode(const int32_t* kv_lens, int num_seqs, int num_q_heads, int num_kv_heads,

@@ -2,9 +2,12 @@
 // states with the formula of kernels/attention_state.h. The loads of many splits are in flight at
 // once: a row is served by `groups` x head_dim/4 threads, thread (group, c) owns float4 column c of
 // splits group, group + groups, ... and issues kMergeUnroll of those loads before using any; the
-// groups' sums meet in shared memory. Rows with few splits share a 256-thread block.
+// groups' sums meet in shared memory. Rows with few splits share a 256-thread block. A row's sink
+// (kernels/paged_attention.h) joins its merged LSE once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "kernels/attention_decode.h"
 #include "kernels/attention_state.h"
@@ -42,7 +45,9 @@ __global__ void __launch_bounds__(kMergeThreads)
                         const float* __restrict__ lse_part,  // [num_rows, num_splits]
                         int num_rows, int num_splits, int groups, int rows_per_block,
                         T* __restrict__ out,     // [num_rows, head_dim]
-                        float* __restrict__ lse) {  // [num_rows] or nullptr
+                        float* __restrict__ lse,    // [num_rows] or nullptr
+                        const float* __restrict__ sinks,  // [num_q_heads] or nullptr
+                        int num_q_heads) {
   constexpr int kCols = kHeadDim / 4;  // float4 columns of a row
   static_assert(kCols == 16 || kCols == 32 || kCols == 64, "head_dim 64, 128 or 256");
   __shared__ float s_lse[kMaxMergeSplits];      // [rows_per_block, num_splits]
@@ -77,6 +82,8 @@ __global__ void __launch_bounds__(kMergeThreads)
       const float mine = total;
       total = merged_lse(2, [&](int i) { return i == 0 ? mine : other; });
     }
+    // The row's sink joins once, as a state with o = 0: the weights below shrink by its share.
+    if (sinks != nullptr) total = lse_with_sink(total, __ldg(sinks + row % num_q_heads) * 1.4426950408889634f);
   }
 
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -119,7 +126,7 @@ __global__ void __launch_bounds__(kMergeThreads)
 
 template <class T, int kHeadDim>
 void launch_merge(const float* o_part, const float* lse_part, int num_rows, int num_splits,
-                  void* out, float* lse, cudaStream_t stream) {
+                  void* out, float* lse, const float* sinks, int num_q_heads, cudaStream_t stream) {
   const MergeShape shape = merge_shape(kHeadDim, num_splits);
   FS_CHECK(shape.threads_per_row >= num_splits && shape.threads_per_row >= 32 &&
                shape.rows_per_block * num_splits <= kMaxMergeSplits,
@@ -129,7 +136,7 @@ void launch_merge(const float* o_part, const float* lse_part, int num_rows, int 
   launch_pdl(decode_merge_kernel<T, kHeadDim>,
              dim3((num_rows + shape.rows_per_block - 1) / shape.rows_per_block), dim3(kMergeThreads),
              0, stream, o_part, lse_part, num_rows, num_splits, shape.groups, shape.rows_per_block,
-             static_cast<T*>(out), lse);
+             static_cast<T*>(out), lse, sinks, num_q_heads);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -137,7 +144,7 @@ void launch_merge(const float* o_part, const float* lse_part, int num_rows, int 
 
 void attention_decode_merge(const float* o_part, const float* lse_part, int num_rows,
                             int num_splits, int head_dim, void* out, float* lse, DType dtype,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, const float* sinks, int num_q_heads) {
   FS_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "decode merge: dtype ",
            dtype_name(dtype), " not supported (bf16, f16)");
   FS_CHECK(head_dim == 64 || head_dim == 128 || head_dim == 256, "decode merge: head_dim ", head_dim,
@@ -145,18 +152,18 @@ void attention_decode_merge(const float* o_part, const float* lse_part, int num_
   FS_CHECK(num_splits >= 1 && num_splits <= detail::kMaxMergeSplits, "decode merge: num_splits ",
            num_splits, " outside 1..", detail::kMaxMergeSplits);
   FS_CHECK(num_rows >= 0, "decode merge: num_rows ", num_rows);
+  FS_CHECK(sinks == nullptr || (num_q_heads > 0 && num_rows % num_q_heads == 0), "decode merge: ",
+           num_rows, " rows are not whole sequences of ", num_q_heads, " q heads (sinks)");
   if (num_rows == 0) return;
-  const bool bf16 = dtype == DType::kBF16;
-  if (head_dim == 64) {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 64>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
-         : detail::launch_merge<__half, 64>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
-  } else if (head_dim == 128) {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 128>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
-         : detail::launch_merge<__half, 128>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
-  } else {
-    bf16 ? detail::launch_merge<__nv_bfloat16, 256>(o_part, lse_part, num_rows, num_splits, out, lse, stream)
-         : detail::launch_merge<__half, 256>(o_part, lse_part, num_rows, num_splits, out, lse, stream);
-  }
+  // One instantiation per (element type, head_dim): T{} and std::integral_constant carry them.
+  auto launch = [&](auto t, auto dim) {
+    detail::launch_merge<decltype(t), decltype(dim)::value>(o_part, lse_part, num_rows, num_splits, out, lse,
+                                                             sinks, num_q_heads, stream);
+  };
+  auto by_dtype = [&](auto dim) { dtype == DType::kBF16 ? launch(__nv_bfloat16{}, dim) : launch(__half{}, dim); };
+  if (head_dim == 64) by_dtype(std::integral_constant<int, 64>{});
+  else if (head_dim == 128) by_dtype(std::integral_constant<int, 128>{});
+  else by_dtype(std::integral_constant<int, 256>{});
 }
 
 }  // namespace flashserve::cuda

@@ -5,7 +5,8 @@
 // past the split end); each of the 4 warps takes 16 keys of a tile and keeps its own online-softmax
 // state (base 2), and the warps' states are merged through shared memory at the end. A windowed
 // layer's splits start at kv_len - window, so it reads only the window's keys; soft-capping
-// (Gemma 2) bends the scores before the softmax.
+// (Gemma 2) bends the scores before the softmax. A sink (gpt-oss) joins each row once: in this
+// kernel's warp merge when there is one split, else in the merge kernel.
 // kHeads = 2 (head_dim 64, even num_kv_heads, 2G <= 16): one block serves two adjacent kv heads as
 // one 128-wide "virtual head": K/V rows of both heads are contiguous (256 B, as at head_dim 128),
 // Q is block-diagonal (head 0's queries are zero in columns 64..127 and vice versa), so each row's
@@ -48,6 +49,9 @@ struct DecodeParams {
   int window;        // sliding window (0 = every key): keys [kv_len - window, kv_len) only
   float softcap_in;  // soft-capping: scale / softcap (0 = off)
   float softcap_out;  // softcap * log2(e)
+  // [num_q_heads] sink logits or nullptr: added here when num_splits == 1, else by the merge (once
+  // per row, never per split).
+  const float* sinks;
 };
 
 template <class T, int kHeadDim, int kHeads>
@@ -349,7 +353,11 @@ __global__ void __launch_bounds__(DecodeTraits<T, kHeadDim, kHeads>::kThreads)
       const float lw = sl[w * 16 + r];
       lse_w[w] = lw > 0.f ? sm[w * 16 + r] + log2f(lw) : -INFINITY;
     }
-    const float lse = merged_lse(Tr::kWarps, [&](int w) { return lse_w[w]; });
+    float lse = merged_lse(Tr::kWarps, [&](int w) { return lse_w[w]; });
+    // One split holds the row's every key: its sink joins here, as one more state with o = 0
+    // (the weights below then scale the keys' states down by the sink's share).
+    if (p.num_splits == 1 && p.sinks != nullptr)
+      lse = lse_with_sink(lse, __ldg(p.sinks + kvh * G + r) * 1.4426950408889634f);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int w = 0; w < Tr::kWarps; ++w) {

@@ -19,8 +19,8 @@ using detail::block_sum;
 using detail::block_max;
 
 // One block per (token, q head). The row sees keys [first, visible) (causal, sliding window);
-// their scores live in dynamic shared memory; out[j] is a plain loop over them per dim. Slow but
-// obviously right for any head_dim.
+// their scores live in dynamic shared memory; out[j] is a plain loop over them per dim; a sink adds
+// its term to the denominator only. Slow but obviously right for any head_dim.
 __global__ void paged_attention_generic_kernel(PagedAttentionArgs a, const bf16* q,
                                                const bf16* kc, const bf16* vc, bf16* out) {
   extern __shared__ float smem[];  // [d] q, then [visible - first] scores
@@ -54,12 +54,15 @@ __global__ void paged_attention_generic_kernel(PagedAttentionArgs a, const bf16*
     mx = fmaxf(mx, score);
   }
   mx = block_max(mx);
+  // The sink joins the max and, once, the denominator (kernels/paged_attention.h).
+  if (a.sinks != nullptr) mx = fmaxf(mx, a.sinks[h]);
   float sum = 0.f;
   for (int p = threadIdx.x; p < visible - first; p += blockDim.x) {
     sc[p] = __expf(sc[p] - mx);
     sum += sc[p];
   }
   sum = block_sum(sum);  // its __syncthreads also publishes sc[]
+  if (a.sinks != nullptr) sum += __expf(a.sinks[h] - mx);
   bf16* orow = out + (int64_t(t) * a.num_q_heads + h) * d;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float acc = 0.f;

@@ -55,6 +55,7 @@ PrefillParams make_params(const PagedAttentionArgs& a, int num_tokens, const voi
   p.window = a.window;
   p.softcap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
   p.softcap_out = a.softcap > 0.f ? a.softcap / a.scale : 0.f;
+  p.sinks = a.sinks;
   return p;
 }
 

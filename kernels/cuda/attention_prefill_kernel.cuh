@@ -1,7 +1,8 @@
 // The sm80-class prefill attention kernel (FlashAttention-2 recurrence, mma.sync m16n8k16,
 // ldmatrix from XOR-swizzled shared memory, cp.async ring of K/V tiles gathered through the
 // block table) and its typed launcher, with sliding windows (whole KV tiles before every row's
-// window are skipped) and soft-capping. Included by the per-(head_dim, dtype) .cu files only.
+// window are skipped), soft-capping and sinks (added once per row in the epilogue). Included by
+// the per-(head_dim, dtype) .cu files only.
 // Numerics and schedule: docs/PREFILL_ATTENTION.md; docs/KERNEL_NOTES.md §1-2.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/attention_state.h"
 #include "kernels/cuda/attention_prefill_traits.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ptx.cuh"
@@ -87,6 +89,23 @@ __device__ __forceinline__ int window_gap(const PrefillParams& p) {
 // tile costs one predicate more, and no extra kernel instantiations are compiled.
 __device__ __forceinline__ float softcap_score(const PrefillParams& p, float x) {
   return p.softcap_out * tanhf(x * p.softcap_in);
+}
+
+// The end of a row's online softmax (both prefill kernels): from its running max (base 2) and
+// its whole sum l, the factor that normalises the row's unnormalised O and the row's lse, with
+// the head's sink when there is one (kernels/attention_state.h; a uniform branch on a launch
+// parameter, once per row).
+struct RowEnd {
+  float inv, lse;
+};
+__device__ __forceinline__ RowEnd finish_row(const PrefillParams& p, int head, float row_max, float l) {
+  RowEnd e{l > 0.f ? 1.f / l : 0.f, l > 0.f ? row_max + log2f(l) : -INFINITY};
+  if (p.sinks != nullptr) {
+    const float lse = lse_with_sink(e.lse, __ldg(p.sinks + head) * 1.4426950408889634f);
+    e.inv *= merge_weight(e.lse, lse);
+    e.lse = lse;
+  }
+  return e;
 }
 
 template <class Tr, class T>
@@ -372,17 +391,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks)
       float l = row_sum[mt][h];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const RowEnd end = finish_row(p, head, row_max[mt][h], l);
       const int r = warp_row0 + mt * 16 + g + h * 8;  // row inside the CTA tile
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
-        const uint32_t v = pack2<T>(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
+        const uint32_t v = pack2<T>(o[mt][dt][2 * h] * end.inv, o[mt][dt][2 * h + 1] * end.inv);
         *reinterpret_cast<uint32_t*>(smem + swizzled_offset<kPitch>(r, dt) + t4 * 4) = v;
       }
-      if (p.lse != nullptr && t4 == 0 && m0 + r < q_len) {
-        const float lse = l > 0.f ? row_max[mt][h] + log2f(l) : -INFINITY;
-        p.lse[int64_t(q_begin + m0 + r) * p.num_q_heads + head] = lse;
-      }
+      if (p.lse != nullptr && t4 == 0 && m0 + r < q_len)
+        p.lse[int64_t(q_begin + m0 + r) * p.num_q_heads + head] = end.lse;
     }
   }
   __syncwarp();

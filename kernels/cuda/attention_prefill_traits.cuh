@@ -102,6 +102,7 @@ struct PrefillParams {
   // scale / softcap, softcap_out = softcap / scale. softcap_in 0 = off.
   float softcap_in;
   float softcap_out;
+  const float* sinks;       // [num_q_heads] sink logits (kernels/paged_attention.h) or nullptr
 };
 
 // The tile shapes compiled per head_dim. Variant 0 is the one fp16 compiles; bf16 compiles all

@@ -268,7 +268,7 @@ TEST_F(Ops, AddRmsNormMatmulMatchesItsTwin) {
 
 // RoPE + K/V write (fused and separate) then paged attention, over a ragged batch with
 // shuffled blocks, for head dims of the generic kernel (8, 32) and the fast ones (64, 128), with
-// sliding windows and soft-capping; then a decode step over the same cache.
+// sliding windows, soft-capping and sinks; then a decode step over the same cache.
 TEST_F(Ops, RopeWriteKvAttention) {
   for (auto [d, hq, hkv] : {std::tuple{8, 8, 4}, {32, 4, 2}, {64, 8, 2}, {128, 4, 4}}) {
     const int bs = 16, num_blocks = 40;
@@ -339,12 +339,25 @@ TEST_F(Ops, RopeWriteKvAttention) {
     Pair out = make_zero({n, hq, d});
     const float scale = float(1.0 / std::sqrt(double(d)));
     // Full attention, then layers of other scorings over the same step: sliding windows (of one
-    // key, ragged), soft-capping, both; the last full one again after the windowed plans.
-    const AttentionScoring scorings[] = {{scale}, {scale, 1}, {scale, 7}, {scale, 0, 2.f}, {scale, 13, 5.f}, {scale}};
-    for (const AttentionScoring& sc : scorings) {
-      cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], sc);
-      gpu_->paged_attention(out.gpu.tensor, q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, ab[1], sc);
-      std::printf("head_dim %d, window %d, softcap %g: ", d, sc.window, sc.softcap);
+    // key, ragged), soft-capping, both; the last full one again after the windowed plans; then
+    // sinks (gpt-oss), full and windowed, each side reading its own copy of the per-head logits.
+    struct Scored {
+      AttentionScoring sc;
+      bool sinks = false;
+    };
+    const Scored scorings[] = {{{scale}},         {{scale, 1}}, {{scale, 7}},       {{scale, 0, 2.f}},
+                               {{scale, 13, 5.f}}, {{scale}},   {{scale}, true}, {{scale, 7}, true}};
+    std::vector<float> sink_values = random(hq, -2.f, 4.f);
+    Pair sinks = make_raw(DType::kF32, sink_values.data(), {hq});
+    auto scoring = [&](const Scored& s, bool gpu) {
+      AttentionScoring sc = s.sc;
+      if (s.sinks) sc.sinks = (gpu ? sinks.gpu.tensor : sinks.cpu.tensor).as<float>();
+      return sc;
+    };
+    for (const Scored& s : scorings) {
+      cpu_->paged_attention(out.cpu.tensor, q.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, ab[0], scoring(s, false));
+      gpu_->paged_attention(out.gpu.tensor, q.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, ab[1], scoring(s, true));
+      std::printf("head_dim %d, window %d, softcap %g%s: ", d, s.sc.window, s.sc.softcap, s.sinks ? ", sinks" : "");
       expect_close(out, kTol, "paged_attention (mixed)");
     }
     // A decode step of the same sequences (split-K at head dims 64/128: a plan per window).
@@ -354,10 +367,10 @@ TEST_F(Ops, RopeWriteKvAttention) {
     const StepArgs db[2] = {step_args(false, dcu, seqs, 1), step_args(true, dcu, seqs, 1)};
     Pair dq = make(random(int64_t(seqs) * hq * d), {seqs, hq, d});
     Pair dout = make_zero({seqs, hq, d});
-    for (const AttentionScoring& sc : scorings) {
-      cpu_->paged_attention(dout.cpu.tensor, dq.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, db[0], sc);
-      gpu_->paged_attention(dout.gpu.tensor, dq.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, db[1], sc);
-      std::printf("head_dim %d, window %d, softcap %g: ", d, sc.window, sc.softcap);
+    for (const Scored& s : scorings) {
+      cpu_->paged_attention(dout.cpu.tensor, dq.cpu.tensor, kc.cpu.tensor, vc.cpu.tensor, db[0], scoring(s, false));
+      gpu_->paged_attention(dout.gpu.tensor, dq.gpu.tensor, kc.gpu.tensor, vc.gpu.tensor, db[1], scoring(s, true));
+      std::printf("head_dim %d, window %d, softcap %g%s: ", d, s.sc.window, s.sc.softcap, s.sinks ? ", sinks" : "");
       expect_close(dout, kTol, "paged_attention (decode)");
     }
   }

@@ -1,6 +1,6 @@
 // Helpers of the CUDA kernel tests (tests/kernels, label gpu): a device buffer, a copy back of a
-// backend's, random inputs that are exactly bf16, bf16 <-> float conversion of whole vectors,
-// and the closeness check of a bf16 output against its CPU twin's.
+// backend's, random inputs that are exactly bf16, random attention sinks, bf16 <-> float
+// conversion of whole vectors, and the closeness check of a bf16 output against its CPU twin's.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -54,6 +54,16 @@ inline std::vector<float> random_bf16(size_t n, std::mt19937& rng, float lo = -1
   std::vector<float> v(n);
   for (float& x : v) x = round_to(DType::kBF16, u(rng));
   return v;
+}
+
+// Per-head attention sink logits, N(2, 3): some heads' sinks take most of a row's weight, some
+// little (kernels/paged_attention.h).
+inline std::vector<float> random_sinks(int num_q_heads, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(2.f, 3.f);
+  std::vector<float> s(static_cast<size_t>(num_q_heads));
+  for (float& x : s) x = nd(rng);
+  return s;
 }
 
 inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {

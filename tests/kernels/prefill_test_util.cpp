@@ -128,6 +128,8 @@ PrefillProblem make_problem(const PrefillCase& c, uint64_t seed) {
              .num_q_heads = hq, .num_kv_heads = hkv, .head_dim = d,
              .scale = c.scale > 0.f ? c.scale : 1.f / std::sqrt(float(d)), .causal = c.causal,
              .window = c.window, .softcap = c.softcap};
+  pb.sinks = c.sinks;
+  if (!pb.sinks.empty()) pb.args.sinks = pb.sinks.data();
   return pb;
 }
 
@@ -150,9 +152,11 @@ void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<do
       for (int h = 0; h < a.num_q_heads; ++h) {
         const size_t row = size_t(q0 + i) * a.num_q_heads + h;
         const double* q = &pb.q[row * d];
-        if (visible == first) continue;  // out stays 0
+        if (visible == first) continue;  // out stays 0 (with a sink too: it carries no value)
         logits.resize(visible);
-        float m = -std::numeric_limits<float>::infinity();
+        // A sink joins the max and the denominator (kernels/paged_attention.h).
+        const float sink = a.sinks ? a.sinks[h] * 1.4426950408889634f : -std::numeric_limits<float>::infinity();
+        float m = sink;
         for (int t = first; t < visible; ++t) {
           const double* k = row_ptr(pb.k, b, t, h / group);
           float dot = 0.f;
@@ -161,7 +165,7 @@ void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<do
                                       : dot * c;
           m = std::max(m, logits[t]);
         }
-        float sum = 0.f;
+        float sum = a.sinks ? std::exp2(sink - m) : 0.f;
         std::fill(o.begin(), o.end(), 0.f);
         for (int t = first; t < visible; ++t) {
           const float p = std::exp2(logits[t] - m);
@@ -201,6 +205,7 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   DeviceBuffer d_q(pb.q_bits.size() * 2), d_k(pb.k_bits.size() * 2), d_v(pb.v_bits.size() * 2);
   DeviceBuffer d_out((out_elems + kCanary) * 2), d_lse((lse_elems + kCanary) * 4);
   DeviceBuffer d_fresh_k(pb.fresh_k_bits.size() * 2), d_fresh_qkv(pb.fresh_qkv_bits.size() * 2);
+  DeviceBuffer d_sinks(pb.sinks.size() * sizeof(float));
   upload(d_cu, pb.cu_q_lens);
   upload(d_kv, pb.kv_lens);
   upload(d_bt, pb.block_table);
@@ -209,6 +214,7 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   upload(d_v, pb.v_bits);
   upload(d_fresh_k, pb.fresh_k_bits);
   upload(d_fresh_qkv, pb.fresh_qkv_bits);
+  upload(d_sinks, pb.sinks);
   const cuda::FreshKv fresh{.k = d_fresh_k.ptr,
                             .v = d_fresh_qkv.as<uint16_t>() + int64_t(hq + ha.num_kv_heads) * d,
                             .k_row_stride = int64_t(ha.num_kv_heads) * d,
@@ -221,6 +227,7 @@ CheckResult run_and_check(const PrefillCase& c, uint64_t seed, std::vector<uint1
   da.cu_q_lens = d_cu.as<int32_t>();
   da.kv_lens = d_kv.as<int32_t>();
   da.block_table = d_bt.as<int32_t>();
+  if (da.sinks) da.sinks = d_sinks.as<float>();
   float* lse = d_lse.as<float>();
   switch (c.kernel) {
     case PrefillKernel::kLauncher:

@@ -59,12 +59,14 @@ struct PrefillCase {
   int window = 0;       // sliding window (0 = every key)
   float softcap = 0.f;  // soft-capping (0 = off)
   float scale = 0.f;    // softmax scale (0 = 1 / sqrt(head_dim))
+  std::vector<float> sinks;  // [num_q_heads] sink logits (empty = none)
 };
 
 // Host copy of one randomly filled problem, values already rounded to the 16-bit type.
 struct PrefillProblem {
   PagedAttentionArgs args;  // host pointers into the vectors below
   int num_tokens = 0;
+  std::vector<float> sinks;  // the case's sinks (args.sinks points here, or is null)
   int num_blocks = 0;
   std::vector<int32_t> cu_q_lens, kv_lens, block_table;
   std::vector<uint16_t> q_bits, k_bits, v_bits;  // NaN in every cache slot no sequence owns
@@ -81,7 +83,7 @@ struct PrefillProblem {
 PrefillProblem make_problem(const PrefillCase& c, uint64_t seed);
 
 // Naive attention with fp32 logits/softmax, P and O rounded to `dtype` (see kErrFactor); the
-// same window and soft-capping as the problem's args.
+// same window, soft-capping and sinks as the problem's args.
 void naive_attention_16bit(const PrefillProblem& pb, DType dtype, std::vector<double>& out);
 
 struct CheckResult {

@@ -3,7 +3,8 @@
 // NaN in every cache slot no sequence owns, NaN-poisoned outputs and workspace, head_dim 64/128/256,
 // block sizes 8/16/32, group sizes 1-16, bf16/fp16, planned and forced split counts (1, empty
 // splits), large logits and tied keys, sliding windows (of 1 key, ragged, >= kv_len, over 32k
-// contexts) and soft-capping. The merge kernel alone: test_attention_decode_merge.cpp.
+// contexts), soft-capping and sinks (one split and many). The merge kernel alone:
+// test_attention_decode_merge.cpp.
 // Thresholds: decode_tolerance.h.
 #include <cuda_runtime.h>  // the typed cudaMalloc<T> overload
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cuda/cuda_check.h"
 #include "tests/kernels/decode_tolerance.h"
+#include "tests/kernels/device_test_util.h"
 
 namespace flashserve {
 namespace {
@@ -61,10 +63,12 @@ struct Case {
   int window = 0;              // sliding window (0 = every key)
   float softcap = 0.f;         // soft-capping (0 = off)
   float scale = 0.f;           // softmax scale (0 = 1 / sqrt(head_dim))
+  std::vector<float> sinks;    // [num_q_heads] sink logits (empty = none)
   uint32_t seed = 1;
   std::string name() const {
     return str_cat(dtype_name(dtype), " d", head_dim, " bs", block_size, " hq", num_q_heads, " hkv",
-                   num_kv_heads, " B", kv_lens.size(), " window", window, " softcap", softcap, " seed", seed);
+                   num_kv_heads, " B", kv_lens.size(), " window", window, " softcap", softcap,
+                   sinks.empty() ? "" : " sinks", " seed", seed);
   }
 };
 
@@ -137,6 +141,7 @@ Problem build(const Case& c) {
   a.causal = true;
   a.window = c.window;
   a.softcap = c.softcap;
+  a.sinks = c.sinks.empty() ? nullptr : c.sinks.data();  // host copy for the reference
   p.out_ref.resize(q_elems);
   p.lse_ref.resize(size_t(B) * c.num_q_heads);
   ref::paged_attention<double>(a, p.q.data(), p.k.data(), p.v.data(), p.out_ref.data(), p.lse_ref.data());
@@ -172,7 +177,7 @@ struct Result {
 Result run_gpu(const Case& c, const Problem& p, const DecodePlan& plan) {
   DeviceBuffer<uint16_t> q(p.q_bits), k(p.k_bits), v(p.v_bits), out(p.q_bits.size());
   DeviceBuffer<int32_t> kv_lens(p.kv_lens), table(p.block_table);
-  DeviceBuffer<float> lse(p.lse_ref.size());
+  DeviceBuffer<float> lse(p.lse_ref.size()), sinks(c.sinks);
   const size_t ws_bytes = cuda::attention_decode_workspace_bytes(int(c.kv_lens.size()), c.num_q_heads, c.head_dim, plan);
   DeviceBuffer<unsigned char> ws(ws_bytes);
   out.poison();
@@ -182,6 +187,7 @@ Result run_gpu(const Case& c, const Problem& p, const DecodePlan& plan) {
   a.cu_q_lens = nullptr;  // decode does not read it
   a.kv_lens = kv_lens.ptr;
   a.block_table = table.ptr;
+  a.sinks = c.sinks.empty() ? nullptr : sinks.ptr;
   cuda::attention_decode(a, q.ptr, k.ptr, v.ptr, out.ptr, c.want_lse ? lse.ptr : nullptr, c.dtype, plan,
                          ws.ptr, ws_bytes, nullptr);
   CUDA_CHECK(cudaGetLastError());
@@ -406,6 +412,47 @@ TEST(AttentionDecode, HeadDim256GemmaShapes) {
                   .softcap = 50.f, .scale = 1.f / 16, .seed = 211u + hq + window});
     run_case({.dtype = dt, .head_dim = 256, .num_q_heads = 16, .num_kv_heads = 4, .kv_lens = {8192},
               .splits = {0, 32, 256}, .seed = 212});
+  }
+}
+
+// Sinks (gpt-oss: 64 q heads over 8 kv heads at head_dim 64, so kv heads pair; window 128 on every
+// other layer): one split (the partial kernel adds the sink) and many (the merge adds it once),
+// with empty sequences and empty splits (out 0, lse = the sink's), windows, soft-capping, GQA
+// groups 1..16 and each head_dim. A sink far above the scores leaves outputs ~e^-30 of their
+// no-sink size (a sink counted twice halves them: the relative error and the lse catch it).
+TEST(AttentionDecode, Sinks) {
+  uint32_t seed = 300;
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (int window : {0, 128}) {
+      run_case({.dtype = dt, .head_dim = 64, .num_q_heads = 64, .num_kv_heads = 8,
+                .kv_lens = {4097, 129, 1, 0, 700}, .splits = {0, 1, 3, 16}, .window = window,
+                .sinks = test::random_sinks(64, seed), .seed = seed});
+      ++seed;
+    }
+  for (int d : {64, 128, 256})
+    for (int group : {1, 5, 16}) {
+      run_case({.head_dim = d, .num_q_heads = 2 * group, .num_kv_heads = 2, .kv_lens = {3000, 65, 0, 1},
+                .splits = {0, 1, 2, 9}, .sinks = test::random_sinks(2 * group, seed), .seed = seed});
+      ++seed;
+    }
+  run_case({.num_q_heads = 16, .kv_lens = {9000, 777, 64}, .splits = {0, 1, 6}, .q_scale = 20.f, .window = 4096,
+            .softcap = 50.f, .scale = 1.f / 16, .sinks = test::random_sinks(16, seed), .seed = seed});
+  ++seed;
+  run_case({.head_dim = 64, .num_q_heads = 16, .num_kv_heads = 2, .kv_lens = {5000, 300, 1},
+            .splits = {0, 1, 7}, .sinks = std::vector<float>(16, 30.f), .seed = seed});
+}
+
+// A sink of -1e30 weighs exactly zero: the same bits as no sink, with one split and with many.
+TEST(AttentionDecode, VeryNegativeSinkIsNoSink) {
+  Case none{.head_dim = 64, .num_q_heads = 16, .num_kv_heads = 4, .kv_lens = {5000, 123, 64}, .seed = 75};
+  Case tiny = none;
+  tiny.sinks.assign(16, -1e30f);
+  const Problem pn = build(none), pt = build(tiny);
+  for (int s : {0, 1, 7}) {
+    const DecodePlan plan = make_plan(none, pn, s);
+    const Result a = run_gpu(none, pn, plan), b = run_gpu(tiny, pt, plan);
+    EXPECT_EQ(a.out, b.out) << "splits " << s;
+    EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float))) << "splits " << s;
   }
 }
 

@@ -2,7 +2,7 @@
 // causal and not, group sizes 1/4/8, head_dim 64/128/256, ragged batches with empty sequences,
 // block sizes 16/32/24 with shuffled tables, NaN in unowned cache slots, poisoned outputs,
 // large logits, fp16, tile edges, sliding windows (of 1 key, ragged, shorter than a chunk of a
-// long cached sequence, covering the sequence) and soft-capping (Gemma 2), every compiled tile
+// long cached sequence, covering the sequence), soft-capping (Gemma 2), sinks (gpt-oss), every compiled tile
 // variant, determinism and argument checks (head_dim 256: the mma.sync kernel only);
 // the matrix runs on the public launcher and on each kernel (mma.sync, and Hopper where available,
 // with paged K/V and with its contiguous fresh-prompt variants given the step's own K/V rows).
@@ -16,6 +16,7 @@
 #include "kernels/attention_prefill.h"
 #include "kernels/cuda/attention_prefill_variants.h"
 #include "prefill_test_util.h"
+#include "tests/kernels/device_test_util.h"
 
 namespace flashserve::test {
 namespace {
@@ -86,6 +87,29 @@ std::vector<PrefillCase> window_cases() {
   };
 }
 
+// Sinks (gpt-oss: 64 q heads over 8 kv heads at head_dim 64, a window of 128 on every other
+// layer): fresh prompts (the Hopper kernel's contiguous path), chunks over a cached prefix, rows
+// that see no key (q_len > kv_len: out 0, lse = the sink's), an empty sequence, GQA, head_dim 128,
+// fp16, soft-capping, non-causal, and a sink far above the scores (outputs ~e^-30 of their
+// no-sink size: a sink counted twice, or not at all, fails the relative bound and the lse).
+std::vector<PrefillCase> sink_cases() {
+  return {
+      {.name = "sinks_gptoss_d64_g8", .seqs = {{300, 300}, {1, 1}, {100, 1000}, {0, 0}}, .num_q_heads = 64,
+       .num_kv_heads = 8, .head_dim = 64, .sinks = random_sinks(64, 1)},
+      {.name = "sinks_gptoss_win128_d64_g8", .seqs = {{700, 700}, {50, 900}}, .num_q_heads = 64,
+       .num_kv_heads = 8, .head_dim = 64, .window = 128, .sinks = random_sinks(64, 2)},
+      {.name = "sinks_d128_g4_q_longer_than_kv", .seqs = {{200, 200}, {33, 500}, {10, 4}}, .num_q_heads = 8,
+       .num_kv_heads = 2, .sinks = random_sinks(8, 3)},
+      {.name = "sinks_f16_softcap_win_d64", .seqs = {{257, 257}, {100, 700}}, .num_q_heads = 4, .num_kv_heads = 4,
+       .head_dim = 64, .dtype = DType::kF16, .q_scale = 10.f, .window = 200, .softcap = 30.f,
+       .sinks = random_sinks(4, 4)},
+      {.name = "sinks_noncausal_d128_bs12", .seqs = {{77, 333}}, .num_q_heads = 4, .num_kv_heads = 1,
+       .block_size = 12, .causal = false, .sinks = random_sinks(4, 5)},
+      {.name = "sinks_large_d128", .seqs = {{300, 300}, {40, 600}}, .num_q_heads = 8, .num_kv_heads = 2,
+       .sinks = std::vector<float>(8, 30.f)},
+  };
+}
+
 uint64_t seed_of(const std::string& name, int variant) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: a fresh, reproducible input per case
   for (char ch : name) h = (h ^ uint8_t(ch)) * 1099511628211ull;
@@ -137,6 +161,23 @@ class AttentionPrefillKernel : public ::testing::TestWithParam<PrefillKernel> {
     EXPECT_EQ(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
     return variant_smem(head_dim, v) <= size_t(smem_optin);
   }
+  // `cases` on this kernel at its default tile, and at every tile that fits for those named in
+  // `every_variant`.
+  void run_cases(std::vector<PrefillCase> cases, const std::vector<std::string>& every_variant) const {
+    for (PrefillCase& c : cases) {
+      c.kernel = GetParam();
+      std::vector<int> vs = {-1};
+      if (std::find(every_variant.begin(), every_variant.end(), c.name) != every_variant.end())
+        vs = variants(c.head_dim);
+      for (int v : vs) {
+        c.variant = v;
+        if (v >= 0 && !fits(c.head_dim, v)) continue;  // refused: see MatchesReferenceEveryVariant
+        const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
+        std::printf("%s\n", r.message.c_str());
+        EXPECT_TRUE(r.ok) << r.message;
+      }
+    }
+  }
 };
 
 TEST_P(AttentionPrefillKernel, MatchesReference) {
@@ -179,20 +220,31 @@ TEST_P(AttentionPrefillKernel, MatchesReferenceEveryVariant) {
 }
 
 TEST_P(AttentionPrefillKernel, SlidingWindowAndSoftcap) {
-  for (PrefillCase c : window_cases()) {
-    c.kernel = GetParam();
-    // The default tile, and every tile of the kernel for two cases (tile sizes change which KV
-    // tiles are skipped and masked).
-    std::vector<int> vs = {-1};
-    if (c.name == "win257_chunk600_kv5000_g4" || c.name == "win100_d64_bs32") vs = variants(c.head_dim);
-    for (int v : vs) {
-      c.variant = v;
-      if (v >= 0 && !fits(c.head_dim, v)) continue;  // refused: see MatchesReferenceEveryVariant
-      const CheckResult r = run_and_check(c, seed_of(c.name, v + 1));
-      std::printf("%s\n", r.message.c_str());
-      EXPECT_TRUE(r.ok) << r.message;
-    }
+  // Every tile for two cases: tile sizes change which KV tiles are skipped and masked.
+  run_cases(window_cases(), {"win257_chunk600_kv5000_g4", "win100_d64_bs32"});
+}
+
+TEST(AttentionPrefill, SinksPublicLauncher) {
+  for (const PrefillCase& c : sink_cases()) {
+    const CheckResult r = run_and_check(c, seed_of(c.name, 0));
+    std::printf("%s\n", r.message.c_str());
+    EXPECT_TRUE(r.ok) << r.message;
   }
+}
+
+TEST_P(AttentionPrefillKernel, Sinks) { run_cases(sink_cases(), {"sinks_gptoss_win128_d64_g8"}); }
+
+// A sink of -1e30 weighs exactly zero: the same bits as no sink.
+TEST_P(AttentionPrefillKernel, VeryNegativeSinkIsNoSink) {
+  PrefillCase none{.name = "no_sink", .seqs = {{300, 300}, {70, 1000}}, .num_kv_heads = 2};
+  PrefillCase tiny = none;
+  tiny.name = "sink_-1e30";
+  tiny.sinks.assign(8, -1e30f);
+  std::vector<uint16_t> a, b;
+  none.kernel = tiny.kernel = GetParam();
+  ASSERT_TRUE(run_and_check(none, 6, &a).ok);
+  ASSERT_TRUE(run_and_check(tiny, 6, &b).ok);
+  EXPECT_EQ(a, b);
 }
 
 // A window covering every sequence is full attention: the same bits.
@@ -278,7 +330,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefillSmall,
 
 // head_dim 256 (Gemma 2/3), which only the mma.sync kernel serves: kv_len 1, kv_len off the block
 // and tile sizes, ragged batches, chunks, GQA groups 4 (Gemma 3 1B), 2 (Gemma 2 2B) and 1, windows
-// smaller than, equal to and larger than kv_len (tiles before the window skipped), soft-cap 50.
+// smaller than, equal to and larger than kv_len (tiles before the window skipped), soft-cap 50,
+// sinks.
 std::vector<PrefillCase> head_dim_256_cases() {
   const DType f16 = DType::kF16;
   return {
@@ -303,6 +356,8 @@ std::vector<PrefillCase> head_dim_256_cases() {
        .head_dim = 256, .q_scale = 20.f, .softcap = 50.f, .scale = 1.f / 16},
       {.name = "d256_softcap_win512_f16", .seqs = {{500, 2000}, {64, 64}}, .num_q_heads = 4, .num_kv_heads = 1,
        .head_dim = 256, .dtype = f16, .q_scale = 10.f, .window = 512, .softcap = 50.f, .scale = 1.f / 16},
+      {.name = "d256_sinks_win100_g4", .seqs = {{300, 1000}, {100, 100}, {5, 2}}, .num_q_heads = 4,
+       .num_kv_heads = 1, .head_dim = 256, .window = 100, .sinks = random_sinks(4, 6)},
   };
 }
 

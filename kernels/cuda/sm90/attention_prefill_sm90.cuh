@@ -7,8 +7,8 @@
 // taking turns on the tensor cores (ping-pong). Contiguous configurations read a fresh prompt's
 // K/V (q_len == kv_len) from the step's own packed rows with one 128-row bulk copy per column
 // half and tile, and gather cache pages only for the other sequences. Same contract and work map
-// as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams and find_sequence it
-// reuses), with its sliding-window tile range and soft-capping.
+// as the mma.sync kernel (attention_prefill_kernel.cuh, whose PrefillParams, find_sequence and
+// finish_row it reuses), with its sliding-window tile range, soft-capping and sinks.
 // Design, timeline and measurements: docs/PREFILL_ATTENTION.md ("Hopper kernel").
 #pragma once
 
@@ -528,17 +528,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       float l = row_sum[h];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const RowEnd end = finish_row(p, head, row_max[h], l);  // with the sink, if any
       const int r = int(q_rows) + warp * 16 + g + h * 8;  // row inside the CTA tile
 #pragma unroll
       for (int i = 0; i < kHeadDim / 8; ++i) {
-        const uint32_t v = pack2<T>(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+        const uint32_t v = pack2<T>(o[4 * i + 2 * h] * end.inv, o[4 * i + 2 * h + 1] * end.inv);
         *reinterpret_cast<uint32_t*>(smem + tile_offset(r, i, Tr::kQHalfBytes) + t4 * 4) = v;
       }
-      if (p.lse != nullptr && t4 == 0 && m0 + r < q_len) {
-        p.lse[int64_t(q_begin + m0 + r) * p.num_q_heads + head] =
-            l > 0.f ? row_max[h] + log2f(l) : -INFINITY;
-      }
+      if (p.lse != nullptr && t4 == 0 && m0 + r < q_len)
+        p.lse[int64_t(q_begin + m0 + r) * p.num_q_heads + head] = end.lse;
     }
     named_barrier_sync(1 + wg, 128);
     constexpr int kChunks = kHeadDim / 8;
