@@ -156,7 +156,10 @@ int main(int argc, char** argv) {
   served.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
       std::make_shared<const structured::VocabTrie>(
           structured::vocabulary_from_tokenizer(*tokenizer, c.vocab_size, c.eos_token_ids)));
-  served.tool_calls = tool_call_syntax(flags.tool_call_parser,
+  // gpt-oss writes harmony whatever template it is served with.
+  const bool gpt_oss = c.architecture == "GptOssForCausalLM";
+  served.tool_calls = tool_call_syntax(gpt_oss && flags.tool_call_parser == "auto"
+                                           ? "harmony" : flags.tool_call_parser,
                                        chat_template ? chat_template->source() : "",
                                        chat_template && chat_template->uses_tools(), *tokenizer);
   served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());

@@ -20,6 +20,13 @@ namespace flashserve::request {
 std::optional<OutputConstraint> tool_call_constraint(const ToolsRequest& tools,
                                                      const ServedModel& model);
 
+// Harmony (gpt-oss) has its markers as special tokens, which a grammar cannot spell, so a forced
+// call starts in the prompt: the header the prompt ends with (a named function, or the only
+// tool: the whole header; several tools: up to the function's name, which the model writes),
+// and "" when no call is forced. The constraint then covers the arguments: from the first token
+// (one function), or from the model's <|message|> on (several: any of their schemas).
+std::string harmony_forced_header(const ToolsRequest& tools);
+
 // The JSON Schema of a call's body for these functions (anyOf over them), in `format`'s shape:
 // {"name": const, "arguments" (Llama: "parameters"): the function's schema}, in a list for
 // Mistral. Each function's local $refs are rebased to where its schema now sits.
