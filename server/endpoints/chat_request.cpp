@@ -117,7 +117,7 @@ std::string message_content(const json& m, const std::string& where, const std::
   return text;
 }
 
-std::vector<ChatMessage> parse_messages(const json& j) {
+std::vector<ChatMessage> parse_messages(const json& j, bool harmony) {
   if (!request::has(j, "messages")) throw bad_request("'messages' is required", "messages");
   const json& ms = j["messages"];
   if (!ms.is_array()) throw bad_request("'messages' must be a list of messages", "messages");
@@ -139,7 +139,18 @@ std::vector<ChatMessage> parse_messages(const json& j) {
                             "': roles are system, developer, user, assistant and tool",
                         where + ".role");
     }
+    // An assistant turn's reasoning, as this server returns it (reasoning_content) or as newer
+    // clients name it (reasoning); the template decides whether the model sees it again.
+    const bool assistant = msg.role == "assistant";
     for (const auto& [key, value] : m.items()) {
+      const bool reasoning_key = key == "reasoning_content" || key == "reasoning";
+      if (assistant && reasoning_key && !value.is_null()) {
+        if (!value.is_string()) {
+          throw bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
+        }
+        msg.reasoning_content = value.get<std::string>();
+        continue;
+      }
       if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
           key != "tool_call_id" && !value.is_null()) {
         throw bad_request("'" + where + "." + key + "' is not supported", where + "." + key,
@@ -152,8 +163,9 @@ std::vector<ChatMessage> parse_messages(const json& j) {
     }
     msg.content = message_content(m, where, msg.role);
     // An assistant turn of calls alone: the template sees content None, as transformers passes it.
+    // gpt-oss's template tests `"..." in message.content`, which None fails: it gets "".
     msg.null_content = msg.role == "assistant" && !request::has(m, "content") &&
-                       request::has(m, "tool_calls");
+                       request::has(m, "tool_calls") && !harmony;
     request::read_message_tool_fields(m, where, &msg);
     out.push_back(std::move(msg));
   }
@@ -290,9 +302,10 @@ CompletionRequest parse_chat(std::string_view body, const ServedModel& model,
                       "tool_choice is 'none'", "response_format");
   }
   const std::string kwargs = template_kwargs(j, model);
-  std::vector<ChatMessage> messages = parse_messages(j);
+  const bool harmony = model.tool_calls.format == output_parsers::ToolCallFormat::kHarmony;
+  std::vector<ChatMessage> messages = parse_messages(j, harmony);
   // Harmony: every chat output is split by channel, with or without tools.
-  r.harmony = model.tool_calls.format == output_parsers::ToolCallFormat::kHarmony;
+  r.harmony = harmony;
   if (r.harmony && use_tools) r.harmony_prefill = request::harmony_forced_header(tools);
   // A response_format constrains the answer: the prompt opens the final channel for it.
   if (r.harmony && r.constraint && !use_tools) r.harmony_prefill = "<|channel|>final<|message|>";
