@@ -245,10 +245,22 @@ std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
     messages = describe_tools_in_messages(std::move(messages),
                                           show_tools ? tools.tools : nlohmann::ordered_json::array());
   }
+  std::string tools_json;
+  if (show_tools && template_tools) {
+    nlohmann::ordered_json list = tools.tools;
+    // gpt-oss's template writes "// " + description for every function and fails on one
+    // without one: it gets an empty one.
+    if (model.tool_calls.format == output_parsers::ToolCallFormat::kHarmony) {
+      for (auto& t : list) {
+        auto& f = t["function"];
+        if (!f.contains("description") || f["description"].is_null()) f["description"] = "";
+      }
+    }
+    tools_json = list.dump();
+  }
   RenderedChat rendered;
   try {
-    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true,
-                                           show_tools && template_tools ? tools.tools.dump() : "",
+    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true, tools_json,
                                            kwargs);
   } catch (const ChatTemplateError& e) {
     throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
