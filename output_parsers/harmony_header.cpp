@@ -72,10 +72,14 @@ HarmonyHeader parse_harmony_header(std::string_view text, bool complete, bool fi
     }
     Peek any_partial = Peek::kMismatch;
     bool ok = false, matched = false;
-    for (const auto& [lit, field, seen] :
-         {std::tuple<std::string_view, std::string*, bool*>{"<|channel|>", &h.channel, &have_channel},
-          {"<|constrain|>", nullptr, &have_type},
-          {"to=", &h.recipient, &have_recipient}}) {
+    struct Part {
+      std::string_view lit;
+      std::string* field;  // where its word goes (null: not kept)
+      bool* seen;
+    };
+    for (const auto& [lit, field, seen] : {Part{"<|channel|>", &h.channel, &have_channel},
+                                           Part{"<|constrain|>", nullptr, &have_type},
+                                           Part{"to=", &h.recipient, &have_recipient}}) {
       const Peek p = peek(text, i, lit);
       if (p == Peek::kMatch) {
         matched = true;
