@@ -49,6 +49,9 @@ ToolCallSyntax tool_call_syntax(std::string_view parser_flag, std::string_view t
   if (s.format == ToolCallFormat::kHarmony) {
     // Every marker of a harmony message: the parser reads the headers and ends of all of them.
     s.message_id = single_token(tokenizer, "<|message|>");
+    for (const char* m : {"<|constrain|>", "<|message|>"}) {
+      if (int32_t id = single_token(tokenizer, m); id >= 0) s.grammar_spelled_ids.push_back(id);
+    }
     for (const char* m : {"<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>",
                           "<|return|>"}) {
       markers.push_back(single_token(tokenizer, m));

@@ -67,27 +67,26 @@ std::optional<OutputConstraint> harmony_constraint(const ToolsRequest& tools,
   if (tools.choice != Choice::kRequired && tools.choice != Choice::kNamed) return std::nullopt;
   const ToolCallSyntax& syn = model.tool_calls;
   const std::string one = forced_function(tools);
-  ordered_json schema;
-  if (!one.empty()) {
-    schema = ordered_json::parse(tools.parameters(one));
-  } else {
-    ordered_json any = ordered_json::array();
-    for (const auto& t : tools.tools) {
-      ordered_json params = ordered_json::parse(tools.parameters(t["function"]["name"].get<std::string>()));
-      rebase_refs(params, "/anyOf/" + std::to_string(any.size()));
-      any.push_back(std::move(params));
-    }
-    schema = {{"anyOf", std::move(any)}};
-  }
   OutputConstraint c;
   try {
-    c.grammar = grammar_compiler(model, "tools").json_schema_between("", schema.dump(), "");
+    if (!one.empty()) {
+      c.grammar = grammar_compiler(model, "tools").json_schema_between("", tools.parameters(one), "");
+    } else {
+      // The rest of the header, then that function's arguments: one branch per function.
+      ordered_json any = ordered_json::array();
+      std::vector<std::string> headers;
+      for (const auto& t : tools.tools) {
+        const std::string name = t["function"]["name"].get<std::string>();
+        ordered_json params = ordered_json::parse(tools.parameters(name));
+        rebase_refs(params, "/anyOf/" + std::to_string(any.size()));
+        any.push_back(std::move(params));
+        headers.push_back(name + " <|constrain|>json<|message|>");
+      }
+      c.grammar = grammar_compiler(model, "tools").json_schema_branches(
+          headers, ordered_json{{"anyOf", std::move(any)}}.dump(), "");
+    }
   } catch (const structured::SchemaError& e) {
     throw schema_error("tools", e);
-  }
-  if (one.empty()) {
-    if (syn.message_id < 0) return std::nullopt;  // no <|message|> token: the header is free
-    c.triggers = {syn.message_id};
   }
   c.end_tokens = syn.end_id >= 0 ? std::vector<int32_t>{syn.end_id} : model.eos_ids;
   return c;

@@ -20,11 +20,11 @@ namespace flashserve::request {
 std::optional<OutputConstraint> tool_call_constraint(const ToolsRequest& tools,
                                                      const ServedModel& model);
 
-// Harmony (gpt-oss) has its markers as special tokens, which a grammar cannot spell, so a forced
-// call starts in the prompt: the header the prompt ends with (a named function, or the only
-// tool: the whole header; several tools: up to the function's name, which the model writes),
-// and "" when no call is forced. The constraint then covers the arguments: from the first token
-// (one function), or from the model's <|message|> on (several: any of their schemas).
+// Harmony (gpt-oss): a forced call starts in the prompt, which ends with its header (a named
+// function, or the only tool: the whole header; several tools: up to the function's name); ""
+// when no call is forced. The constraint covers the rest: the arguments of that function, or
+// one of the names, the header's end and that function's arguments (the grammar vocabulary
+// spells <|constrain|> and <|message|>: ToolCallSyntax::grammar_spelled_ids).
 std::string harmony_forced_header(const ToolsRequest& tools);
 
 // The JSON Schema of a call's body for these functions (anyOf over them), in `format`'s shape:

@@ -98,12 +98,12 @@ class ChatHarmony : public ::testing::Test {
     model.chat_template = std::make_shared<ChatTemplate>(ChatTemplate::from_flag(
         std::string(FS_SOURCE_DIR) + "/tests/chat_template/gpt_oss/chat_template.jinja",
         "<|startoftext|>", "<|return|>"));
-    model.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
-        std::make_shared<const structured::VocabTrie>(
-            structured::vocabulary_from_tokenizer(tok, model.vocab_size, {2})));
     model.eos_ids = {2};
     model.tool_calls = tool_call_syntax("auto", model.chat_template->source(),
                                         model.chat_template->uses_tools(), tok);
+    model.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
+        std::make_shared<const structured::VocabTrie>(structured::vocabulary_from_tokenizer(
+            tok, model.vocab_size, {2}, model.tool_calls.grammar_spelled_ids)));
   }
   std::variant<CompletionRequest, ApiError> parse(const std::string& body) {
     return parse_chat_request(body, model, tok);
@@ -207,14 +207,17 @@ TEST_F(ChatHarmony, ForcedCallsStartInThePrompt) {
   r = ok(std::string(R"({"tools":[)") + kWeather + "]," + user + R"(,"tool_choice":"required"})");
   EXPECT_EQ(r.harmony_prefill,
             "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>");
-  // required with several: the model names the function; the grammar starts at its <|message|>.
+  // required with several: the prompt stops before the name, which the grammar chooses, with
+  // the rest of the header (its markers spelled by their tokens) and that function's arguments.
   r = ok(std::string(R"({"tools":[)") + kWeather + "," + kTime + "]," + user +
          R"(,"tool_choice":"required"})");
   p = tok.spell(r.prompts.at(0));
   const std::string open = "<|channel|>commentary to=functions.";
   EXPECT_EQ(p.substr(p.size() - open.size()), open);
   ASSERT_TRUE(r.constraint.has_value());
-  EXPECT_EQ(r.constraint->triggers, std::vector<int32_t>{tok.id_of("<|message|>")});
+  EXPECT_TRUE(r.constraint->triggers.empty());
+  EXPECT_EQ(model.tool_calls.grammar_spelled_ids,
+            (std::vector<int32_t>{tok.id_of("<|constrain|>"), tok.id_of("<|message|>")}));
   // auto and none: a free output; none shows no tools and offers no function to call.
   r = ok(std::string(R"({"tools":[)") + kWeather + "]," + user + "}");
   EXPECT_EQ(r.harmony_prefill, "");

@@ -62,6 +62,16 @@ const required = await client.chat.completions.create(
 assert.equal(required.choices[0].message.tool_calls[0].function.name, 'time');
 parseValid(time, required.choices[0].message.tool_calls[0].function.arguments, 'required call');
 
+// "required" with several: the grammar picks one of the names, and that function's arguments.
+for (const seed of [1, 2, 3]) {
+  const any = await client.chat.completions.create(
+    { ...base, tool_choice: 'required', temperature: 1, seed });
+  const c = any.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+  const f = c.message.tool_calls[0].function;
+  parseValid({ weather, time }[f.name], f.arguments, `required among several (${f.name})`);
+}
+
 // The conversation goes on with the call (content null, as the client sends it) and its result.
 const followed = [...messages, choice.message,
                   { role: 'tool', tool_call_id: call.id, content: '{"sky": "clear"}' }];
