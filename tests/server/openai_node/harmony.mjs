@@ -87,9 +87,12 @@ assert.equal(typeof answer.choices[0].message.content, 'string');
 // Free output: whatever the model writes, a call goes only to an offered function.
 const free = await client.chat.completions.create({ ...base, tool_choice: 'auto', seed: 5,
                                                     temperature: 1 });
-for (const c of free.choices[0].message.tool_calls ?? []) {
+const freeChoice = free.choices[0];
+assert.ok(['stop', 'length', 'tool_calls'].includes(freeChoice.finish_reason), freeChoice.finish_reason);
+for (const c of freeChoice.message.tool_calls ?? []) {
   assert.ok(['weather', 'time'].includes(c.function.name), c.function.name);
 }
+if (!freeChoice.message.tool_calls) assert.equal(typeof freeChoice.message.content, 'string');
 
 // Responses: a forced function_call item with reasoning.effort, whole and streamed.
 const rtools = [{ type: 'function', name: 'weather', parameters: weather, strict: false }];
