@@ -122,6 +122,11 @@ jinja::Value message_value(const ChatMessage& m) {
   if (!m.tool_call_id.empty()) {
     d.set(Value::string("tool_call_id"), Value::string(jinja::Text::all_literal(m.tool_call_id)));
   }
+  if (!m.reasoning_content.empty()) {
+    for (const char* key : {"reasoning_content", "thinking"}) {
+      d.set(Value::string(key), Value::string(jinja::Text::all_literal(m.reasoning_content)));
+    }
+  }
   if (!m.tool_calls.empty()) {
     jinja::List calls;
     for (const ChatToolCall& c : m.tool_calls) calls.push_back(tool_call_value(c));

@@ -34,6 +34,9 @@ struct ChatMessage {
   bool null_content = false;         // the template sees content None (an assistant turn of calls)
   std::string tool_call_id;          // role "tool": the call it answers ("" = absent)
   std::vector<ChatToolCall> tool_calls;  // role "assistant"; empty = absent
+  // Role "assistant": the reasoning that came with the turn ("" = absent). The template sees it
+  // as reasoning_content (Qwen 3's name) and thinking (gpt-oss's), and keeps or drops it.
+  std::string reasoning_content;
 };
 
 struct RenderedChat {

@@ -20,9 +20,11 @@ enum class ToolCallFormat {
   kHermes,      // <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Hermes, Qwen 2.5, Qwen 3)
   kLlama3Json,  // {"name": ..., "parameters": {...}} at the start or after <|python_tag|> (Llama 3.1+)
   kMistral,     // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] or [TOOL_CALLS]name[ARGS]{...}
+  kHarmony,     // gpt-oss: <|channel|>commentary to=functions.NAME ...<|message|>{...}<|call|>; also
+                // carries reasoning, so it has a parser of its own (harmony_parser.h), not this one
 };
 
-// The --tool-call-parser names: "hermes", "llama3_json", "mistral", "none"; "auto" and "" detect
+// The --tool-call-parser names: "hermes", "llama3_json", "mistral", "harmony", "none"; "auto" and "" detect
 // from the chat template. Throws flashserve::Error naming the flag for any other name.
 ToolCallFormat choose_tool_call_format(std::string_view name, std::string_view chat_template);
 // The format a chat template's text asks for (markers it contains), kNone when it has none.
@@ -41,7 +43,8 @@ struct ParsedOutput {
   std::vector<ToolCall> tool_calls;
 };
 
-// The whole output at once. Call ids come from CallIdGenerator(id_seed), in call order.
+// The whole output at once. Call ids come from CallIdGenerator(id_seed), in call order. Not for
+// kHarmony (HarmonyStream parses that).
 ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, uint64_t id_seed);
 
 // One streamed piece, in the shape of OpenAI's chat.completion.chunk delta: content text

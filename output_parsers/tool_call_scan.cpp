@@ -13,7 +13,8 @@ std::string_view start_marker(ToolCallFormat format) {
     case ToolCallFormat::kHermes: return "<tool_call>";
     case ToolCallFormat::kMistral: return "[TOOL_CALLS]";
     case ToolCallFormat::kLlama3Json: return "<|python_tag|>";
-    case ToolCallFormat::kNone: break;
+    case ToolCallFormat::kNone:
+    case ToolCallFormat::kHarmony: break;
   }
   return {};
 }

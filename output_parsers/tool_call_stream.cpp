@@ -24,6 +24,7 @@ void add_content_event(std::vector<ToolCallEvent>& events, std::string text) {
 }  // namespace
 
 ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, uint64_t id_seed) {
+  FS_CHECK(format != ToolCallFormat::kHarmony, "harmony output is parsed by HarmonyStream");
   ParsedOutput out;
   if (format == ToolCallFormat::kNone) {
     out.content = std::string(text);
@@ -43,7 +44,9 @@ ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, uint
 }
 
 ToolCallStream::ToolCallStream(ToolCallFormat format, uint64_t id_seed)
-    : format_(format), ids_(id_seed) {}
+    : format_(format), ids_(id_seed) {
+  FS_CHECK(format != ToolCallFormat::kHarmony, "harmony output is parsed by HarmonyStream");
+}
 
 std::vector<ToolCallEvent> ToolCallStream::push(std::string_view delta) {
   FS_CHECK(!finished_, "ToolCallStream::push after finish");

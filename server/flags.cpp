@@ -59,10 +59,11 @@ void add_flags(CLI::App& app, ServerFlags& f) {
       ->check(CLI::Validator(
           [](std::string& v) { return v.empty() ? "needs a file or a built-in name" : ""; }, ""));
   app.add_option("--tool-call-parser", f.tool_call_parser,
-                 "how tool calls in the output are parsed: auto (from the chat template),\n"
-                 "hermes, llama3_json, mistral or none (docs/TOOL_CALLING.md)")
+                 "how tool calls in the output are parsed: auto (from the chat template, or\n"
+                 "harmony for gpt-oss), hermes, llama3_json, mistral, harmony (gpt-oss's channels:\n"
+                 "reasoning, calls and answer) or none (docs/TOOL_CALLING.md)")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "none"}));
+      ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "harmony", "none"}));
   app.add_option("--reasoning-parser", f.reasoning_parser,
                  "split <think>...</think> out of chat output into reasoning_content:\n"
                  "auto (when the chat template uses <think>), deepseek_r1, qwen3 or none")

@@ -151,14 +151,18 @@ int main(int argc, char** argv) {
                                : int64_t(r.num_kv_blocks()) * r.block_size();
   served.sampling_defaults = sampling_defaults(c.generation);
   served.chat_template = chat_template;
-  // Structured outputs: one grammar compiler over this vocabulary, shared by every handler.
   served.eos_ids = c.eos_token_ids;
-  served.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
-      std::make_shared<const structured::VocabTrie>(
-          structured::vocabulary_from_tokenizer(*tokenizer, c.vocab_size, c.eos_token_ids)));
-  served.tool_calls = tool_call_syntax(flags.tool_call_parser,
+  // gpt-oss writes harmony whatever template it is served with.
+  const bool gpt_oss = c.architecture == "GptOssForCausalLM";
+  served.tool_calls = tool_call_syntax(gpt_oss && flags.tool_call_parser == "auto"
+                                           ? "harmony" : flags.tool_call_parser,
                                        chat_template ? chat_template->source() : "",
                                        chat_template && chat_template->uses_tools(), *tokenizer);
+  // Structured outputs: one grammar compiler over this vocabulary (with the markers a forced
+  // harmony call writes), shared by every handler.
+  served.grammar_compiler = std::make_shared<structured::GrammarCompiler>(
+      std::make_shared<const structured::VocabTrie>(structured::vocabulary_from_tokenizer(
+          *tokenizer, c.vocab_size, c.eos_token_ids, served.tool_calls.grammar_spelled_ids)));
   served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());
   served.embedding_dimensions = embed ? c.hidden_size : 0;
   if (embed)

@@ -55,6 +55,19 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_schema_between(
   });
 }
 
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_schema_branches(
+    const std::vector<std::string>& prefixes, std::string_view schema_text, std::string_view suffix) {
+  std::string key = "branches:";
+  for (const std::string& p : prefixes) key += std::to_string(p.size()) + ":" + p;
+  key += std::to_string(suffix.size()) + ":" + std::string(suffix) +
+         canonical_schema_text(schema_text, options_.schema);
+  return cached(key, [&] {
+    SchemaReport report;
+    Grammar g = compile_json_schema_branches(prefixes, schema_text, suffix, options_.schema, &report);
+    return bind(std::move(g), std::move(report), schema_text);
+  });
+}
+
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::json_object() {
   return cached("json_object", [&] { return bind(compile_json_object(options_.schema), {}, ""); });
 }

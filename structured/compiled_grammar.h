@@ -63,6 +63,10 @@ class GrammarCompiler {
   std::shared_ptr<const CompiledGrammar> json_schema_between(std::string_view prefix,
                                                              std::string_view schema_text,
                                                              std::string_view suffix);
+  // prefixes[i] + a value of anyOf[i] + suffix, for {"anyOf": [...]} with one schema per prefix.
+  std::shared_ptr<const CompiledGrammar> json_schema_branches(const std::vector<std::string>& prefixes,
+                                                              std::string_view schema_text,
+                                                              std::string_view suffix);
   std::shared_ptr<const CompiledGrammar> json_object();
   std::shared_ptr<const CompiledGrammar> regex(std::string_view pattern);
   std::shared_ptr<const CompiledGrammar> choice(const std::vector<std::string>& choices);

@@ -159,6 +159,22 @@ Grammar SchemaCompiler::compile(std::string_view prefix, std::string_view suffix
   return b_.build(b_.rule_of({seq}));
 }
 
+Grammar SchemaCompiler::compile_branches(const std::vector<std::string>& prefixes,
+                                         std::string_view suffix) {
+  const Json* any = root_.is_object() && root_.contains("anyOf") ? &root_["anyOf"] : nullptr;
+  if (any == nullptr || !any->is_array() || any->size() != prefixes.size()) {
+    fail("anyOf", "", "needs one schema per prefix");
+  }
+  std::vector<Seq> alts;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    Seq seq = b_.literal(prefixes[i]);
+    seq.push_back(schema((*any)[i], "/anyOf/" + std::to_string(i), 1));
+    for (Sym s : b_.literal(suffix)) seq.push_back(s);
+    alts.push_back(std::move(seq));
+  }
+  return b_.build(b_.rule_of(alts));
+}
+
 const Json& SchemaCompiler::checked(const Json& s, const std::string& path, Json& storage) {
   const Json* out = &s;
   for (const auto& [key, value] : s.items()) {
@@ -588,6 +604,16 @@ Grammar compile_json_schema_between(std::string_view prefix, std::string_view sc
   Json root = parse_schema(schema_text, options);
   SchemaCompiler compiler(root, options);
   Grammar g = compiler.compile(prefix, suffix);
+  if (report != nullptr) *report = compiler.report();
+  return g;
+}
+
+Grammar compile_json_schema_branches(const std::vector<std::string>& prefixes,
+                                     std::string_view schema_text, std::string_view suffix,
+                                     const SchemaOptions& options, SchemaReport* report) {
+  Json root = parse_schema(schema_text, options);
+  SchemaCompiler compiler(root, options);
+  Grammar g = compiler.compile_branches(prefixes, suffix);
   if (report != nullptr) *report = compiler.report();
   return g;
 }

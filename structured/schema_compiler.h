@@ -51,6 +51,13 @@ Grammar compile_json_schema(std::string_view schema_text, const SchemaOptions& o
 Grammar compile_json_schema_between(std::string_view prefix, std::string_view schema_text,
                                     std::string_view suffix, const SchemaOptions& options = {},
                                     SchemaReport* report = nullptr);
+// One of several texts, each followed by a value of its own schema, then the suffix: schema_text
+// is {"anyOf": [...]} with one schema per prefix (a harmony call: the function's name and header
+// before its arguments).
+Grammar compile_json_schema_branches(const std::vector<std::string>& prefixes,
+                                     std::string_view schema_text, std::string_view suffix,
+                                     const SchemaOptions& options = {},
+                                     SchemaReport* report = nullptr);
 Grammar compile_json_object(const SchemaOptions& options = {});
 Grammar compile_regex_grammar(std::string_view pattern, const SchemaOptions& options = {});
 Grammar compile_choice_grammar(const std::vector<std::string>& choices, const SchemaOptions& options = {});

@@ -21,6 +21,9 @@ class SchemaCompiler {
   SchemaCompiler(const Json& root, const SchemaOptions& options);
   // prefix + a value of the schema + suffix (literal texts; both empty for a plain schema).
   Grammar compile(std::string_view prefix = "", std::string_view suffix = "");
+  // The root is {"anyOf": [one schema per prefix]}: prefix i, then a value of schema i, then
+  // the suffix.
+  Grammar compile_branches(const std::vector<std::string>& prefixes, std::string_view suffix);
   const SchemaReport& report() const { return report_; }
 
  private:

@@ -58,7 +58,8 @@ bool byte_level_to_bytes(const std::string& piece, std::string& out) {
 }  // namespace
 
 TokenVocabulary vocabulary_from_tokenizer(const Tokenizer& tokenizer, int model_vocab_size,
-                                          std::vector<int32_t> extra_stop_ids) {
+                                          std::vector<int32_t> extra_stop_ids,
+                                          const std::vector<int32_t>& spelled_ids) {
   const int n = tokenizer.vocab_size();
   std::set<int32_t> special{tokenizer.bos_id(), tokenizer.eos_id()};
   for (const SpecialToken& t : tokenizer.special_tokens()) special.insert(t.id);
@@ -70,8 +71,11 @@ TokenVocabulary vocabulary_from_tokenizer(const Tokenizer& tokenizer, int model_
 
   TokenVocabulary vocab;
   vocab.token_bytes.resize(std::max(n, model_vocab_size));
+  for (int32_t id : spelled_ids) {
+    if (id >= 0 && id < n && special.erase(id)) vocab.token_bytes[id] = tokenizer.piece(id);
+  }
   for (int id = 0; id < n; ++id) {
-    if (special.count(id)) continue;
+    if (special.count(id) || !vocab.token_bytes[id].empty()) continue;
     const std::string piece = tokenizer.piece(id);
     std::string& out = vocab.token_bytes[id];
     if (int b = byte_fallback(piece); b >= 0) {

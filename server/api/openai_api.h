@@ -88,6 +88,13 @@ struct CompletionRequest {
   // starts inside it when the rendered prompt opened <think> (prompt_opens_reasoning).
   bool reasoning = false;
   bool starts_in_reasoning = false;
+  // Chat with a harmony model (gpt-oss): the output is split by channel into reasoning_content,
+  // tool_calls to these functions (the request's tools) and content
+  // (output_parsers/harmony_parser.h). harmony_prefill: the header of a forced call, which the
+  // prompt already ends with, so the output starts inside that call's arguments.
+  bool harmony = false;
+  std::vector<std::string> harmony_functions;
+  std::string harmony_prefill;
 };
 
 constexpr size_t kMaxCacheSaltBytes = 1024;

@@ -40,11 +40,24 @@ ToolCallSyntax tool_call_syntax(std::string_view parser_flag, std::string_view t
     case ToolCallFormat::kHermes: s.start_text = "<tool_call>"; s.end_text = "</tool_call>"; break;
     case ToolCallFormat::kLlama3Json: s.start_text = "<|python_tag|>"; break;
     case ToolCallFormat::kMistral: s.start_text = "[TOOL_CALLS]"; break;
+    case ToolCallFormat::kHarmony: s.end_text = "<|call|>"; break;
     case ToolCallFormat::kNone: break;
   }
   s.start_id = single_token(tokenizer, s.start_text);
   s.end_id = single_token(tokenizer, s.end_text);
-  for (int32_t id : {s.start_id, s.end_id}) {
+  std::vector<int32_t> markers = {s.start_id, s.end_id};
+  if (s.format == ToolCallFormat::kHarmony) {
+    // Every marker of a harmony message: the parser reads the headers and ends of all of them.
+    s.message_id = single_token(tokenizer, "<|message|>");
+    for (const char* m : {"<|constrain|>", "<|message|>"}) {
+      if (int32_t id = single_token(tokenizer, m); id >= 0) s.grammar_spelled_ids.push_back(id);
+    }
+    for (const char* m : {"<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>",
+                          "<|return|>"}) {
+      markers.push_back(single_token(tokenizer, m));
+    }
+  }
+  for (int32_t id : markers) {
     if (id >= 0 && tokenizer.decode({id}).empty()) s.silent_ids.push_back(id);
   }
   return s;

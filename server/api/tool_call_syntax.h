@@ -20,9 +20,15 @@ struct ToolCallSyntax {
   // The template reads `tools`; otherwise the API edge describes them in a system message in
   // the Hermes style (server/tool_calls/tools_prompt.h) and format is kHermes.
   bool template_uses_tools = true;
-  std::string start_text, end_text;  // "<tool_call>" / "</tool_call>"; "" = none
+  std::string start_text, end_text;  // "<tool_call>" / "</tool_call>" (harmony: "" / "<|call|>"); "" = none
   int32_t start_id = -1, end_id = -1;  // the one token spelling each marker; -1: none
-  // Marker tokens that decode to nothing (special tokens): the output keeps their text.
+  int32_t message_id = -1;  // kHarmony: <|message|>, after which a call's arguments begin
+  // kHarmony: the special tokens a forced call's grammar writes (<|constrain|>, <|message|>
+  // between the function's name and its arguments): the grammar vocabulary spells them
+  // (structured::vocabulary_from_tokenizer's spelled_ids).
+  std::vector<int32_t> grammar_spelled_ids;
+  // Marker tokens that decode to nothing (special tokens): the output keeps their text (harmony:
+  // all seven of its markers).
   std::vector<int32_t> silent_ids;
 };
 

@@ -117,7 +117,7 @@ std::string message_content(const json& m, const std::string& where, const std::
   return text;
 }
 
-std::vector<ChatMessage> parse_messages(const json& j) {
+std::vector<ChatMessage> parse_messages(const json& j, bool harmony) {
   if (!request::has(j, "messages")) throw bad_request("'messages' is required", "messages");
   const json& ms = j["messages"];
   if (!ms.is_array()) throw bad_request("'messages' must be a list of messages", "messages");
@@ -139,7 +139,18 @@ std::vector<ChatMessage> parse_messages(const json& j) {
                             "': roles are system, developer, user, assistant and tool",
                         where + ".role");
     }
+    // An assistant turn's reasoning, as this server returns it (reasoning_content) or as newer
+    // clients name it (reasoning); the template decides whether the model sees it again.
+    const bool assistant = msg.role == "assistant";
     for (const auto& [key, value] : m.items()) {
+      const bool reasoning_key = key == "reasoning_content" || key == "reasoning";
+      if (assistant && reasoning_key && !value.is_null()) {
+        if (!value.is_string()) {
+          throw bad_request("'" + where + "." + key + "' must be a string", where + "." + key);
+        }
+        msg.reasoning_content = value.get<std::string>();
+        continue;
+      }
       if (key != "role" && key != "content" && key != "name" && key != "tool_calls" &&
           key != "tool_call_id" && !value.is_null()) {
         throw bad_request("'" + where + "." + key + "' is not supported", where + "." + key,
@@ -152,18 +163,26 @@ std::vector<ChatMessage> parse_messages(const json& j) {
     }
     msg.content = message_content(m, where, msg.role);
     // An assistant turn of calls alone: the template sees content None, as transformers passes it.
+    // gpt-oss's template tests `"..." in message.content`, which None fails: it gets "".
     msg.null_content = msg.role == "assistant" && !request::has(m, "content") &&
-                       request::has(m, "tool_calls");
+                       request::has(m, "tool_calls") && !harmony;
     request::read_message_tool_fields(m, where, &msg);
     out.push_back(std::move(msg));
   }
   return out;
 }
 
+// The three levels gpt-oss knows: the levels below low are low, those above high are high.
+std::string harmony_effort(const std::string& effort) {
+  if (effort == "none" || effort == "minimal") return "low";
+  if (effort == "xhigh" || effort == "max") return "high";
+  return effort;
+}
+
 // chat_template_kwargs and reasoning_effort as the template's extra variables (a JSON object
 // text, "" for none). The renderer's own variables cannot be overridden: naming one is a 400.
-// reasoning_effort drives a template's enable_thinking switch (none/minimal: off, else on) unless
-// the kwargs set it; a template without that switch ignores it.
+// reasoning_effort drives a template's enable_thinking switch (none/minimal: off, else on) and
+// gpt-oss's reasoning_effort variable, unless the kwargs set them; other templates ignore it.
 std::string template_kwargs(const json& j, const ServedModel& model) {
   json kw = json::object();
   if (request::has(j, "chat_template_kwargs")) {
@@ -189,21 +208,26 @@ std::string template_kwargs(const json& j, const ServedModel& model) {
                         "xhigh, max",
                         "reasoning_effort");
     }
-    const bool has_switch = model.chat_template &&
-        model.chat_template->source().find("enable_thinking") != std::string::npos;
+    const std::string source = model.chat_template ? model.chat_template->source() : "";
+    const bool has_switch = source.find("enable_thinking") != std::string::npos;
     if (has_switch && !kw.contains("enable_thinking")) {
       kw["enable_thinking"] = e != "none" && e != "minimal";
+    }
+    // gpt-oss's template writes "Reasoning: low|medium|high" into its system message.
+    if (source.find("reasoning_effort") != std::string::npos && !kw.contains("reasoning_effort")) {
+      kw["reasoning_effort"] = harmony_effort(e.get<std::string>());
     }
   }
   return kw.empty() ? "" : kw.dump();
 }
 
 // The messages as prompt token ids: rendered by the template, special ids only where it wrote
-// them. *opens_reasoning: whether the rendered prompt leaves the model inside <think>.
+// them, then `prefill` (template text: a forced harmony call's header). *opens_reasoning:
+// whether the rendered prompt leaves the model inside <think>.
 std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
                                  const request::ToolsRequest& tools, const std::string& kwargs,
-                                 const ServedModel& model, const Tokenizer& tokenizer,
-                                 bool* opens_reasoning) {
+                                 const std::string& prefill, const ServedModel& model,
+                                 const Tokenizer& tokenizer, bool* opens_reasoning) {
   if (!model.chat_template) {
     std::string names;
     for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
@@ -221,15 +245,28 @@ std::vector<int32_t> chat_prompt(std::vector<ChatMessage> messages,
     messages = describe_tools_in_messages(std::move(messages),
                                           show_tools ? tools.tools : nlohmann::ordered_json::array());
   }
+  std::string tools_json;
+  if (show_tools && template_tools) {
+    nlohmann::ordered_json list = tools.tools;
+    // gpt-oss's template writes "// " + description for every function and fails on one
+    // without one: it gets an empty one.
+    if (model.tool_calls.format == output_parsers::ToolCallFormat::kHarmony) {
+      for (auto& t : list) {
+        auto& f = t["function"];
+        if (!f.contains("description") || f["description"].is_null()) f["description"] = "";
+      }
+    }
+    tools_json = list.dump();
+  }
   RenderedChat rendered;
   try {
-    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true,
-                                           show_tools && template_tools ? tools.tools.dump() : "",
+    rendered = model.chat_template->render(messages, /*add_generation_prompt=*/true, tools_json,
                                            kwargs);
   } catch (const ChatTemplateError& e) {
     throw bad_request(std::string("the chat template rejected these messages: ") + e.what(),
                       "messages", "chat_template_error");
   }
+  rendered.text += prefill;
   request::check_prompt_bytes(rendered.text.size(), "the rendered conversation", "messages",
                               model, tokenizer);
   std::vector<int32_t> ids;
@@ -277,17 +314,30 @@ CompletionRequest parse_chat(std::string_view body, const ServedModel& model,
                       "tool_choice is 'none'", "response_format");
   }
   const std::string kwargs = template_kwargs(j, model);
-  std::vector<ChatMessage> messages = parse_messages(j);
+  const bool harmony = model.tool_calls.format == output_parsers::ToolCallFormat::kHarmony;
+  std::vector<ChatMessage> messages = parse_messages(j, harmony);
+  // Harmony: every chat output is split by channel, with or without tools.
+  r.harmony = harmony;
+  if (r.harmony && use_tools) r.harmony_prefill = request::harmony_forced_header(tools);
+  // A response_format constrains the answer: the prompt opens the final channel for it.
+  if (r.harmony && r.constraint && !use_tools) r.harmony_prefill = "<|channel|>final<|message|>";
   bool opens_reasoning = false;
-  r.prompts.push_back(
-      chat_prompt(std::move(messages), tools, kwargs, model, tokenizer, &opens_reasoning));
-  r.reasoning = model.reasoning;
-  r.starts_in_reasoning = model.reasoning && opens_reasoning;
+  r.prompts.push_back(chat_prompt(std::move(messages), tools, kwargs, r.harmony_prefill, model,
+                                  tokenizer, &opens_reasoning));
+  r.reasoning = model.reasoning && !r.harmony;
+  r.starts_in_reasoning = r.reasoning && opens_reasoning;
+  if (r.harmony) r.marker_ids = model.tool_calls.silent_ids;
   if (use_tools) {  // the call grammar is built once everything else is known to be valid
     r.constraint = request::tool_call_constraint(tools, model);
-    r.tool_call_format = model.tool_calls.format;
     r.parallel_tool_calls = tools.parallel;
-    r.marker_ids = model.tool_calls.silent_ids;
+    if (r.harmony) {
+      for (const auto& t : tools.tools) {
+        r.harmony_functions.push_back(t["function"]["name"].get<std::string>());
+      }
+    } else {
+      r.tool_call_format = model.tool_calls.format;
+      r.marker_ids = model.tool_calls.silent_ids;
+    }
   }
   r.echo_texts.push_back("");  // chat has no echo
   if (!max_tokens) {  // the rest of the context, and of the KV cache; at least 1

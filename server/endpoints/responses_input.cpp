@@ -1,7 +1,8 @@
 // /v1/responses input items as chat messages (see responses_request.h): message items with text
 // parts, function_call items (an assistant turn's tool_calls; consecutive calls join one turn)
-// and function_call_output items (tool messages). Reasoning items are accepted and dropped: the
-// chat template writes the conversation without them. Any other item or part type is a 400.
+// and function_call_output items (tool messages). A reasoning item's text becomes the next
+// assistant turn's reasoning_content, which the chat template keeps or drops (gpt-oss keeps it
+// before a call). Any other item or part type is a 400.
 #include <string>
 
 #include "server/api/request_fields.h"
@@ -61,6 +62,24 @@ ojson message(const ojson& item, const std::string& where) {
   return ojson{{"role", role}, {"content", text_content(item["content"], where + ".content")}};
 }
 
+// A reasoning item's text: its reasoning_text parts (this server writes those), joined.
+std::string reasoning_text(const ojson& item) {
+  std::string text;
+  if (!item.contains("content") || !item["content"].is_array()) return text;
+  for (const ojson& p : item["content"]) {
+    if (p.is_object() && p.contains("text") && p["text"].is_string()) text += p["text"].get<std::string>();
+  }
+  return text;
+}
+
+// Whether the last message is an assistant turn holding only reasoning so far.
+bool open_reasoning_turn(const ojson& messages) {
+  if (messages.empty()) return false;
+  const ojson& m = messages.back();
+  return m["role"] == "assistant" && m.contains("reasoning_content") && !m.contains("content") &&
+         !m.contains("tool_calls");
+}
+
 // A function_call item joins the assistant turn just before it, or starts one of its own.
 void function_call(const ojson& item, const std::string& where, ojson* messages) {
   only_keys(item, where, {"type", "id", "call_id", "name", "arguments", "status"});
@@ -107,12 +126,20 @@ void append_input_messages(const ojson& items, const std::string& where, ojson* 
       throw bad_request("'" + w + "' needs a 'type' (or a 'role', for a message)", w + ".type");
     }
     if (type == "message") {
-      messages->push_back(message(item, w));
+      ojson m = message(item, w);
+      if (m["role"] == "assistant" && open_reasoning_turn(*messages)) {
+        messages->back()["content"] = std::move(m["content"]);
+      } else {
+        messages->push_back(std::move(m));
+      }
+    } else if (type == "reasoning") {
+      const std::string text = reasoning_text(item);
+      if (!text.empty()) messages->push_back({{"role", "assistant"}, {"reasoning_content", text}});
     } else if (type == "function_call") {
       function_call(item, w, messages);
     } else if (type == "function_call_output") {
       messages->push_back(function_call_output(item, w));
-    } else if (type != "reasoning") {
+    } else {
       throw bad_request("'" + w + "' has type '" + type + "', which this server does not "
                         "support: input items may be message, function_call, "
                         "function_call_output and reasoning",

@@ -3,7 +3,7 @@
 // request per choice, pump their events into the choices (completion_choice.h), and write the
 // JSON response or the SSE events from what the choices built (chat: <think> split into
 // reasoning_content by output_parsers/reasoning_parser.h, then tool calls parsed from the
-// content by tool_call_output.h).
+// content by tool_call_output.h; a harmony model's output split by channel in one parse).
 #include "server/generation/completion.h"
 
 #include <algorithm>
@@ -96,6 +96,11 @@ std::optional<ApiError> Completion::start() {
       if (req_.reasoning) {
         c->reasoning = std::make_unique<output_parsers::ReasoningStream>(req_.starts_in_reasoning);
       }
+      if (req_.harmony) {
+        c->call_id_seed = random_u64();
+        c->harmony = std::make_unique<HarmonyDeltas>(req_.harmony_functions,
+                                                     req_.parallel_tool_calls, c->call_id_seed);
+      }
       if (!needs_engine) {  // nothing to generate: answer without the engine
         c->done = true;
         c->finish_reason = "length";
@@ -187,6 +192,15 @@ CompletionResult Completion::run(ClientConnection& conn) {
       choices.push_back(with_violation(*c, choice_json(c->index, c->text, lp, c->finish_reason)));
       continue;
     }
+    if (c->harmony) {  // channels: reasoning, calls and content in one parse
+      std::string reason = c->finish_reason;
+      json choice = chat_choice_json(c->index, "", lp, reason);
+      choice["message"] = harmony_message(req_.harmony_prefill + c->text, req_.harmony_functions,
+                                          req_.parallel_tool_calls, c->call_id_seed, &reason);
+      choice["finish_reason"] = reason.empty() ? json(nullptr) : json(reason);
+      choices.push_back(with_violation(*c, std::move(choice)));
+      continue;
+    }
     // Reasoning first: the tool-call parser and the client see only what follows </think>.
     output_parsers::ReasoningOutput parts{"", c->text};
     if (req_.reasoning) parts = output_parsers::split_reasoning(c->text, req_.starts_in_reasoning);
@@ -223,18 +237,19 @@ bool Completion::stream(ClientConnection& conn) {
   };
   // Chat with tools: the text goes through the tool-call parser; its deltas carry the logprobs
   // of the text that produced them (the first of them, or an empty content delta).
-  auto send_tool_deltas = [&](CompletionChoice& c, const std::string& delta, json lp,
-                              bool finishing) {
-    std::vector<json> out = c.tool_deltas->push(delta);
+  // A harmony choice the same way, its reasoning in {"reasoning_content"} deltas.
+  auto send_parsed_deltas = [&](CompletionChoice& c, const std::string& delta, json lp,
+                                bool finishing, auto& parser) {
+    std::vector<json> out = parser.push(delta);
     if (finishing) {
-      for (json& d : c.tool_deltas->finish()) out.push_back(std::move(d));
+      for (json& d : parser.finish()) out.push_back(std::move(d));
     }
     if (out.empty() && !lp.is_null()) out.push_back({{"content", ""}});
     for (json& d : out) {
       if (!conn.send_event(chunk(chat_delta_json(c.index, d, lp, "")))) return false;
       lp = nullptr;
     }
-    const std::string reason = tool_finish_reason(c.finish_reason, c.tool_deltas->called());
+    const std::string reason = tool_finish_reason(c.finish_reason, parser.called());
     return !finishing ||
            conn.send_event(chunk(chat_delta_json(c.index, json::object(), nullptr, reason)));
   };
@@ -250,6 +265,11 @@ bool Completion::stream(ClientConnection& conn) {
       json choice = choice_json(c.index, delta, lp, finishing ? c.finish_reason : "");
       return conn.send_event(chunk(finishing ? with_violation(c, std::move(choice)) : std::move(choice)));
     }
+    if (c.harmony) {
+      if (!c.harmony_prefill_sent) delta.insert(0, req_.harmony_prefill);
+      c.harmony_prefill_sent = true;
+      return send_parsed_deltas(c, delta, std::move(lp), finishing, *c.harmony);
+    }
     if (c.reasoning) {
       output_parsers::ReasoningOutput parts = c.reasoning->push(delta);
       if (finishing) {
@@ -264,7 +284,7 @@ bool Completion::stream(ClientConnection& conn) {
       }
       delta = std::move(parts.content);
     }
-    if (c.tool_deltas) return send_tool_deltas(c, delta, std::move(lp), finishing);
+    if (c.tool_deltas) return send_parsed_deltas(c, delta, std::move(lp), finishing, *c.tool_deltas);
     if ((!delta.empty() || !lp.is_null()) &&
         !conn.send_event(chunk(chat_delta_json(c.index, {{"content", delta}}, lp, "")))) {
       return false;

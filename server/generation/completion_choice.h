@@ -47,6 +47,10 @@ struct CompletionChoice {
   std::unique_ptr<ToolCallDeltas> tool_deltas;
   // Chat with the reasoning parser, streaming: splits text deltas into reasoning and content.
   std::unique_ptr<output_parsers::ReasoningStream> reasoning;
+  // Chat with a harmony model, streaming: splits text deltas by channel (a forced call's header,
+  // which the prompt ends with, is fed first).
+  std::unique_ptr<HarmonyDeltas> harmony;
+  bool harmony_prefill_sent = false;
   bool has_first = false;
   Clock::time_point first_token, last_token, end;
 

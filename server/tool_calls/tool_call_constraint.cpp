@@ -52,11 +52,64 @@ ordered_json call_body_schema(ToolCallFormat format, const ToolsRequest& tools,
   return list;
 }
 
+namespace {
+
+// The one function a forced harmony call goes to; "" when the model chooses among several.
+std::string forced_function(const ToolsRequest& tools) {
+  if (tools.choice == ToolsRequest::Choice::kNamed) return tools.named;
+  return tools.tools.size() == 1 ? tools.tools[0]["function"]["name"].get<std::string>() : "";
+}
+
+// Harmony: the arguments of a forced call as a grammar (see harmony_forced_header).
+std::optional<OutputConstraint> harmony_constraint(const ToolsRequest& tools,
+                                                   const ServedModel& model) {
+  using Choice = ToolsRequest::Choice;
+  if (tools.choice != Choice::kRequired && tools.choice != Choice::kNamed) return std::nullopt;
+  const ToolCallSyntax& syn = model.tool_calls;
+  const std::string one = forced_function(tools);
+  OutputConstraint c;
+  try {
+    if (!one.empty()) {
+      c.grammar = grammar_compiler(model, "tools").json_schema_between("", tools.parameters(one), "");
+    } else {
+      // The rest of the header, then that function's arguments: one branch per function.
+      ordered_json any = ordered_json::array();
+      std::vector<std::string> headers;
+      for (const auto& t : tools.tools) {
+        const std::string name = t["function"]["name"].get<std::string>();
+        ordered_json params = ordered_json::parse(tools.parameters(name));
+        rebase_refs(params, "/anyOf/" + std::to_string(any.size()));
+        any.push_back(std::move(params));
+        headers.push_back(name + " <|constrain|>json<|message|>");
+      }
+      c.grammar = grammar_compiler(model, "tools").json_schema_branches(
+          headers, ordered_json{{"anyOf", std::move(any)}}.dump(), "");
+    }
+  } catch (const structured::SchemaError& e) {
+    throw schema_error("tools", e);
+  }
+  c.end_tokens = syn.end_id >= 0 ? std::vector<int32_t>{syn.end_id} : model.eos_ids;
+  return c;
+}
+
+}  // namespace
+
+std::string harmony_forced_header(const ToolsRequest& tools) {
+  using Choice = ToolsRequest::Choice;
+  if (!tools.any() || (tools.choice != Choice::kRequired && tools.choice != Choice::kNamed)) {
+    return "";
+  }
+  const std::string one = forced_function(tools);
+  if (one.empty()) return "<|channel|>commentary to=functions.";
+  return "<|channel|>commentary to=functions." + one + " <|constrain|>json<|message|>";
+}
+
 std::optional<OutputConstraint> tool_call_constraint(const ToolsRequest& tools,
                                                      const ServedModel& model) {
   using Choice = ToolsRequest::Choice;
   if (!tools.any() || tools.choice == Choice::kNone) return std::nullopt;
   const ToolCallSyntax& syn = model.tool_calls;
+  if (syn.format == ToolCallFormat::kHarmony) return harmony_constraint(tools, model);
   const bool forced = tools.choice == Choice::kRequired || tools.choice == Choice::kNamed;
   if (syn.format == ToolCallFormat::kNone) {
     if (!forced) return std::nullopt;

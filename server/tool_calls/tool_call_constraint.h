@@ -20,6 +20,13 @@ namespace flashserve::request {
 std::optional<OutputConstraint> tool_call_constraint(const ToolsRequest& tools,
                                                      const ServedModel& model);
 
+// Harmony (gpt-oss): a forced call starts in the prompt, which ends with its header (a named
+// function, or the only tool: the whole header; several tools: up to the function's name); ""
+// when no call is forced. The constraint covers the rest: the arguments of that function, or
+// one of the names, the header's end and that function's arguments (the grammar vocabulary
+// spells <|constrain|> and <|message|>: ToolCallSyntax::grammar_spelled_ids).
+std::string harmony_forced_header(const ToolsRequest& tools);
+
 // The JSON Schema of a call's body for these functions (anyOf over them), in `format`'s shape:
 // {"name": const, "arguments" (Llama: "parameters"): the function's schema}, in a list for
 // Mistral. Each function's local $refs are rebased to where its schema now sits.

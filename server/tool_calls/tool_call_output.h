@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "output_parsers/harmony_parser.h"
 #include "output_parsers/tool_call_parser.h"
 
 namespace flashserve {
@@ -33,6 +34,28 @@ class ToolCallDeltas {
  private:
   std::vector<nlohmann::json> shape(const std::vector<output_parsers::ToolCallEvent>& events);
   output_parsers::ToolCallStream stream_;
+  bool parallel_;
+  bool called_ = false;
+};
+
+// A harmony (gpt-oss) choice's message: content, tool_calls to the offered `functions`, and
+// reasoning_content (null when there is none), from output_parsers/harmony_parser.h.
+nlohmann::json harmony_message(const std::string& text, const std::vector<std::string>& functions,
+                               bool parallel, uint64_t id_seed, std::string* finish_reason);
+
+// A streamed harmony choice: text deltas in, chunk deltas out ({"reasoning_content"},
+// {"content"} or {"tool_calls": [...]}). Joined, they give harmony_message's message.
+class HarmonyDeltas {
+ public:
+  HarmonyDeltas(std::vector<std::string> functions, bool parallel, uint64_t id_seed)
+      : stream_(std::move(functions), id_seed), parallel_(parallel) {}
+  std::vector<nlohmann::json> push(const std::string& text) { return shape(stream_.push(text)); }
+  std::vector<nlohmann::json> finish() { return shape(stream_.finish()); }
+  bool called() const { return called_; }
+
+ private:
+  std::vector<nlohmann::json> shape(const output_parsers::HarmonyDelta& delta);
+  output_parsers::HarmonyStream stream_;
   bool parallel_;
   bool called_ = false;
 };

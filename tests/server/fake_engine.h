@@ -144,6 +144,16 @@ inline CompletionResult run_whole(const CompletionContext& ctx, const Completion
   return res;
 }
 
+// Runs `r` streamed on `ctx`'s engine and returns the SSE chunks it wrote.
+inline std::vector<json> run_streamed(const CompletionContext& ctx, CompletionRequest r) {
+  r.stream = true;
+  Completion c(ctx, r);
+  EXPECT_FALSE(c.start().has_value());
+  RecordingConnection conn;
+  EXPECT_TRUE(c.stream(conn));
+  return sse_chunks(conn.written);
+}
+
 // A fixture with the fake tokenizer and engine, a 512-token "fake" model, and a completion
 // context over them.
 class FakeEngineTest : public ::testing::Test {

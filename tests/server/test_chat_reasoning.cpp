@@ -139,14 +139,9 @@ class ReasoningAssembly : public testing::FakeEngineTest {
     return testing::run_whole(ctx, r).body["choices"][0];
   }
   // The streamed deltas joined per field.
-  std::map<std::string, std::string> streamed(CompletionRequest r) {
-    r.stream = true;
-    Completion c(ctx, r);
-    EXPECT_FALSE(c.start().has_value());
-    testing::RecordingConnection conn;
-    EXPECT_TRUE(c.stream(conn));
+  std::map<std::string, std::string> streamed(const CompletionRequest& r) {
     std::map<std::string, std::string> out;
-    for (const json& chunk : testing::sse_chunks(conn.written)) {
+    for (const json& chunk : testing::run_streamed(ctx, r)) {
       const json& ch = chunk["choices"][0];
       for (const auto& [k, v] : ch["delta"].items()) {
         if (v.is_string()) out[k] += v.get<std::string>();

@@ -84,7 +84,7 @@ TEST_F(ResponsesRequestTest, ItemsBecomeMessages) {
   const ojson expected = ojson::parse(R"([
     {"role":"developer","content":"rules"},
     {"role":"user","content":"one two"},
-    {"role":"assistant","content":"calling","tool_calls":[
+    {"role":"assistant","reasoning_content":"hm","content":"calling","tool_calls":[
       {"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},
       {"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},
     {"role":"tool","tool_call_id":"call_1","content":"42"},
@@ -92,7 +92,7 @@ TEST_F(ResponsesRequestTest, ItemsBecomeMessages) {
   EXPECT_EQ(messages, expected) << messages.dump(1);
   const std::string p = prompt({{"input", input}});  // and the chat parser takes it
   EXPECT_NE(p.find("one two"), std::string::npos) << p;
-  EXPECT_EQ(p.find("hm"), std::string::npos) << p;  // reasoning dropped
+  EXPECT_EQ(p.find("hm"), std::string::npos) << p;  // reasoning: this template drops it
   // A function call with no assistant text before it is an assistant turn of its own.
   const ojson alone = chat_body({{"input", json::parse(R"([{"role":"user","content":"x"},
       {"type":"function_call","call_id":"c","name":"f","arguments":"{}"}])")}})["messages"];

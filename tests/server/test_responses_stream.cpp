@@ -1,5 +1,6 @@
 // /v1/responses output on a scripted fake engine (label unit): the typed SSE events in their
-// documented order (reasoning, text, function calls; completed, incomplete and failed ends),
+// documented order (reasoning, text, function calls, and harmony's channels as those items;
+// completed, incomplete and failed ends),
 // `event:` lines matching each payload's type, sequence numbers 0, 1, 2..., the deltas joining to
 // each .done text, and the streamed final response agreeing with the non-streamed one.
 #include <gtest/gtest.h>
@@ -129,6 +130,38 @@ TEST_F(ResponsesStreamTest, ReasoningThenTextInTheDocumentedOrder) {
   EXPECT_EQ(final["usage"]["output_tokens"], int(engine.tokens.size()));
   EXPECT_EQ(final["usage"]["output_tokens_details"]["reasoning_tokens"], 13);  // byte tokens
   EXPECT_EQ(final["output"][1]["content"][0]["text"], "The answer.");
+}
+
+TEST_F(ResponsesStreamTest, HarmonyChannelsBecomeReasoningCallAndNoText) {
+  // gpt-oss: its analysis channel is a reasoning item, its call a function_call item.
+  CompletionRequest r = request(
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+      "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+      FinishReason::kStop);
+  r.reasoning = false;
+  r.harmony = true;
+  r.harmony_functions = {"get_weather"};
+  json final;
+  const std::vector<Event> events = streamed(r, &final);
+  const std::vector<std::string> expected = {
+      "response.created", "response.in_progress",
+      "response.output_item.added", "response.content_part.added",
+      "response.reasoning_text.delta", "response.reasoning_text.done",
+      "response.content_part.done", "response.output_item.done",
+      "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed"};
+  EXPECT_EQ(shape(events), expected);
+  ASSERT_EQ(final["output"].size(), 2u) << final.dump();
+  EXPECT_EQ(final["output"][0]["type"], "reasoning");
+  EXPECT_EQ(final["output"][0]["content"][0]["text"], "Need the weather.");
+  EXPECT_EQ(final["output"][1]["type"], "function_call");
+  EXPECT_EQ(final["output"][1]["name"], "get_weather");
+  EXPECT_EQ(final["output"][1]["arguments"], "{\"city\":\"Oslo\"}");
+  json streamed_output = without_ids(final["output"]), whole_output = without_ids(whole(r)["output"]);
+  streamed_output[1].erase("call_id");  // drawn per run
+  whole_output[1].erase("call_id");
+  EXPECT_EQ(streamed_output, whole_output);
 }
 
 TEST_F(ResponsesStreamTest, CutShortIsIncomplete) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "structured/schema_error.h"
 #include "structured_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -59,6 +60,25 @@ TEST(StructuredGrammar, RegexSubset) {
   EXPECT_TRUE(matches(s, R"("a\"b")"));
   EXPECT_TRUE(matches(s, R"("xxa\"byy")"));
   EXPECT_FALSE(matches(s, R"("a"b")"));
+}
+
+TEST(StructuredGrammar, BranchesPairEachPrefixWithItsOwnSchema) {
+  // A forced harmony call among two functions: each name's header, then its own arguments
+  // (local $refs resolved from the whole document).
+  const Grammar g = compile_json_schema_branches(
+      {"f json<|message|>", "g json<|message|>"},
+      R"({"anyOf":[{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["a"]},
+                   {"enum":[true]}],"$defs":{"n":{"type":"integer","minimum":3}}})",
+      "!");
+  EXPECT_TRUE(matches(g, "f json<|message|>{\"a\":3}!"));
+  EXPECT_TRUE(matches(g, "g json<|message|>true!"));
+  EXPECT_FALSE(matches(g, "f json<|message|>true!"));   // f's header with g's arguments
+  EXPECT_FALSE(matches(g, "g json<|message|>{\"a\":3}!"));
+  EXPECT_FALSE(matches(g, "f json<|message|>{\"a\":2}!"));  // the $ref's minimum holds
+  EXPECT_FALSE(matches(g, "h json<|message|>true!"));
+  EXPECT_FALSE(matches(g, "f json<|message|>{\"a\":3}"));   // the suffix is required
+  EXPECT_THROW(compile_json_schema_branches({"f", "g"}, R"({"anyOf":[{}]})", ""), SchemaError);
+  EXPECT_THROW(compile_json_schema_branches({"f"}, R"({"type":"object"})", ""), SchemaError);
 }
 
 TEST(StructuredGrammar, ObjectsFollowSchemaOrderAndWhitespacePolicy) {
@@ -137,6 +157,11 @@ TEST(StructuredMatcher, SentencePieceVocabularyBytes) {
   EXPECT_EQ(v.token_bytes[hello].substr(v.token_bytes[hello].size() - 5), "Hello");
   EXPECT_TRUE(v.token_bytes[tok->eos_id()].empty());
   EXPECT_TRUE(v.token_bytes[tok->bos_id()].empty());
+  // A special token named in spelled_ids is its text (harmony's markers in a forced call).
+  const TokenVocabulary spelled = vocabulary_from_tokenizer(*tok, tok->vocab_size(), {}, {tok->bos_id()});
+  EXPECT_EQ(spelled.token_bytes[tok->bos_id()], tok->piece(tok->bos_id()));
+  EXPECT_FALSE(spelled.token_bytes[tok->bos_id()].empty());
+  EXPECT_TRUE(spelled.token_bytes[tok->eos_id()].empty());
   int byte_tokens = 0;
   for (int id = 0; id < tok->vocab_size(); ++id) byte_tokens += tok->piece(id).rfind("<0x", 0) == 0 && v.token_bytes[id].size() == 1;
   EXPECT_EQ(byte_tokens, 256);

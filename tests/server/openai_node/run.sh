@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs node client scripts (default: completions.mjs chat.mjs) against a fresh flashserve on
-# 127.0.0.1 with the built-in ChatML template, printing each one's time.
+# 127.0.0.1 with the model's chat_template.jinja or else the built-in ChatML template, printing
+# each one's time.
 # Usage: run.sh FLASHSERVE_BINARY MODEL_DIR WORK_DIR [SCRIPT.mjs...]
 # Installs the client packages (majors pinned) into WORK_DIR with npm, once per WORK_DIR and
 # package list; a failed install fails the test. Exit 77 (skipped) only when node or npm is missing.
@@ -30,7 +31,10 @@ cp "$here"/*.mjs "$work/"  # so that imports of the packages resolve in $work
 
 key=node-test-key
 out=$(mktemp) log=$(mktemp)
-"$bin" --model "$model" --backend cpu --threads 1 --port 0 --api-key "$key" --chat-template chatml >"$out" 2>"$log" &
+# A model folder without a chat template (stories260K) is served with the built-in ChatML.
+template=(--chat-template chatml)
+[ ! -e "$model/chat_template.jinja" ] || template=()
+"$bin" --model "$model" --backend cpu --threads 1 --port 0 --api-key "$key" "${template[@]}" >"$out" 2>"$log" &
 pid=$!
 cleanup() {
   local rc=$?
