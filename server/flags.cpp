@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "server/http/cors.h"
+#include "speculative/ngram_proposer.h"
 #include "weights/default_model.h"
 
 namespace flashserve {
@@ -169,6 +170,27 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_flag_callback("--no-prefix-caching", [&f] { f.engine.enable_prefix_caching = false; },
                         "compute every prompt in full (default: reuse the KV cache of\n"
                         "prompt prefixes already seen, docs/PREFIX_CACHE.md)");
+  app.add_option("--speculative", f.speculative,
+                 "speculative decoding: off, or ngram (drafts looked up in the\n"
+                 "request's own tokens); the output is the same either way\n"
+                 "(docs/SPECULATIVE.md; default off)")
+      ->type_name("off|ngram")->check(CLI::IsMember({"off", "ngram"}));
+  app.add_option("--num-speculative-tokens", f.engine.num_speculative_tokens,
+                 "most draft tokens a sequence verifies per step (default 4)")
+      ->type_name("N")->check(in_range(1, kMaxSpeculativeTokens));
+  app.add_option("--ngram-min", f.ngram_min,
+                 "ngram: shortest suffix looked up (default 1)")
+      ->type_name("N")->check(in_range(1, 64));
+  app.add_option("--ngram-max", f.ngram_max,
+                 "ngram: longest suffix looked up (default 4)")
+      ->type_name("N")->check(in_range(1, 64));
+  app.add_option_function<std::string>(
+         "--speculative-policy",
+         [&f](const std::string& v) { f.engine.adaptive_speculation = v == "adaptive"; },
+         "adaptive: each draft as long as the measured step cost and the\n"
+         "request's acceptance make worth it; always: every draft of\n"
+         "--num-speculative-tokens (benchmarks; default adaptive)")
+      ->type_name("adaptive|always")->check(CLI::IsMember({"adaptive", "always"}));
   app.add_flag_callback("--no-request-log", [&f] { f.http.log_requests = false; },
                         "do not log one line per finished request");
 }
@@ -184,6 +206,12 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
   add_flags(app, f);
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   if (f.enforce_eager) f.runner.graph_max_batch = 0;
+  if (f.ngram_min > f.ngram_max) {
+    return cli::usage_error(app, "--ngram-min " + std::to_string(f.ngram_min) +
+                                     " exceeds --ngram-max " + std::to_string(f.ngram_max));
+  }
+  if (f.speculative == "ngram")
+    f.engine.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);
   if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)
     f.model = default_model_dir();
     if (f.model.empty()) {

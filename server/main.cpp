@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
                                        chat_template && chat_template->uses_tools(), *tokenizer);
   served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());
   served.embedding_dimensions = embed ? c.hidden_size : 0;
+  served.speculative = flags.engine.proposer != nullptr;
   if (embed)
     std::fprintf(stderr, "flashserve: embedding model: /v1/embeddings only (last-token pooling, "
                          "L2-normalised, %d dimensions)\n", c.hidden_size);
@@ -185,6 +186,11 @@ int main(int argc, char** argv) {
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens,
                serving_rule.c_str(), flags.engine.max_queue, flags.engine.enable_prefix_caching ? "on" : "off");
+  if (flags.engine.proposer) {
+    std::fprintf(stderr, "flashserve: speculative decoding %s, up to %d draft tokens, policy %s\n",
+                 flags.engine.proposer->name().c_str(), flags.engine.num_speculative_tokens,
+                 flags.engine.adaptive_speculation ? "adaptive" : "always");
+  }
   std::string eos_list;
   for (int id : c.eos_token_ids) {
     if (!eos_list.empty()) eos_list += ',';

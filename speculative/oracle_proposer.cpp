@@ -7,9 +7,14 @@
 namespace flashserve {
 
 OracleProposer::OracleProposer(double alpha, uint64_t seed, int vocab_size)
-    : alpha_(alpha), seed_(seed), vocab_size_(vocab_size) {
-  FS_CHECK(alpha >= 0.0 && alpha <= 1.0, "oracle acceptance ", alpha, " outside [0, 1]");
+    : seed_(seed), vocab_size_(vocab_size) {
   FS_CHECK(vocab_size >= 2, "oracle vocabulary of ", vocab_size, " tokens");
+  set_alpha(alpha);
+}
+
+void OracleProposer::set_alpha(double alpha) {
+  FS_CHECK(alpha >= 0.0 && alpha <= 1.0, "oracle acceptance ", alpha, " outside [0, 1]");
+  alpha_ = alpha;
 }
 
 void OracleProposer::add(std::vector<int32_t> prompt, std::vector<int32_t> continuation) {

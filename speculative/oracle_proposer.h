@@ -19,11 +19,13 @@ class OracleProposer : public Proposer {
   std::string name() const override { return "oracle"; }
   // The output that follows `prompt` (prompts are told apart by their tokens).
   void add(std::vector<int32_t> prompt, std::vector<int32_t> continuation);
+  // A benchmark's next acceptance rate; call only while the engine is idle.
+  void set_alpha(double alpha);
   void propose(std::span<const ProposalRequest> requests,
                std::vector<std::vector<int32_t>>* drafts) override;
 
  private:
-  const double alpha_;
+  double alpha_;
   const uint64_t seed_;
   const int vocab_size_;
   std::map<std::vector<int32_t>, std::vector<int32_t>> reference_;
