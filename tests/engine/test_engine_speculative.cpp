@@ -1,10 +1,12 @@
 // Speculative decoding through the engine on the CPU backend: with any proposer — always wrong,
-// always right, right at random, random tokens, n-gram lookup — and any draft length, every
+// always right, right at random, random tokens, n-gram lookup, a draft model (the target itself,
+// or a random model of its vocabulary) — and any draft length, every
 // request's tokens (and logprobs) are those of the same engine without speculation: greedy and
 // seeded sampling with penalties, EOS and max_tokens, several choices of one prompt (n > 1),
 // concurrency with chunked prefill, prefix caching and preemption, structured outputs; on
 // stories260K and on random Llama and mixture-of-experts models. The KV cache is whole after
-// each run, a request may turn speculation off, and cancelling mid-speculation frees its blocks.
+// each run, a request may turn speculation off, cancelling mid-speculation frees its blocks, and
+// a draft model of another vocabulary is refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "speculative/draft_model_proposer.h"
 #include "speculative/ngram_proposer.h"
 #include "speculative/oracle_proposer.h"
 #include "stories_engine.h"
@@ -159,9 +162,17 @@ std::shared_ptr<OracleProposer> oracle(double alpha, int vocab,
 
 // Every proposer and draft length gives the reference output; the always-right oracle's drafts
 // are all accepted, the always-wrong one's none.
+struct Case {
+  std::string name;
+  std::shared_ptr<Proposer> proposer;
+  double alpha;  // the oracle's, -1 for the others
+  bool right_when_greedy = false;  // a draft model that is the target: greedy drafts all right
+};
+
 void expect_exact_for_every_proposer(const LoadedModel& model, int64_t kv_tokens,
                                      const std::vector<GenerationRequest>& reqs,
-                                     bool expect_preemption, int block_size = 16) {
+                                     bool expect_preemption, int block_size = 16,
+                                     std::vector<Case> more = {}) {
   const int vocab = model.config().vocab_size;
   std::vector<Output> reference;
   {
@@ -173,12 +184,8 @@ void expect_exact_for_every_proposer(const LoadedModel& model, int64_t kv_tokens
     varied += std::set<int32_t>(o.tokens.begin(), o.tokens.end()).size() > 3 ? 1 : 0;
   EXPECT_GE(varied, int(reqs.size()) / 2);
   // The n = 3 choices (requests 1, 16, 17) share a prompt, so the oracle proposes the last
-  // added one's tokens to all three: "always right" is wrong for requests 1 and 16.
-  struct Case {
-    std::string name;
-    std::shared_ptr<Proposer> proposer;
-    double alpha;  // the oracle's, -1 for the others
-  };
+  // added one's tokens to all three: "always right" (and "always wrong") is not that for
+  // requests 1 and 16.
   std::vector<Case> cases = {
       {"oracle always wrong", oracle(0.0, vocab, reqs, reference), 0.0},
       {"oracle always right", oracle(1.0, vocab, reqs, reference), 1.0},
@@ -186,6 +193,7 @@ void expect_exact_for_every_proposer(const LoadedModel& model, int64_t kv_tokens
       {"random tokens", std::make_shared<RandomProposer>(vocab), -1},
       {"n-gram 1..3", std::make_shared<NgramProposer>(1, 3), -1},
   };
+  for (Case& c : more) cases.push_back(std::move(c));
   for (const Case& c : cases) {
     for (int k : {1, 3, 7}) {
       const std::string what = c.name + ", k = " + std::to_string(k);
@@ -198,7 +206,9 @@ void expect_exact_for_every_proposer(const LoadedModel& model, int64_t kv_tokens
       EXPECT_GT(m.spec_verifications_total, 0u);
       EXPECT_GT(m.spec_draft_tokens_total, 0u);
       EXPECT_LE(m.spec_accepted_tokens_total, m.spec_draft_tokens_total);
-      if (c.alpha == 0.0) EXPECT_EQ(m.spec_accepted_tokens_total, 0u);
+      if (c.alpha == 0.0)
+        for (size_t i = 0; i < got.size(); ++i)
+          if (i != 1 && i != 16) EXPECT_EQ(got[i].num_accepted_tokens, 0) << "request " << i;
       if (c.alpha == 1.0) {
         for (size_t i = 0; i < got.size(); ++i) {
           if (i == 1 || i == 16) continue;
@@ -208,6 +218,11 @@ void expect_exact_for_every_proposer(const LoadedModel& model, int64_t kv_tokens
         }
       }
       if (expect_preemption) EXPECT_GT(m.num_preemptions, 0u);
+      if (c.right_when_greedy)  // requests 0, 4, 8, 12: greedy, EOS ignored
+        for (size_t i = 0; i < 16; i += 4) {
+          EXPECT_EQ(got[i].num_accepted_tokens, got[i].num_draft_tokens) << "request " << i;
+          if (got[i].tokens.size() > 2) EXPECT_GT(got[i].num_draft_tokens, 0) << "request " << i;
+        }
     }
   }
 }
@@ -254,6 +269,53 @@ TEST(EngineSpeculative, RandomLlamaAndMoeModels) {
   }
 }
 
+std::shared_ptr<Proposer> draft_proposer(const LoadedModel& draft) {
+  ModelRunnerOptions ro;
+  ro.backend = "cpu";
+  ro.block_size = 16;
+  ro.kv_cache_tokens = 8192;
+  ro.threads = 1;
+  return std::make_shared<DraftModelProposer>(ModelRunner::create(draft, ro),
+                                              stories_model().config());
+}
+
+// A random model of stories260K's vocabulary: a draft model that is mostly wrong.
+std::unique_ptr<LoadedModel> random_stories_draft(const std::string& name) {
+  ModelConfig c = test::moe_base("LlamaForCausalLM", 1);
+  c.moe = {};
+  c.vocab_size = stories_model().config().vocab_size;
+  c.max_model_len = stories_model().config().max_model_len;
+  c.bos_token_id = stories_model().config().bos_token_id;
+  c.eos_token_ids = stories_model().config().eos_token_ids;
+  const std::string dir = test::fresh_dir(name);
+  write_random_hf_model(dir, c, 8, DType::kF32, 1, 0.08f);
+  return load_model(dir);
+}
+
+TEST(EngineSpeculative, DraftModels) {
+  // stories260K drafting for itself (always right where greedy), and a random model.
+  auto random_draft = random_stories_draft("draft");
+  expect_exact_for_every_proposer(
+      stories_model(), 160, mixed_requests(512, 6, 40), true, 16,
+      {{"draft: the target itself", draft_proposer(stories_model()), -1, true},
+       {"draft: a random model", draft_proposer(*random_draft), -1}});
+}
+
+TEST(EngineSpeculative, DraftModelOfAnotherVocabularyIsRefused) {
+  ModelConfig c = test::moe_base("LlamaForCausalLM", 1);
+  c.moe = {};
+  const std::string dir = test::fresh_dir("other_vocab");
+  write_random_hf_model(dir, c, 8, DType::kF32, 1, 0.08f);
+  auto other = load_model(dir);
+  try {
+    draft_proposer(*other);
+    ADD_FAILURE() << "a draft of 320 tokens was accepted for a target of 512";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary has 320 tokens, the target's 512"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(EngineSpeculative, StructuredOutputs) {
   using structured::GrammarCompiler;
   using structured::VocabTrie;
@@ -284,7 +346,8 @@ TEST(EngineSpeculative, StructuredOutputs) {
   const std::vector<std::pair<std::string, std::shared_ptr<Proposer>>> proposers = {
       {"oracle right 80%", oracle(0.8, 512, reqs, reference)},
       {"random tokens (mostly forbidden by the grammar)", std::make_shared<RandomProposer>(512)},
-      {"n-gram", std::make_shared<NgramProposer>(1, 4)}};
+      {"n-gram", std::make_shared<NgramProposer>(1, 4)},
+      {"draft: the target itself", draft_proposer(stories_model())}};
   for (const auto& [name, p] : proposers) {
     auto engine = make_engine(stories_model(), 4096, speculating(p, 5));
     expect_same(reference, run(*engine, reqs), name);
