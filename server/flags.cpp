@@ -171,10 +171,17 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                         "compute every prompt in full (default: reuse the KV cache of\n"
                         "prompt prefixes already seen, docs/PREFIX_CACHE.md)");
   app.add_option("--speculative", f.speculative,
-                 "speculative decoding: off, or ngram (drafts looked up in the\n"
-                 "request's own tokens); the output is the same either way\n"
-                 "(docs/SPECULATIVE.md; default off)")
-      ->type_name("off|ngram")->check(CLI::IsMember({"off", "ngram"}));
+                 "speculative decoding: off; ngram (drafts looked up in the\n"
+                 "request's own tokens); draft (a small model of the same\n"
+                 "vocabulary, --draft-model, proposes). The output is the same\n"
+                 "either way (docs/SPECULATIVE.md; default off)")
+      ->type_name("off|ngram|draft")->check(CLI::IsMember({"off", "ngram", "draft"}));
+  app.add_option("--draft-model", f.draft_model,
+                 "draft: the draft model's folder or .bin (its tokenizer, if it has\n"
+                 "one, must equal the target's)")->type_name("DIR");
+  app.add_option("--draft-kv-cache-tokens", f.draft_kv_cache_tokens,
+                 "draft: the draft model's KV cache in tokens (default 32768)")
+      ->type_name("N")->check(in_range(1, kIntMax));
   app.add_option("--num-speculative-tokens", f.engine.num_speculative_tokens,
                  "most draft tokens a sequence verifies per step (default 4)")
       ->type_name("N")->check(in_range(1, kMaxSpeculativeTokens));
@@ -210,6 +217,8 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
     return cli::usage_error(app, "--ngram-min " + std::to_string(f.ngram_min) +
                                      " exceeds --ngram-max " + std::to_string(f.ngram_max));
   }
+  if ((f.speculative == "draft") != !f.draft_model.empty())
+    return cli::usage_error(app, "--speculative draft and --draft-model go together");
   if (f.speculative == "ngram")
     f.engine.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);
   if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)

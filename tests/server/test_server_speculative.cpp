@@ -1,12 +1,16 @@
-// The server with --speculative ngram on stories260K: every request gives the same answer with
-// speculation on and with "speculative": false (greedy with stop strings, seeded sampling with
-// n = 3 and logprobs, streaming, a guided regex and choice), /metrics counts the drafts; without
-// --speculative, "speculative": true is a 400; bad speculation flags are usage errors (exit 2).
+// The server with --speculative ngram, and with stories260K as its own draft model: every
+// request gives the same answer with speculation on and with "speculative": false (greedy with
+// stop strings, seeded sampling with n = 3 and logprobs, streaming, a guided regex and choice),
+// /metrics counts the drafts; without --speculative, "speculative": true is a 400; bad
+// speculation flags are usage errors (exit 2); a draft model of another vocabulary fails
+// start-up (exit 1) naming the difference.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "tests/common/temp_dir.h"
 #include "tests/server/server_process.h"
+#include "weights/random_model.h"
 
 namespace flashserve::testing {
 namespace {
@@ -20,9 +24,9 @@ json choices(const json& r) {
   return c;
 }
 
-TEST(ServerSpeculative, SameAnswersOnAndOff) {
-  ServerProcess server({"--speculative", "ngram", "--num-speculative-tokens", "5",
-                        "--ngram-min", "1", "--ngram-max", "3", "--speculative-policy", "always"});
+// Each request with speculation and with "speculative": false gives the same choices, streamed
+// or not; `method`'s draft counter then shows that drafts were verified.
+void expect_same_answers(ServerProcess& server, const std::string& method) {
   ASSERT_TRUE(server.started()) << server.log();
   const int port = server.port();
   const std::vector<json> bodies = {
@@ -61,10 +65,43 @@ TEST(ServerSpeculative, SameAnswersOnAndOff) {
   EXPECT_GE(metric(port, "flashserve_spec_accepted_tokens_total"), 0);
   EXPECT_GE(metric(port, "flashserve_spec_mean_accepted_length"), 1);
   const std::string m = http::request(port, "GET", "/metrics").body;
-  EXPECT_NE(m.find("flashserve_spec_draft_tokens_total{method=\"ngram\"}"), std::string::npos) << m;
+  EXPECT_NE(m.find("flashserve_spec_draft_tokens_total{method=\"" + method + "\"}"),
+            std::string::npos) << m;
   EXPECT_EQ(server.stop(), 0) << server.log();
-  EXPECT_NE(server.log().find("speculative decoding ngram, up to 5 draft tokens"),
+  EXPECT_NE(server.log().find("speculative decoding " + method + ", up to 5 draft tokens"),
             std::string::npos) << server.log();
+}
+
+TEST(ServerSpeculative, NgramSameAnswersOnAndOff) {
+  ServerProcess server({"--speculative", "ngram", "--num-speculative-tokens", "5",
+                        "--ngram-min", "1", "--ngram-max", "3", "--speculative-policy", "always"});
+  expect_same_answers(server, "ngram");
+}
+
+TEST(ServerSpeculative, DraftModelSameAnswersOnAndOff) {
+  // stories260K drafting for itself.
+  ServerProcess server({"--speculative", "draft", "--draft-model", model_dir(),
+                        "--num-speculative-tokens", "5", "--draft-kv-cache-tokens", "4096"});
+  expect_same_answers(server, "draft");
+}
+
+TEST(ServerSpeculative, DraftModelOfAnotherVocabularyFailsStartUp) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_layers = 1;
+  c.num_q_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.vocab_size = 320;
+  c.max_model_len = 256;
+  const std::string dir = test::fresh_dir("draft");
+  write_random_hf_model(dir, c, 1, DType::kF32);
+  ServerProcess server({"--speculative", "draft", "--draft-model", dir});
+  EXPECT_FALSE(server.started());
+  EXPECT_EQ(server.stop(), 1) << server.log();
+  EXPECT_NE(server.log().find("vocabulary has 320 tokens, the target's 512"), std::string::npos)
+      << server.log();
 }
 
 TEST(ServerSpeculative, RequestForItWithoutItIsA400) {
@@ -89,7 +126,9 @@ TEST(ServerSpeculative, BadFlagsAreUsageErrors) {
        {std::vector<std::string>{"--speculative", "ngram", "--num-speculative-tokens", "0"},
         {"--speculative", "ngram", "--num-speculative-tokens", "17"},
         {"--speculative", "eagle"},
-        {"--speculative", "ngram", "--ngram-min", "4", "--ngram-max", "2"}}) {
+        {"--speculative", "ngram", "--ngram-min", "4", "--ngram-max", "2"},
+        {"--speculative", "draft"},
+        {"--draft-model", model_dir()}}) {
     ServerProcess server(args);
     EXPECT_FALSE(server.started()) << args[1];
     EXPECT_EQ(server.stop(), 2) << server.log();
