@@ -41,7 +41,8 @@ on the GPU machine (repository root, a copy of the working tree):
                      speculative  bench_speculative on random TinyLlama-1.1B and Llama-2-7B
                               shapes: verification step cost (B x (K+1) rows vs B x 1 row, B =
                               1 4 16 64, K = 1..7) and the oracle proposer's end-to-end speed at
-                              alpha 0.6 and 0.8, K = 4, against no speculation
+                              alpha 0.6 and 0.8, K = 4, against no speculation; on the 7B shape
+                              also with a TinyLlama-shaped draft model run for its cost
                      moe-gemm the MoE grouped GEMM vs cuBLAS's grouped GEMM and a dense
                               cuBLASLt GEMM of the same FLOPs (bench_moe_grouped_gemm;
                               MOE_GEMM_ARGS)
@@ -233,13 +234,20 @@ bench_speculative() {  # docs/SPECULATIVE.md: verification cost, then the oracle
   # and 64 (K = 4, every draft verified; then the adaptive policy at 64, which must not lose)
   for s in ${E2E_SHAPES:-tinyllama-1.1b llama2-7b}; do
     local dir; dir=$(random_model "$s")
-    local spec=("$B/bench/bench_speculative" --model "$dir" --label "$s" --backend cuda)
-    timeout 600 "${spec[@]}" --mode verify --batches 1,4,16,64 --ks 1,2,3,4,5,6,7 \
+    local spec=("$B/bench/bench_speculative" --model "$dir" --backend cuda)
+    timeout 600 "${spec[@]}" --label "$s" --mode verify --batches 1,4,16,64 --ks 1,2,3,4,5,6,7 \
       >> "$RES/speculative_verify.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative verify $s"
-    timeout 900 "${spec[@]}" --mode oracle --batches 1,16,64 --alphas 0.6,0.8 --k 4 \
+    timeout 900 "${spec[@]}" --label "$s" --mode oracle --batches 1,16,64 --alphas 0.6,0.8 --k 4 \
       >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative oracle $s"
-    timeout 600 "${spec[@]}" --mode oracle --batches 64 --alphas 0.6,0.8 --k 4 --policy adaptive \
+    timeout 600 "${spec[@]}" --label "$s" --mode oracle --batches 64 --alphas 0.6,0.8 --k 4 --policy adaptive \
       >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative adaptive $s"
+    if [ "$s" = llama2-7b ]; then  # a TinyLlama-1.1B-shaped draft model, at the oracle's acceptance
+      local draft; draft=$(random_model tinyllama-1.1b)
+      timeout 600 "${spec[@]}" --label "$s+tinyllama-draft" --mode oracle --batches 1,16 --alphas 0.6,0.8 \
+        --k 4 --draft-model "$draft" >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" \
+        || fail "bench_speculative draft $s"
+      rm -rf "${draft:?}"
+    fi
     tail -n 20 "$LOGS/bench_speculative.log"
     rm -rf "${dir:?}"
   done
