@@ -1,6 +1,6 @@
 // Speculative decoding on the engine thread (docs/SPECULATIVE.md): before each step, the drafts
 // of the decoding sequences (the proposer's guesses, as long as the policy and the request's
-// budget allow); while a verified chunk is read (step_outputs.cpp), the grammar mask of each
+// budget allow, cut before a token the output constraint forbids); while a verified chunk is read (step_outputs.cpp), the grammar mask of each
 // position after the first, following the tokens accepted before it.
 #include <algorithm>
 
@@ -35,7 +35,18 @@ void EngineImpl::propose_drafts() {
     size_t n = std::min(d.size(), size_t(proposals_[i].max_draft));
     for (size_t j = 0; j < n; ++j)
       if (d[j] < 0 || d[j] >= vocab_size_) n = j;
-    proposal_seqs_[i]->draft.assign(d.begin(), d.begin() + ptrdiff_t(n));
+    // ... and at its first token the output constraint forbids, which could never be drawn.
+    Sequence& seq = *proposal_seqs_[i];
+    ActiveRequest& a = active_.at(seq.id);
+    if (a.constraint && n > 0) {
+      try {
+        a.constraint->sync({seq.tokens.data() + seq.num_prompt_tokens, size_t(seq.num_generated())});
+        n = std::min(n, a.constraint->allowed_prefix({d.data(), n}));
+      } catch (const std::exception&) {  // the grammar failed: the mask reports it this step
+        n = 0;
+      }
+    }
+    seq.draft.assign(d.begin(), d.begin() + ptrdiff_t(n));
   }
 }
 

@@ -32,7 +32,7 @@ void SpeculationPolicy::record_step(int rows, double seconds) {
 }
 
 bool SpeculationPolicy::fitted(double* fixed, double* per_row) const {
-  if (steps_ < kMinSteps) return false;
+  if (steps_ < uint64_t(kMinSteps)) return false;
   const double var = xx_ * w_ - x_ * x_;  // w^2 times the variance of rows
   if (var <= 1e-9 * xx_ * w_) return false;  // one step size only: the slope is unknown
   const double slope = (xy_ * w_ - x_ * y_) / var;
@@ -46,8 +46,10 @@ bool SpeculationPolicy::fitted(double* fixed, double* per_row) const {
 int SpeculationPolicy::num_draft(uint64_t proposed, uint64_t accepted, int decodes) const {
   if (!adaptive_) return max_draft_;
   double fixed = 0, per_row = 0;
-  if (!fitted(&fixed, &per_row)) return max_draft_;
-  if (per_row <= 0) return max_draft_;
+  // Unknown cost: steps alternate between the longest draft and none, so that the fit sees
+  // steps of different sizes.
+  if (!fitted(&fixed, &per_row)) return steps_ % 2 == 0 ? max_draft_ : 0;
+  if (per_row <= 0) return max_draft_;  // rows cost nothing measurable
   // Laplace's estimate: a sequence with no history counts as half right.
   const double alpha = (double(accepted) + 1) / (double(proposed) + 2);
   const int b = decodes < 1 ? 1 : decodes;

@@ -25,7 +25,8 @@ class SpeculationPolicy {
   int num_draft(uint64_t proposed, uint64_t accepted, int decodes) const;
 
   // The fit (exposed for tests and metrics): seconds per step and per row; false until enough
-  // steps of different sizes were seen, when every sequence gets max_draft to measure with.
+  // steps of different sizes were seen. Meanwhile drafts alternate between max_draft (the first
+  // step) and none, step by step, to give it those.
   bool fitted(double* fixed, double* per_row) const;
   int max_draft() const { return max_draft_; }
 
@@ -34,7 +35,7 @@ class SpeculationPolicy {
   const bool adaptive_;
   // Decayed sums of the least-squares fit: weight, rows, seconds, rows^2, rows * seconds.
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
-  int steps_ = 0;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace flashserve

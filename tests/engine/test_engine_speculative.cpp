@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/constrained_output.h"
 #include "engine/engine.h"
 #include "speculative/draft_model_proposer.h"
 #include "speculative/ngram_proposer.h"
@@ -316,6 +317,43 @@ TEST(EngineSpeculative, DraftModelOfAnotherVocabularyIsRefused) {
   }
 }
 
+TEST(EngineSpeculative, DraftsAreCutWhereTheGrammarForbids) {
+  // Ids 5.. spell one character each; 2 is EOS.
+  const std::string chars = "{}[]\":,-. abcdefghijklmnopqrstuvwxyz0123456789";
+  structured::TokenVocabulary v;
+  v.token_bytes.assign(64, "");
+  for (size_t i = 0; i < chars.size(); ++i) v.token_bytes[5 + i] = chars.substr(i, 1);
+  v.stop_ids = {2};
+  structured::GrammarCompiler compiler(std::make_shared<const structured::VocabTrie>(v));
+  OutputConstraint oc;
+  oc.grammar = compiler.json_schema(
+      R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],)"
+      R"("additionalProperties":false})");
+  const std::vector<int32_t> eos = {2};
+  ConstrainedOutput c(oc, eos);
+  const auto ids = [&](const std::string& s) {
+    std::vector<int32_t> out;
+    for (char ch : s) out.push_back(5 + int32_t(chars.find(ch)));
+    return out;
+  };
+  std::vector<uint32_t> before(mask_words(64)), after(mask_words(64));
+  c.fill_mask(before.data());
+  std::vector<int32_t> whole = ids("{\"a\":12}");
+  whole.push_back(2);
+  EXPECT_EQ(c.allowed_prefix(whole), whole.size());
+  EXPECT_EQ(c.allowed_prefix(ids("{\"b\":1}")), 2u);  // 'b' is no key of the schema
+  EXPECT_EQ(c.allowed_prefix(ids("x")), 0u);
+  std::vector<int32_t> early = ids("{\"a\"");
+  early.push_back(2);  // EOS before the object is complete
+  EXPECT_EQ(c.allowed_prefix(early), 4u);
+  c.fill_mask(after.data());
+  EXPECT_EQ(before, after) << "allowed_prefix changed the state";
+  // After two accepted tokens the check starts from there.
+  c.accept(ids("{")[0]);
+  c.accept(ids("\"")[0]);
+  EXPECT_EQ(c.allowed_prefix(ids("a\":7}")), 5u);
+}
+
 TEST(EngineSpeculative, StructuredOutputs) {
   using structured::GrammarCompiler;
   using structured::VocabTrie;
@@ -351,8 +389,28 @@ TEST(EngineSpeculative, StructuredOutputs) {
   for (const auto& [name, p] : proposers) {
     auto engine = make_engine(stories_model(), 4096, speculating(p, 5));
     expect_same(reference, run(*engine, reqs), name);
-    EXPECT_GT(engine->metrics().spec_verifications_total, 0u) << name;
+    // Random tokens are mostly cut before verification (the grammar forbids them).
+    if (name.rfind("random", 0) != 0) EXPECT_GT(engine->metrics().spec_verifications_total, 0u) << name;
   }
+}
+
+TEST(EngineSpeculative, AdaptivePolicyStopsWhereRowsCostInProportion) {
+  // On the CPU a step's time grows with its rows, so even right drafts barely pay and wrong
+  // ones never do: once the policy has measured a few steps it stops proposing. The output is
+  // the same throughout.
+  GenerationRequest r = make_request({1, 5, 6, 7, 8}, 200, 0.f);
+  std::vector<Output> reference;
+  {
+    auto engine = make_engine(stories_model(), 4096, EngineOptions{});
+    reference = run(*engine, {r});
+  }
+  EngineOptions eo = speculating(oracle(0.0, 512, {r}, reference), 4);
+  eo.adaptive_speculation = true;
+  auto engine = make_engine(stories_model(), 4096, eo);
+  expect_same(reference, run(*engine, {r}), "adaptive, always wrong");
+  const EngineMetrics m = engine->metrics();
+  EXPECT_GT(m.spec_draft_tokens_total, 0u);  // it measured with drafts first
+  EXPECT_LT(m.spec_verifications_total, 50u) << "of 200 tokens";
 }
 
 TEST(EngineSpeculative, RequestMayTurnItOff) {

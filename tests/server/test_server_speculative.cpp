@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/common/temp_dir.h"
+#include "tests/model/moe_test_util.h"
 #include "tests/server/server_process.h"
 #include "weights/random_model.h"
 
@@ -86,15 +87,8 @@ TEST(ServerSpeculative, DraftModelSameAnswersOnAndOff) {
 }
 
 TEST(ServerSpeculative, DraftModelOfAnotherVocabularyFailsStartUp) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_layers = 1;
-  c.num_q_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.vocab_size = 320;
-  c.max_model_len = 256;
+  ModelConfig c = test::moe_base("LlamaForCausalLM", 1);  // a vocabulary of 320
+  c.moe = {};
   const std::string dir = test::fresh_dir("draft");
   write_random_hf_model(dir, c, 1, DType::kF32);
   ServerProcess server({"--speculative", "draft", "--draft-model", dir});

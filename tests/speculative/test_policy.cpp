@@ -22,6 +22,8 @@ TEST(SpeculationPolicy, FitsTheStepCost) {
   double fixed = 0, per_row = 0;
   EXPECT_FALSE(p.fitted(&fixed, &per_row));
   EXPECT_EQ(p.num_draft(0, 0, 1), 4);  // nothing measured yet: the longest draft, to measure
+  p.record_step(5, 0.010 + 0.0001 * 5);
+  EXPECT_EQ(p.num_draft(0, 0, 1), 0);  // then none, for a step of another size
   feed(p, 0.010, 0.0001);
   ASSERT_TRUE(p.fitted(&fixed, &per_row));
   EXPECT_NEAR(fixed, 0.010, 1e-6);
@@ -33,7 +35,9 @@ TEST(SpeculationPolicy, OneStepSizeLeavesTheSlopeUnknown) {
   for (int i = 0; i < 50; ++i) p.record_step(8, 0.01);
   double fixed = 0, per_row = 0;
   EXPECT_FALSE(p.fitted(&fixed, &per_row));
-  EXPECT_EQ(p.num_draft(10, 1, 8), 4);
+  EXPECT_EQ(p.num_draft(10, 1, 8), 4);  // alternating, whatever the acceptance
+  p.record_step(8, 0.01);
+  EXPECT_EQ(p.num_draft(10, 1, 8), 0);
 }
 
 TEST(SpeculationPolicy, MemoryBoundSpeculatesComputeBoundDoesNot) {
