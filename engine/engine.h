@@ -145,8 +145,6 @@ struct EngineMetrics {
   uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
   uint64_t generation_tokens_total = 0;  // kToken events
   uint64_t requests_finished_total = 0;  // kFinished events, whatever the reason
-  // Where the engine thread's time goes, summed over its steps (seconds of wall time):
-  // scheduling, the model's forward (logits back on the host), and sampling + events.
   // Speculative decoding: its method ("" when off), the draft tokens verified, those accepted,
   // and the verifications (one sequence's draft checked in one step). Each verification yields
   // its accepted tokens and one of the target's own: the mean accepted length is
@@ -155,6 +153,8 @@ struct EngineMetrics {
   uint64_t spec_draft_tokens_total = 0;
   uint64_t spec_accepted_tokens_total = 0;
   uint64_t spec_verifications_total = 0;
+  // Where the engine thread's time goes, summed over its steps (seconds of wall time):
+  // scheduling, the model's forward (logits back on the host), and sampling + events.
   uint64_t steps_total = 0;
   double schedule_seconds_total = 0, forward_seconds_total = 0, sample_seconds_total = 0;
 };

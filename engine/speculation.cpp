@@ -1,7 +1,8 @@
 // Speculative decoding on the engine thread (docs/SPECULATIVE.md): before each step, the drafts
 // of the decoding sequences (the proposer's guesses, as long as the policy and the request's
-// budget allow, cut before a token the output constraint forbids); while a verified chunk is read (step_outputs.cpp), the grammar mask of each
-// position after the first, following the tokens accepted before it.
+// budget allow, cut before a token the output constraint forbids); while a verified chunk is
+// read (step_outputs.cpp), the grammar mask of each position after the first, following the
+// tokens accepted before it.
 #include <algorithm>
 
 #include "engine/engine_impl.h"
@@ -40,7 +41,8 @@ void EngineImpl::propose_drafts() {
     ActiveRequest& a = active_.at(seq.id);
     if (a.constraint && n > 0) {
       try {
-        a.constraint->sync({seq.tokens.data() + seq.num_prompt_tokens, size_t(seq.num_generated())});
+        a.constraint->sync(
+            {seq.tokens.data() + seq.num_prompt_tokens, size_t(seq.num_generated())});
         n = std::min(n, a.constraint->allowed_prefix({d.data(), n}));
       } catch (const std::exception&) {  // the grammar failed: the mask reports it this step
         n = 0;

@@ -414,7 +414,8 @@ void Scheduler::accept_draft(Sequence* seq, int accepted) {
   drop_blocks_before_window(seq, blocks_, config_.kv_window, config_.block_size);
   // The rejected tokens' slots: blocks past those the sequence's tokens fill go back.
   const size_t keep = size_t(blocks_for_tokens(seq->num_tokens(), config_.block_size));
-  while (seq->block_table.size() > keep && seq->block_table.size() > size_t(seq->num_dropped_blocks)) {
+  while (seq->block_table.size() > keep &&
+         seq->block_table.size() > size_t(seq->num_dropped_blocks)) {
     blocks_->release(seq->block_table.back());
     seq->block_table.pop_back();
   }

@@ -21,6 +21,10 @@
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
 // blocks are freed and it goes back to the waiting queue (at its place in arrival order) with
 // its generated tokens, to be run again from position 0 when resumed.
+// Speculative decoding (docs/SPECULATIVE.md): after the decodes, a decoding sequence's chunk
+// grows by its draft (Sequence::draft) into blocks no running sequence needs, never by
+// preempting; accept_draft() then keeps the accepted tokens' K/V, frees the rejected slots'
+// blocks and publishes only accepted full blocks to the prefix cache.
 // With a sliding window on every layer (SchedulerConfig::kv_window) a sequence releases the
 // blocks behind the window of its next position after each step and adopts only the cached
 // blocks its window reads; admission and fits_in_cache() count at most window_blocks() blocks
