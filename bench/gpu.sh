@@ -41,6 +41,11 @@ on the GPU machine (repository root, a copy of the working tree):
                      structured  bench_e2e free vs JSON-Schema-constrained on random TinyLlama-1.1B
                               and Llama-2-7B shapes at vocab 32000 and 128256 (Llama 2's
                               tokenizer stretched by --synthetic-vocab)
+                     speculative  bench_speculative on random TinyLlama-1.1B and Llama-2-7B
+                              shapes: verification step cost (B x (K+1) rows vs B x 1 row, B =
+                              1 4 16 64, K = 1..7) and the oracle proposer's end-to-end speed at
+                              alpha 0.6 and 0.8, K = 4, against no speculation; on the 7B shape
+                              also with a TinyLlama-shaped draft model run for its cost
                      moe-gemm the MoE grouped GEMM vs cuBLAS's grouped GEMM and a dense
                               cuBLASLt GEMM of the same FLOPs (bench_moe_grouped_gemm;
                               MOE_GEMM_ARGS)
@@ -226,6 +231,29 @@ bench_e2e() {  # flashserve, then transformers on the same cases (the disk goes 
       --cases "$hf_cases" --compile-cases "$compile" --config-dir "$WORK/fs_configs"
   done
   python3 bench/merge_e2e.py --flashserve "$fs" --hf "$hf" --out "$RES/e2e.jsonl"
+}
+
+bench_speculative() {  # docs/SPECULATIVE.md: verification cost, then the oracle at batch 1, 16
+  # and 64 (K = 4, every draft verified; then the adaptive policy at 64, which must not lose)
+  for s in ${E2E_SHAPES:-tinyllama-1.1b llama2-7b}; do
+    local dir; dir=$(random_model "$s")
+    local spec=("$B/bench/bench_speculative" --model "$dir" --backend cuda)
+    timeout 600 "${spec[@]}" --label "$s" --mode verify --batches 1,4,16,64 --ks 1,2,3,4,5,6,7 \
+      >> "$RES/speculative_verify.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative verify $s"
+    timeout 900 "${spec[@]}" --label "$s" --mode oracle --batches 1,16,64 --alphas 0.6,0.8 --k 4 \
+      >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative oracle $s"
+    timeout 600 "${spec[@]}" --label "$s" --mode oracle --batches 64 --alphas 0.6,0.8 --k 4 --policy adaptive \
+      >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" || fail "bench_speculative adaptive $s"
+    if [ "$s" = llama2-7b ]; then  # a TinyLlama-1.1B-shaped draft model, at the oracle's acceptance
+      local draft; draft=$(random_model tinyllama-1.1b)
+      timeout 600 "${spec[@]}" --label "$s+tinyllama-draft" --mode oracle --batches 1,16 --alphas 0.6,0.8 \
+        --k 4 --draft-model "$draft" >> "$RES/speculative_oracle.jsonl" 2>> "$LOGS/bench_speculative.log" \
+        || fail "bench_speculative draft $s"
+      rm -rf "${draft:?}"
+    fi
+    tail -n 20 "$LOGS/bench_speculative.log"
+    rm -rf "${dir:?}"
+  done
 }
 
 bench_moe-e2e() {  # whole MoE models, layer-reduced: batch-1 decode against the active-bytes
@@ -445,7 +473,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured moe moe-gemm moe-e2e " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured speculative moe moe-gemm moe-e2e " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;

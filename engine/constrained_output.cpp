@@ -87,6 +87,36 @@ void ConstrainedOutput::accept(int32_t token) {
   }
 }
 
+size_t ConstrainedOutput::allowed_prefix(std::span<const int32_t> draft) {
+  if (draft.empty() || state_ == State::kComplete) return 0;
+  if (state_ == State::kFree) {  // free text: up to and including the first trigger
+    for (size_t i = 0; i < draft.size(); ++i) {
+      const bool trigger = contains(c_.triggers, draft[i]);
+      if (i == 0 && c_.must_trigger && num_accepted_ == 0 && !trigger) return 0;
+      if (trigger) return i + 1;
+    }
+    return draft.size();
+  }
+  for (int32_t t : unmatched_)  // as fill_mask() would, first
+    FS_CHECK(matcher_->accept_token(t), "structured output: token ", t,
+             " is not allowed by the grammar here");
+  unmatched_.clear();
+  const auto& stop_ids = c_.grammar->trie().vocabulary().stop_ids;
+  size_t n = 0;
+  int fed = 0;  // tokens given to the matcher, taken back at the end
+  for (; n < draft.size(); ++n) {
+    const int32_t t = draft[n];
+    if (contains(c_.end_tokens, t)) {  // ends the region: allowed where the grammar accepts
+      if (matcher_->is_accepting()) ++n;
+      break;
+    }
+    if (contains(stop_ids, t) || !matcher_->accept_token(t)) break;
+    ++fed;
+  }
+  FS_CHECK(matcher_->rollback(fed), "structured output: could not take back ", fed, " tokens");
+  return n;
+}
+
 void ConstrainedOutput::sync(std::span<const int32_t> generated) {
   if (generated.size() < num_accepted_) reset();  // tokens were taken back: replay from the start
   for (size_t i = num_accepted_; i < generated.size(); ++i) accept(generated[i]);

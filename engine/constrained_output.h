@@ -38,6 +38,11 @@ class ConstrainedOutput {
   // Brings the state to `generated` (all the request's generated tokens): accepts those not yet
   // seen; if fewer are left than were accepted, starts over and replays them.
   void sync(std::span<const int32_t> generated);
+  // Speculative decoding: how many leading tokens of `draft` the constraint allows in a row from
+  // here, so that a draft is cut before its first forbidden token; the state is left as it was.
+  // Conservative where checking would need a new region: the count stops after a token that
+  // opens or ends one.
+  size_t allowed_prefix(std::span<const int32_t> draft);
   // True once the grammar region ended and no trigger can open another: the output is done.
   bool complete() const { return state_ == State::kComplete; }
 

@@ -33,6 +33,11 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineOptions&
   FS_CHECK(options.mask_threads >= 1, "EngineOptions::mask_threads must be at least 1, got ",
            options.mask_threads);
   mask_pool_ = std::make_unique<ThreadPool>(options.mask_threads);
+  if (options.proposer) {
+    policy_ = std::make_unique<SpeculationPolicy>(options.num_speculative_tokens,
+                                                  options.adaptive_speculation);
+    inbox_->metrics.speculative_method = options.proposer->name();
+  }
   inbox_->metrics.kv_blocks_total = blocks_.num_total();
   inbox_->metrics.kv_blocks_free = blocks_.num_free();
   thread_ = std::thread([this] { loop(); });
@@ -135,6 +140,7 @@ void EngineImpl::admit(PendingRequest p) {
   a.stream = std::move(p.stream);
   a.sampling = std::move(r.sampling);
   a.ignore_eos = r.ignore_eos;
+  a.speculate = options_.proposer != nullptr && r.speculative;
   if (r.constraint && !r.embed) {
     try {
       a.constraint = std::make_unique<ConstrainedOutput>(std::move(*r.constraint),
@@ -155,11 +161,14 @@ void EngineImpl::finish(uint64_t id, FinishReason reason, std::string error) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
   scheduler_.remove(id);  // frees its blocks now
+  if (options_.proposer) options_.proposer->release(id);
   StreamEvent e;
   e.kind = StreamEvent::Kind::kFinished;
   e.finish = reason;
   e.error = std::move(error);
   e.num_cached_tokens = it->second.num_cached_tokens;
+  e.num_draft_tokens = int(it->second.draft_tokens);
+  e.num_accepted_tokens = int(it->second.accepted_tokens);
   events_.emplace_back(std::move(it->second.stream), std::move(e));
   active_.erase(it);
   ++finished_;
@@ -186,6 +195,9 @@ void EngineImpl::publish_metrics() {
   m.num_preemptions = scheduler_.num_preemptions();
   m.prompt_tokens_total = prompt_tokens_;
   m.generation_tokens_total = generation_tokens_;
+  m.spec_draft_tokens_total = draft_tokens_;
+  m.spec_accepted_tokens_total = accepted_tokens_;
+  m.spec_verifications_total = verifications_;
   m.steps_total = steps_;
   m.schedule_seconds_total = schedule_s_;
   m.forward_seconds_total = forward_s_;
@@ -246,7 +258,9 @@ void EngineImpl::loop() {
       for (uint64_t id : cancels) finish(id, FinishReason::kAbort);
       if (scheduler_.has_work()) {
         using Clock = std::chrono::steady_clock;
+        auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
         const auto t0 = Clock::now();
+        propose_drafts();
         SchedulerOutput out = scheduler_.schedule();
         for (uint64_t id : out.preempted) active_.at(id).prompt_logprobs.clear();  // recomputed
         StepPlan& plan = plan_;
@@ -263,6 +277,7 @@ void EngineImpl::loop() {
         fill_masks(out, plan);  // on the host while the device runs the forward
         runner_->finish(&logits, &sampled_ids, &hidden);
         const auto t3 = Clock::now();
+        if (policy_) policy_->record_step(int(plan.tokens.size()), sec(t2, t3));
         scheduler_.commit(out);
         process_outputs(out, plan, logits, sampled_ids, hidden);
         // O(1): the three counts are kept apart, so a bookkeeping slip shows up here.
@@ -271,7 +286,6 @@ void EngineImpl::loop() {
                  "KV block accounting: used ", blocks_.num_used(), " + free ", blocks_.num_free(),
                  " + cached ", blocks_.num_cached(), " != total ", blocks_.num_total());
         const auto t4 = Clock::now();
-        auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
         ++steps_;
         worked_since_trim = true;
         schedule_s_ += sec(t0, t1);
@@ -316,6 +330,10 @@ std::unique_ptr<Engine> Engine::create(std::unique_ptr<ModelRunner> runner,
   FS_CHECK(options.max_num_batched_tokens >= 1, "max_num_batched_tokens = ",
            options.max_num_batched_tokens);
   FS_CHECK(options.max_queue >= 1, "max_queue = ", options.max_queue);
+  FS_CHECK(!options.proposer || (options.num_speculative_tokens >= 1 &&
+                                 options.num_speculative_tokens <= kMaxSpeculativeTokens),
+           "num_speculative_tokens must be in [1, ", kMaxSpeculativeTokens, "], got ",
+           options.num_speculative_tokens);
   return std::make_unique<EngineImpl>(std::move(runner), options);
 }
 

@@ -15,6 +15,7 @@
 
 #include "model/model_runner.h"
 #include "sampling/sampling.h"
+#include "speculative/proposer.h"
 #include "structured/compiled_grammar.h"
 
 namespace flashserve {
@@ -33,7 +34,18 @@ struct EngineOptions {
   // time, while the device runs the forward: 64 rows over a 128k vocabulary take longer than a
   // small model's forward on one thread. 1: the engine thread alone.
   int mask_threads = 8;
+  // Speculative decoding (docs/SPECULATIVE.md): each step the proposer guesses up to
+  // num_speculative_tokens tokens per decoding sequence and one forward verifies them; the
+  // output is the same as without. Null: off.
+  std::shared_ptr<Proposer> proposer;
+  int num_speculative_tokens = 4;  // 1 .. kMaxSpeculativeTokens
+  // true: each sequence's draft length follows the measured step cost and its acceptance
+  // (speculative/policy.h); false: always num_speculative_tokens (tests and benchmarks).
+  bool adaptive_speculation = true;
 };
+
+// The longest draft a sequence may verify in one step.
+constexpr int kMaxSpeculativeTokens = 16;
 
 // What a request's generated tokens must match: a compiled grammar (structured/), applied from the
 // first token or, lazily, from a trigger token on. Masks are computed per step by the engine.
@@ -79,6 +91,8 @@ struct GenerationRequest {
   // event with its last position's final-norm hidden state. Nothing is generated: max_tokens,
   // sampling, prompt_logprobs and constraint are ignored. The prompt may fill the context.
   bool embed = false;
+  // false: this request never speculates, even when the engine does (EngineOptions::proposer).
+  bool speculative = true;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -96,6 +110,8 @@ struct StreamEvent {
   std::string error;                         // kFinished with kError
   int num_cached_tokens = 0;                 // kFinished: prompt tokens whose prefill the
                                              // prefix cache saved (usage.cached_tokens)
+  int num_draft_tokens = 0;     // kFinished: speculative draft tokens verified for the request,
+  int num_accepted_tokens = 0;  // and those accepted (docs/SPECULATIVE.md)
 };
 
 // A request's output channel. The engine pushes; the handler thread pops.
@@ -129,6 +145,14 @@ struct EngineMetrics {
   uint64_t prompt_tokens_total = 0;      // each request's prompt once, when its prefill completes
   uint64_t generation_tokens_total = 0;  // kToken events
   uint64_t requests_finished_total = 0;  // kFinished events, whatever the reason
+  // Speculative decoding: its method ("" when off), the draft tokens verified, those accepted,
+  // and the verifications (one sequence's draft checked in one step). Each verification yields
+  // its accepted tokens and one of the target's own: the mean accepted length is
+  // (accepted + verifications) / verifications.
+  std::string speculative_method;
+  uint64_t spec_draft_tokens_total = 0;
+  uint64_t spec_accepted_tokens_total = 0;
+  uint64_t spec_verifications_total = 0;
   // Where the engine thread's time goes, summed over its steps (seconds of wall time):
   // scheduling, the model's forward (logits back on the host), and sampling + events.
   uint64_t steps_total = 0;

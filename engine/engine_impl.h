@@ -18,6 +18,7 @@
 #include "engine/request_stream.h"
 #include "sampling/sampler.h"
 #include "scheduling/scheduler.h"
+#include "speculative/policy.h"
 
 namespace flashserve {
 
@@ -30,6 +31,8 @@ struct ActiveRequest {
   bool prompt_counted = false;                // prompt tokens added to the metrics
   int num_cached_tokens = 0;  // prompt tokens the prefix cache saved, once the prompt is done
   std::unique_ptr<ConstrainedOutput> constraint;  // GenerationRequest::constraint's state
+  bool speculate = false;  // the engine speculates and the request allows it
+  uint64_t draft_tokens = 0, accepted_tokens = 0;  // its drafts verified, and kept
 };
 
 class EngineImpl : public Engine {
@@ -59,6 +62,11 @@ class EngineImpl : public Engine {
   // The grammar masks of the marked chunks, computed while the forward runs; device-drawn rows
   // get theirs through plan.chunks[i].sample.allowed (engine/step_masks.cpp).
   void fill_masks(const SchedulerOutput& out, StepPlan& plan);
+  // Sets each decoding sequence's draft for the coming step (engine/speculation.cpp).
+  void propose_drafts();
+  // The next token's grammar mask after the tokens a verification accepted so far; null when
+  // the constraint masks nothing there (engine/speculation.cpp).
+  const uint32_t* next_draft_mask(ActiveRequest& a);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void finish_all(FinishReason reason, const std::string& error);
   void publish_metrics();
@@ -89,6 +97,14 @@ class EngineImpl : public Engine {
   std::vector<std::pair<std::shared_ptr<StreamImpl>, StreamEvent>> events_;  // this step's
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0;
   uint64_t steps_ = 0;
+  // Speculative decoding (EngineOptions::proposer): the policy, this step's requests to the
+  // proposer and their sequences, its drafts, a verified position's mask, and the counts.
+  std::unique_ptr<SpeculationPolicy> policy_;
+  std::vector<ProposalRequest> proposals_;
+  std::vector<Sequence*> proposal_seqs_;
+  std::vector<std::vector<int32_t>> drafts_;
+  std::vector<uint32_t> draft_mask_;  // [mask_words(vocab_size)]
+  uint64_t draft_tokens_ = 0, accepted_tokens_ = 0, verifications_ = 0;
   double schedule_s_ = 0, forward_s_ = 0, sample_s_ = 0;  // EngineMetrics' step timings
 
   std::thread thread_;  // last: starts after everything above is built

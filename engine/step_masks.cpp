@@ -11,10 +11,12 @@ namespace flashserve {
 namespace {
 
 // True when this step draws the chunk's sequence's next token (its last prompt chunk or a
-// decode), as process_outputs() reads it.
+// decode, verifying a draft or not), as process_outputs() reads it. The mask is the first
+// verified position's; the others' follow the accepted tokens (next_draft_mask).
 bool draws_token(const ScheduledChunk& c) {
   const Sequence& s = *c.seq;
-  return c.logits != LogitsWanted::kNone && s.num_computed + c.num_tokens == s.num_tokens() &&
+  return c.logits != LogitsWanted::kNone &&
+         s.num_computed + c.num_tokens - c.num_draft == s.num_tokens() &&
          !budget_spent(s.num_generated(), s.max_tokens);
 }
 

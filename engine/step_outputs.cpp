@@ -1,8 +1,9 @@
 // A model step's outputs, per scheduled chunk: prompt logprobs gathered until the prompt is
 // done, an embedding request's hidden state once its prompt is, the next token drawn (from the
-// host's logits row or the device sampler's id, under the chunk's grammar mask), the output
-// constraint advanced by it, and the stop rules (engine/stop_rules.h) applied to it; what
-// finishes is finished once the step's chunks are all read.
+// host's logits row or the device sampler's id, under the chunk's grammar mask; a verified draft
+// gives a token per agreeing position, docs/SPECULATIVE.md), the output constraint advanced by
+// each, and the stop rules (engine/stop_rules.h) applied to each; what finishes is finished once
+// the step's chunks are all read.
 #include <limits>
 #include <span>
 
@@ -86,42 +87,67 @@ void EngineImpl::process_outputs(const SchedulerOutput& out, const StepPlan& pla
       continue;
     }
     if (!chunk_mask_error_[i].empty()) {
+      if (c.num_draft > 0) scheduler_.accept_draft(seq, 0);
       errors.emplace_back(seq->id, chunk_mask_error_[i]);
       continue;
     }
-    const uint32_t* mask = chunk_mask_[i] >= 0 ? masks_.data() + chunk_mask_[i] : nullptr;
-    SampledToken tok;
-    try {
-      if (sampled) {
-        FS_CHECK(sampled_id >= 0, "NaN logit reached the sampler");
-        tok.token = sampled_id;
-        tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
-      } else {
-        const float* row = rows + (num_rows - 1) * vocab;  // the last position's
-        SampleRequest q = sample_request(*seq, a.sampling);
-        q.allowed = mask;
-        tok = sample_token({row, vocab}, q);
+    // A plain decode draws one token from the last row. A verifying chunk draws at each of its
+    // rows in turn — row j follows the pending token and draft tokens 0 .. j-1 — exactly as
+    // decoding would (same history, same seeded step), and goes on while the token drawn is
+    // the draft's; its last row gives a token after the whole draft.
+    const int first_row = c.num_draft > 0 ? 0 : num_rows - 1;
+    int accepted = 0;
+    for (int j = 0; j <= c.num_draft; ++j) {
+      SampledToken tok;
+      try {
+        const uint32_t* mask = j == 0 ? (chunk_mask_[i] >= 0 ? masks_.data() + chunk_mask_[i]
+                                                             : nullptr)
+                                      : next_draft_mask(a);
+        if (sampled) {
+          FS_CHECK(sampled_id >= 0, "NaN logit reached the sampler");
+          tok.token = sampled_id;
+          tok.logprob = std::numeric_limits<float>::quiet_NaN();  // none asked for
+        } else {
+          const float* row = rows + (first_row + j) * vocab;
+          SampleRequest q = sample_request(*seq, a.sampling);
+          q.allowed = mask;
+          tok = sample_token({row, vocab}, q);
+        }
+        FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
+                 " outside vocab of ", vocab_size_);
+        FS_CHECK(!mask || token_allowed(mask, tok.token), "sampled token ", tok.token,
+                 " that the output constraint forbids");
+        if (a.constraint) a.constraint->accept(tok.token);
+      } catch (const std::exception& e) {  // this request's parameters or logits: fail it alone
+        errors.emplace_back(seq->id, e.what());
+        break;
       }
-      FS_CHECK(tok.token >= 0 && tok.token < vocab_size_, "sampled token ", tok.token,
-               " outside vocab of ", vocab_size_);
-      FS_CHECK(!mask || token_allowed(mask, tok.token), "sampled token ", tok.token,
-               " that the output constraint forbids");
-      if (a.constraint) a.constraint->accept(tok.token);
-    } catch (const std::exception& e) {  // this request's parameters or logits: fail it alone
-      errors.emplace_back(seq->id, e.what());
-      continue;
+      seq->tokens.push_back(tok.token);
+      ++generation_tokens_;
+      const auto& eos = runner_->config().eos_token_ids;
+      const FinishReason why =
+          finish_after_token(tok.token, seq->num_generated(), seq->max_tokens, eos, a.ignore_eos,
+                             a.constraint && a.constraint->complete());
+      StreamEvent e;
+      e.kind = StreamEvent::Kind::kToken;
+      const bool agrees = j < c.num_draft && tok.token == seq->verify_tokens[size_t(j) + 1];
+      e.token = std::move(tok);
+      events_.emplace_back(a.stream, std::move(e));
+      if (why != FinishReason::kNone) {
+        done.emplace_back(seq->id, why);
+        break;
+      }
+      if (!agrees) break;
+      ++accepted;
     }
-    seq->tokens.push_back(tok.token);
-    ++generation_tokens_;
-    const auto& eos = runner_->config().eos_token_ids;
-    const FinishReason why =
-        finish_after_token(tok.token, seq->num_generated(), seq->max_tokens, eos, a.ignore_eos,
-                           a.constraint && a.constraint->complete());
-    StreamEvent e;
-    e.kind = StreamEvent::Kind::kToken;
-    e.token = std::move(tok);
-    events_.emplace_back(a.stream, std::move(e));
-    if (why != FinishReason::kNone) done.emplace_back(seq->id, why);
+    if (c.num_draft > 0) {
+      scheduler_.accept_draft(seq, accepted);
+      a.draft_tokens += uint64_t(c.num_draft);
+      a.accepted_tokens += uint64_t(accepted);
+      draft_tokens_ += uint64_t(c.num_draft);
+      accepted_tokens_ += uint64_t(accepted);
+      ++verifications_;
+    }
   }
   FS_CHECK(row * vocab == logits.size(), "the model returned ", logits.size() / vocab,
            " logits rows, the batch asked for ", row);

@@ -21,7 +21,8 @@ void SchedulerOutput::to_step_plan(StepPlan* plan) const {
   plan->chunks.clear();
   for (const ScheduledChunk& c : chunks) {
     StepChunk sc;
-    sc.tokens = c.seq->tokens.data() + c.seq->num_computed;
+    sc.tokens = c.num_draft > 0 ? c.seq->verify_tokens.data()
+                                : c.seq->tokens.data() + c.seq->num_computed;
     sc.num_tokens = c.num_tokens;
     sc.num_cached = c.seq->num_computed;
     sc.block_table = &c.seq->block_table;
@@ -179,6 +180,8 @@ void Scheduler::preempt_newest(SchedulerOutput* out, int* budget) {
     out->chunks.erase(it);
   }
   free_blocks(victim.get());
+  victim->draft.clear();
+  victim->verify_tokens.clear();
   victim->num_computed = 0;  // recompute prompt + generated tokens on resume
   victim->status = SeqStatus::kWaiting;
   victim->num_bypassed = 0;
@@ -332,6 +335,7 @@ SchedulerOutput Scheduler::schedule() {
     out.chunks.push_back({seq, 1, logits_for(seq, 1)});
     budget -= 1;
   }
+  schedule_drafts(&out, &budget);
 
   // 2. Short admissions: waiting sequences that need little prefill go ahead of long ones (and
   //    of running prefills) unless someone was passed over max_bypass times already. Not in a
@@ -371,9 +375,56 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+void Scheduler::schedule_drafts(SchedulerOutput* out, int* budget) {
+  // This step's decodes hold their slots already; beyond those, keep what every running
+  // sequence lacks for all its tokens and the next (a prefill's whole rest), as admission does.
+  int spare = blocks_->num_available();
+  for (const auto& r : running_) spare -= blocks_to_next_token(r.get());
+  for (ScheduledChunk& c : out->chunks) {
+    Sequence* seq = c.seq;
+    seq->verify_tokens.clear();
+    if (c.num_tokens != 1 || seq->draft.empty() || c.logits != LogitsWanted::kLast) continue;
+    int n = std::min(static_cast<int>(seq->draft.size()), *budget);
+    // Blocks the longer chunk needs beyond those it holds; the window's drop comes after.
+    const auto extra = [&](int k) {
+      return std::max(0, blocks_for_tokens(seq->num_computed + 1 + k, config_.block_size) -
+                             static_cast<int>(seq->block_table.size()));
+    };
+    while (n > 0 && extra(n) > spare) --n;
+    if (n == 0) continue;
+    spare -= extra(n);
+    FS_CHECK(reserve(seq, 1 + n));
+    seq->verify_tokens.push_back(seq->tokens.back());
+    seq->verify_tokens.insert(seq->verify_tokens.end(), seq->draft.begin(),
+                              seq->draft.begin() + n);
+    c.num_tokens = 1 + n;
+    c.num_draft = n;
+    c.logits = LogitsWanted::kAll;
+    *budget -= n;
+  }
+}
+
+void Scheduler::accept_draft(Sequence* seq, int accepted) {
+  FS_CHECK(accepted >= 0 && seq->num_computed + accepted <= seq->num_tokens(),
+           "accepting ", accepted, " draft tokens of sequence ", seq->id);
+  seq->num_computed += accepted;
+  seq->draft.clear();
+  seq->verify_tokens.clear();
+  publish_full_blocks(seq);
+  drop_blocks_before_window(seq, blocks_, config_.kv_window, config_.block_size);
+  // The rejected tokens' slots: blocks past those the sequence's tokens fill go back.
+  const size_t keep = size_t(blocks_for_tokens(seq->num_tokens(), config_.block_size));
+  while (seq->block_table.size() > keep &&
+         seq->block_table.size() > size_t(seq->num_dropped_blocks)) {
+    blocks_->release(seq->block_table.back());
+    seq->block_table.pop_back();
+  }
+}
+
 void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
-    c.seq->num_computed += c.num_tokens;
+    // A verifying chunk: only its pending token is known to stay; accept_draft adds the rest.
+    c.seq->num_computed += c.num_tokens - c.num_draft;
     FS_CHECK(c.seq->num_computed <= c.seq->num_tokens());
     publish_full_blocks(c.seq);  // before the window drops any of them
     drop_blocks_before_window(c.seq, blocks_, config_.kv_window, config_.block_size);

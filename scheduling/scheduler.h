@@ -21,6 +21,10 @@
 // When the KV cache runs out it recompute-preempts the newest running sequence (LIFO): its
 // blocks are freed and it goes back to the waiting queue (at its place in arrival order) with
 // its generated tokens, to be run again from position 0 when resumed.
+// Speculative decoding (docs/SPECULATIVE.md): after the decodes, a decoding sequence's chunk
+// grows by its draft (Sequence::draft) into blocks no running sequence needs, never by
+// preempting; accept_draft() then keeps the accepted tokens' K/V, frees the rejected slots'
+// blocks and publishes only accepted full blocks to the prefix cache.
 // With a sliding window on every layer (SchedulerConfig::kv_window) a sequence releases the
 // blocks behind the window of its next position after each step and adopts only the cached
 // blocks its window reads; admission and fits_in_cache() count at most window_blocks() blocks
@@ -60,6 +64,9 @@ struct ScheduledChunk {
   Sequence* seq = nullptr;
   int num_tokens = 0;  // tokens seq->tokens[num_computed .. num_computed + num_tokens - 1]
   LogitsWanted logits = LogitsWanted::kNone;
+  // Speculative decoding: of num_tokens, the last num_draft are draft tokens (seq->draft) after
+  // the pending one; every row's logits are wanted (kAll) to verify them.
+  int num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -91,6 +98,11 @@ class Scheduler {
   // Records that `out`'s chunks ran: their tokens now have K/V in the cache. Call after the
   // model step succeeded and before appending sampled tokens.
   void commit(const SchedulerOutput& out);
+  // After commit(), for a chunk that verified a draft: the first `accepted` draft tokens were
+  // appended to seq->tokens, so their K/V (written by the step) is kept; the slots of the
+  // rejected ones are given back (blocks past the sequence's tokens are freed). Full blocks of
+  // accepted tokens are published to the prefix cache here, never before.
+  void accept_draft(Sequence* seq, int accepted);
   // Removes a sequence (finished, cancelled or failed) wherever it is and frees its blocks.
   // Returns false for an unknown id.
   bool remove(uint64_t id);
@@ -119,6 +131,10 @@ class Scheduler {
   // The same for a sequence of `num_tokens` tokens whose table covers `table_blocks` blocks,
   // `held` of them held (the rest dropped behind the window).
   int blocks_lacking(int num_tokens, int table_blocks, int held) const;
+  // Lengthens this step's decode chunks by their sequences' drafts, as far as the token budget
+  // and the free blocks allow: a draft never preempts anything, and it leaves alone the blocks
+  // the running sequences need for their next tokens.
+  void schedule_drafts(SchedulerOutput* out, int* budget);
   // Preempts running_.back(), dropping its chunk from `out` if it was already scheduled.
   void preempt_newest(SchedulerOutput* out, int* budget);
   // Admits waiting sequences into this step. kShort: only those whose remainder after adoption

@@ -42,6 +42,12 @@ struct Sequence {
   std::vector<BlockHash> block_hashes;
   int num_published_blocks = 0;
   int num_cached_prompt_tokens = 0;
+  // Speculative decoding (docs/SPECULATIVE.md): tokens guessed to follow `tokens`, set by the
+  // engine before each step. A decode step verifies them: its chunk is the pending token and
+  // the draft (verify_tokens holds them in a row), and Scheduler::accept_draft keeps the K/V of
+  // those the target agreed with. Never part of `tokens` or of a cached block until accepted.
+  std::vector<int32_t> draft;
+  std::vector<int32_t> verify_tokens;  // [1 + draft tokens scheduled] while a step verifies
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

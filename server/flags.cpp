@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "server/http/cors.h"
+#include "speculative/ngram_proposer.h"
 #include "weights/default_model.h"
 
 namespace flashserve {
@@ -165,6 +166,34 @@ void add_flags(CLI::App& app, ServerFlags& f) {
   app.add_flag_callback("--no-prefix-caching", [&f] { f.engine.enable_prefix_caching = false; },
                         "compute every prompt in full (default: reuse the KV cache of\n"
                         "prompt prefixes already seen, docs/PREFIX_CACHE.md)");
+  app.add_option("--speculative", f.speculative,
+                 "speculative decoding: off; ngram (drafts looked up in the\n"
+                 "request's own tokens); draft (a small model of the same\n"
+                 "vocabulary, --draft-model, proposes). The output is the same\n"
+                 "either way (docs/SPECULATIVE.md; default off)")
+      ->type_name("off|ngram|draft")->check(CLI::IsMember({"off", "ngram", "draft"}));
+  app.add_option("--draft-model", f.draft_model,
+                 "draft: the draft model's folder or .bin (its tokenizer, if it has\n"
+                 "one, must equal the target's)")->type_name("DIR");
+  app.add_option("--draft-kv-cache-tokens", f.draft_kv_cache_tokens,
+                 "draft: the draft model's KV cache in tokens (default 32768)")
+      ->type_name("N")->check(in_range(1, kIntMax));
+  app.add_option("--num-speculative-tokens", f.engine.num_speculative_tokens,
+                 "most draft tokens a sequence verifies per step (default 4)")
+      ->type_name("N")->check(in_range(1, kMaxSpeculativeTokens));
+  app.add_option("--ngram-min", f.ngram_min,
+                 "ngram: shortest suffix looked up (default 1)")
+      ->type_name("N")->check(in_range(1, 64));
+  app.add_option("--ngram-max", f.ngram_max,
+                 "ngram: longest suffix looked up (default 4)")
+      ->type_name("N")->check(in_range(1, 64));
+  app.add_option_function<std::string>(
+         "--speculative-policy",
+         [&f](const std::string& v) { f.engine.adaptive_speculation = v == "adaptive"; },
+         "adaptive: each draft as long as the measured step cost and the\n"
+         "request's acceptance make worth it; always: every draft of\n"
+         "--num-speculative-tokens (benchmarks; default adaptive)")
+      ->type_name("adaptive|always")->check(CLI::IsMember({"adaptive", "always"}));
   app.add_flag_callback("--no-request-log", [&f] { f.http.log_requests = false; },
                         "do not log one line per finished request");
 }
@@ -180,6 +209,14 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
   add_flags(app, f);
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   if (f.enforce_eager) f.runner.graph_max_batch = 0;
+  if (f.ngram_min > f.ngram_max) {
+    return cli::usage_error(app, "--ngram-min " + std::to_string(f.ngram_min) +
+                                     " exceeds --ngram-max " + std::to_string(f.ngram_max));
+  }
+  if ((f.speculative == "draft") != !f.draft_model.empty())
+    return cli::usage_error(app, "--speculative draft and --draft-model go together");
+  if (f.speculative == "ngram")
+    f.engine.proposer = std::make_shared<NgramProposer>(f.ngram_min, f.ngram_max);
   if (f.model.empty()) {  // beside the program, not the working directory (weights/default_model.h)
     f.model = default_model_dir();
     if (f.model.empty()) {

@@ -25,6 +25,12 @@ struct ServerFlags {
   HttpServerOptions http;  // its cors comes from allowed_origins
   std::string allowed_origins;  // --allowed-origins (server/http/cors.h)
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
+  // --speculative off | ngram | draft and its settings (docs/SPECULATIVE.md). ngram's proposer
+  // is made here; draft's in main(), once the target is loaded. Either goes to engine.proposer.
+  std::string speculative = "off";
+  int ngram_min = 1, ngram_max = 4;
+  std::string draft_model;               // --draft-model DIR
+  int64_t draft_kv_cache_tokens = 32768;  // the draft model's own KV cache
 };
 
 // Parses the command line into `f` (FLASHSERVE_API_KEY is the --api-key default; an empty

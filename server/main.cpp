@@ -23,6 +23,7 @@
 #include "server/flags.h"
 #include "server/http_server.h"
 #include "server/serving_defaults.h"
+#include "speculative/draft_model_proposer.h"
 #include "structured/compiled_grammar.h"
 #include "structured/token_vocabulary.h"
 #include "tokenizer/tokenizer.h"
@@ -67,6 +68,38 @@ std::string default_model_name(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   return p.extension() == ".bin" ? p.stem().string() : p.filename().string();
+}
+
+// --speculative draft: the draft model on its own runner (one device, its own KV cache of
+// --draft-kv-cache-tokens). Refused when its vocabulary, BOS/EOS or tokenizer differ from the
+// target's; the error names the first difference.
+std::shared_ptr<Proposer> make_draft_proposer(const ServerFlags& flags, const LoadedModel& target,
+                                              const Tokenizer& target_tokenizer) {
+  std::unique_ptr<LoadedModel> draft = load_model(flags.draft_model);
+  draft->use_tokenizer_eos(target_tokenizer.eos_id());
+  std::string tok_path;
+  try {
+    tok_path = find_tokenizer_file(flags.draft_model);
+  } catch (const std::exception&) {  // no tokenizer of its own: its vocabulary size is checked
+  }
+  if (!tok_path.empty()) {
+    const auto tok = Tokenizer::load(tok_path);
+    FS_CHECK(tok->vocab_size() == target_tokenizer.vocab_size(), "--draft-model: its tokenizer has ",
+             tok->vocab_size(), " tokens, the target's ", target_tokenizer.vocab_size());
+    for (int id = 0; id < tok->vocab_size(); ++id)
+      FS_CHECK(tok->piece(id) == target_tokenizer.piece(id), "--draft-model: token ", id, " is '",
+               tok->piece(id), "' in its tokenizer, '", target_tokenizer.piece(id),
+               "' in the target's");
+  }
+  ModelRunnerOptions ro = flags.runner;
+  ro.kv_cache_tokens = flags.draft_kv_cache_tokens;
+  ro.tensor_parallel_size = 1;
+  ro.megakernel = false;
+  try {
+    return std::make_shared<DraftModelProposer>(ModelRunner::create(*draft, ro), target.config());
+  } catch (const std::exception& e) {
+    FS_THROW("--draft-model ", flags.draft_model, ": ", e.what());
+  }
 }
 
 }  // namespace
@@ -116,6 +149,8 @@ int main(int argc, char** argv) {
     tokenizer = Tokenizer::load(tok_path);
     model->use_tokenizer_eos(tokenizer->eos_id());
     chat_template = load_chat_template(flags, *tokenizer);
+    // The draft model first, so that the target's KV cache is sized by what is left.
+    if (flags.speculative == "draft") flags.engine.proposer = make_draft_proposer(flags, *model, *tokenizer);
     auto runner = ModelRunner::create(*model, flags.runner);
     // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
     // of the config, so the memory-mapped files can go now instead of staying mapped for good.
@@ -165,6 +200,7 @@ int main(int argc, char** argv) {
           *tokenizer, c.vocab_size, c.eos_token_ids, served.tool_calls.grammar_spelled_ids)));
   served.reasoning = reasoning_parser_enabled(flags.reasoning_parser, chat_template.get());
   served.embedding_dimensions = embed ? c.hidden_size : 0;
+  served.speculative = flags.engine.proposer != nullptr;
   if (embed)
     std::fprintf(stderr, "flashserve: embedding model: /v1/embeddings only (last-token pooling, "
                          "L2-normalised, %d dimensions)\n", c.hidden_size);
@@ -189,6 +225,11 @@ int main(int argc, char** argv) {
                r.block_size(), static_cast<long long>(r.num_kv_blocks()) * r.block_size(),
                flags.engine.max_num_seqs, flags.engine.max_num_batched_tokens,
                serving_rule.c_str(), flags.engine.max_queue, flags.engine.enable_prefix_caching ? "on" : "off");
+  if (flags.engine.proposer) {
+    std::fprintf(stderr, "flashserve: speculative decoding %s, up to %d draft tokens, policy %s\n",
+                 flags.engine.proposer->name().c_str(), flags.engine.num_speculative_tokens,
+                 flags.engine.adaptive_speculation ? "adaptive" : "always");
+  }
   std::string eos_list;
   for (int id : c.eos_token_ids) {
     if (!eos_list.empty()) eos_list += ',';

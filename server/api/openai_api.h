@@ -56,6 +56,8 @@ struct ServedModel {
   // > 0: an embedding model (--task embed, server/endpoints/embeddings.h) whose vectors have this many
   // values; it serves /v1/embeddings and none of the generation endpoints.
   int embedding_dimensions = 0;
+  // The engine speculates (--speculative, docs/SPECULATIVE.md): a request may ask for it.
+  bool speculative = false;
 };
 
 struct CompletionRequest {
@@ -71,6 +73,9 @@ struct CompletionRequest {
   bool include_usage = false;                 // stream_options.include_usage
   bool echo = false;
   bool ignore_eos = false;                    // extension
+  // Extension: false keeps this request out of speculative decoding (its output is the same
+  // either way; only its speed differs). true where the server does not speculate is a 400.
+  bool speculative = true;
   int logprobs = -1;                          // -1: off; completions 0..5, chat top_logprobs 0..20
   std::string user;
   // Prefix-cache isolation (extension, as vLLM): only requests with the same salt (and the same

@@ -183,6 +183,13 @@ CompletionRequest read_shared_fields(const json& j, const ServedModel& model,
   }
   if (present("logit_bias")) parse_logit_bias(j["logit_bias"], model, &s);
   if (present("ignore_eos")) r.ignore_eos = get_bool(j["ignore_eos"], "ignore_eos");
+  if (present("speculative")) {
+    r.speculative = get_bool(j["speculative"], "speculative");
+    if (r.speculative && !model.speculative) {
+      throw bad_request("'speculative' is true, but this server runs without speculative "
+                        "decoding (start it with --speculative)", "speculative");
+    }
+  }
   if (present("stop")) parse_stop(j["stop"], &r);
   if (present("stream")) r.stream = get_bool(j["stream"], "stream");
   if (present("stream_options")) {

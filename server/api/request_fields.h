@@ -62,7 +62,7 @@ void check_fields_and_model(const nlohmann::json& j, const ServedModel& model,
 
 // Refuses any field not in `known` (400 unknown_parameter naming it), then reads the fields both
 // endpoints share: model, user, cache_salt, n, the sampling fields (starting from
-// model.sampling_defaults), seed, logit_bias, ignore_eos, stop, stream, stream_options.
+// model.sampling_defaults), seed, logit_bias, ignore_eos, speculative, stop, stream, stream_options.
 CompletionRequest read_shared_fields(const nlohmann::json& j, const ServedModel& model,
                                      const std::set<std::string>& known);
 

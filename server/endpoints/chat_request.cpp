@@ -67,7 +67,7 @@ const std::set<std::string>& chat_fields() {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
       "min_p", "n", "stop", "stream", "stream_options", "seed", "presence_penalty",
       "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
-      "ignore_eos", "response_format", "cache_salt", "tools", "tool_choice",
+      "ignore_eos", "response_format", "cache_salt", "speculative", "tools", "tool_choice",
       "parallel_tool_calls", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
       "chat_template_kwargs", "reasoning_effort"};
   static const std::set<std::string> with_no_ops = [] {

@@ -25,7 +25,7 @@ const std::set<std::string>& completion_fields() {
       "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
       "stream", "stream_options", "seed", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "logit_bias", "logprobs", "echo", "best_of", "suffix", "user",
-      "ignore_eos", "cache_salt", "response_format", "guided_json", "guided_regex",
+      "ignore_eos", "cache_salt", "speculative", "response_format", "guided_json", "guided_regex",
       "guided_choice", "guided_grammar"};
   return k;
 }

@@ -28,7 +28,7 @@ namespace {
 const std::set<std::string>& passthrough_fields() {
   static const std::set<std::string> k = {
       "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed",
-      "stop", "ignore_eos", "logit_bias", "cache_salt", "chat_template_kwargs"};
+      "stop", "ignore_eos", "logit_bias", "cache_salt", "speculative", "chat_template_kwargs"};
   return k;
 }
 

@@ -85,6 +85,7 @@ std::optional<ApiError> Completion::start() {
       g.sampling.seed = req_.has_seed ? req_.sampling.seed + static_cast<uint64_t>(j) : random_u64();
       g.has_seed = true;  // the seed above is always the one to use
       g.ignore_eos = req_.ignore_eos;
+      g.speculative = req_.speculative;
       g.prompt_logprobs = want_prompt_lp;
       g.cache_salt = req_.cache_salt;
       g.constraint = req_.constraint;

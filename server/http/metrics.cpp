@@ -20,6 +20,28 @@ void add_metric(std::string* out, const std::string& name, const char* type, con
           value + "\n";
 }
 
+// Speculative decoding's counters, labelled by method (docs/SPECULATIVE.md).
+void render_speculation(const EngineMetrics& e, std::string* out) {
+  const std::string label = "{method=\"" + e.speculative_method + "\"} ";
+  const auto add = [&](const char* name, const char* type, const char* help,
+                       const std::string& value) {
+    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+            name + label + value + "\n";
+  };
+  add("flashserve_spec_draft_tokens_total", "counter",
+      "Speculative draft tokens verified by the target.", std::to_string(e.spec_draft_tokens_total));
+  add("flashserve_spec_accepted_tokens_total", "counter",
+      "Speculative draft tokens accepted (equal to the target's own token).",
+      std::to_string(e.spec_accepted_tokens_total));
+  add("flashserve_spec_verifications_total", "counter",
+      "Drafts verified (one sequence's draft in one step).",
+      std::to_string(e.spec_verifications_total));
+  const uint64_t v = e.spec_verifications_total;
+  add("flashserve_spec_mean_accepted_length", "gauge",
+      "Tokens each verification yields on average: accepted drafts plus the target's own.",
+      fmt(v ? double(e.spec_accepted_tokens_total + v) / double(v) : 0.0));
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -117,6 +139,7 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
          fmt(e.forward_seconds_total) + "\n";
   out += "flashserve_engine_step_seconds_total{phase=\"sample\"} " + fmt(e.sample_seconds_total) +
          "\n";
+  if (!e.speculative_method.empty()) render_speculation(e, &out);
   std::lock_guard<std::mutex> lock(mu_);
   add_metric(&out, "flashserve_client_disconnects_total", "counter",
              "Requests cancelled because the client disconnected.", std::to_string(disconnects_));

@@ -16,6 +16,7 @@ struct Collected {
   std::string error;
   std::vector<float> embedding;  // kEmbedding
   int num_cached_tokens = 0;  // from kFinished
+  int num_draft_tokens = 0, num_accepted_tokens = 0;  // from kFinished
   bool timed_out = false;
 };
 
@@ -41,6 +42,8 @@ inline Collected collect(RequestStream& s, std::chrono::milliseconds limit = std
         c.finish = e->finish;
         c.error = e->error;
         c.num_cached_tokens = e->num_cached_tokens;
+        c.num_draft_tokens = e->num_draft_tokens;
+        c.num_accepted_tokens = e->num_accepted_tokens;
         EXPECT_FALSE(s.next(std::chrono::milliseconds(0)).has_value()) << "event after kFinished";
         return c;
     }
