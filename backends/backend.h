@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,7 +64,8 @@ inline PagedAttentionArgs paged_attention_args(const StepArgs& b, int num_q_head
                             .scale = scoring.scale,
                             .causal = true,
                             .window = scoring.window,
-                            .softcap = scoring.softcap};
+                            .softcap = scoring.softcap,
+                            .sinks = scoring.sinks};
 }
 
 // The shape and dtype of `parts` stacked along dim 0 (no data): throws unless they stack (one
@@ -88,6 +90,21 @@ struct MoeExperts {
   std::vector<Tensor> down;      // [num_experts] each [hidden, intermediate]
   std::vector<Buffer> storage;   // owns what the views point at
   std::shared_ptr<void> device_tables;
+  // gpt-oss's experts (Backend::load_mxfp4_experts) have no gate_up/down views but these, on the
+  // backend's device: every expert's gate_up [2 intermediate, hidden] (rows interleaved gate, up,
+  // gate, ...) and down [hidden, intermediate] in MXFP4 (core/fp4.h), stacked over the experts,
+  // with f32 biases; the activation is the clamped SwiGLU (ref::swiglu_clamped).
+  struct Mxfp4 {
+    const uint8_t* gate_up_blocks = nullptr;  // [E, 2 intermediate, hidden / 2]
+    const uint8_t* gate_up_scales = nullptr;  // [E, 2 intermediate, hidden / 32]
+    const float* gate_up_bias = nullptr;      // [E, 2 intermediate]
+    const uint8_t* down_blocks = nullptr;     // [E, hidden, intermediate / 2]
+    const uint8_t* down_scales = nullptr;     // [E, hidden, intermediate / 32]
+    const float* down_bias = nullptr;         // [E, hidden]
+    float limit = 0.f, alpha = 0.f;           // swiglu_limit, swiglu_alpha
+  };
+  std::optional<Mxfp4> mxfp4;
+  std::vector<std::shared_ptr<void>> mxfp4_storage;  // owns what mxfp4 points at
 };
 
 class Backend {
@@ -152,7 +169,8 @@ class Backend {
                     Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
                     const Tensor& positions,      // [num_tokens] int32
                     const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
-  // x[r, :] += bias, in place, for every row r (the q/k/v projections' biases of Qwen2).
+  // x[r, :] += bias, in place, for every row r (the projections' biases of Qwen2 and gpt-oss;
+  // both compute_dtype(), or both f32: gpt-oss's router logits).
   virtual void add_bias(Tensor x,                 // [n, width]
                         const Tensor& bias) = 0;  // [width]
   // Per-head RMSNorm of q and k in place, before RoPE (Qwen3): heads [0, num_q_heads) of each
@@ -257,6 +275,14 @@ class Backend {
   virtual std::shared_ptr<MoeExperts> load_moe_experts(std::span<const TensorView> gate,
                                                        std::span<const TensorView> up,
                                                        std::span<const TensorView> down);
+  // gpt-oss's experts (MoeExperts::mxfp4): gate_up [E, 2I, hidden] and down [E, hidden, I]
+  // carry TensorView::mxfp4; biases [E, 2I] and [E, hidden] of any float dtype. The default
+  // copies the packed bytes as they are to the device (no dequantized copy) and the biases as f32.
+  virtual std::shared_ptr<MoeExperts> load_mxfp4_experts(const TensorView& gate_up,
+                                                         const TensorView& gate_up_bias,
+                                                         const TensorView& down,
+                                                         const TensorView& down_bias,
+                                                         float swiglu_limit, float swiglu_alpha);
   // Routing: per row, the top_k experts by router logit (ties to the lower expert id, as
   // torch.topk does on the CPU) and their weights softmax(logits)[ids]; with `renormalize`
   // the k weights are divided by their sum (norm_topk_prob; Mixtral always). Weights are f32.

@@ -43,6 +43,8 @@ struct PagedAttentionArgs {
   // Logit soft-capping: a score s = scale * q.k becomes softcap * tanh(s / softcap) before the
   // softmax (the LSE above is then of the capped scores); 0 = off.
   float softcap = 0.f;
+  // Per-head learned sink logits [num_q_heads] fp32, or nullptr: as AttentionScoring::sinks.
+  const float* sinks = nullptr;
 };
 
 // How one layer scores its keys: the softmax scale, its window and soft-cap (as above).
@@ -50,6 +52,10 @@ struct AttentionScoring {
   float scale = 0.f;
   int window = 0;
   float softcap = 0.f;
+  // Per-head learned sink logits [num_q_heads] fp32 (device memory for CUDA, host for CPU);
+  // nullptr = no sink. A sink joins each row's softmax denominator once (exp(sink - max)),
+  // contributes no value.
+  const float* sinks = nullptr;
 };
 
 }  // namespace flashserve

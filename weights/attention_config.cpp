@@ -67,7 +67,7 @@ std::vector<bool> sliding_layers(const json& j, const ModelConfig& c, const std:
   for (size_t i = 0; i < n; ++i) {
     if (a == "MistralForCausalLM" || a == "MixtralForCausalLM" || a == "Phi3ForCausalLM")
       s[i] = true;
-    if (a == "Gemma2ForCausalLM") s[i] = i % 2 == 0;
+    if (a == "Gemma2ForCausalLM" || a == "GptOssForCausalLM") s[i] = i % 2 == 0;
     if (a == "Gemma3ForCausalLM") s[i] = (i + 1) % size_t(pattern) != 0;
     if (qwen_rule(a)) s[i] = int(i) >= first_windowed;
   }
@@ -102,7 +102,7 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
   std::vector<bool> sliding = sliding_layers(j, *c, path);
   const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
   const bool windowed_family = arch == "MistralForCausalLM" || arch == "MixtralForCausalLM" ||
-                               arch == "Phi3ForCausalLM" ||
+                               arch == "Phi3ForCausalLM" || arch == "GptOssForCausalLM" ||
                                qwen_rule(arch) || is_gemma(arch);
   if (any && !windowed_family)
     FS_THROW(path, ": sliding-window layers (layer_types) are not supported for ", arch);
@@ -119,7 +119,8 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
   // The config classes' default window when the key is absent (Phi3's, Mixtral's: none); null:
   // none.
   const bool no_default = arch == "Phi3ForCausalLM" || arch == "MixtralForCausalLM";
-  const int window = integer(j, "sliding_window", path, no_default ? 0 : 4096, 1);
+  const int default_window = no_default ? 0 : arch == "GptOssForCausalLM" ? 128 : 4096;
+  const int window = integer(j, "sliding_window", path, default_window, 1);
   c->layer_windows.assign(sliding.size(), 0);
   bool windowed = false;
   for (size_t i = 0; i < sliding.size(); ++i)

@@ -63,12 +63,15 @@ void paged_attention(const PagedAttentionArgs& a, const T* q, const T* k_cache, 
                                       : dot * T(a.scale) * log2e;  // base-2 score
           if (logits[t] > m) m = logits[t];
         }
+        // A sink logit (natural-log units) joins the denominator once and adds no value.
+        const T sink = a.sinks ? T(a.sinks[h]) * log2e : neg_inf;
+        if (sink > m) m = sink;
         for (int c = 0; c < d; ++c) o[c] = 0;
         if (count == 0) {  // no key: out = 0, lse = -inf (the contract in paged_attention.h)
           if (lse) lse[row] = neg_inf;
           continue;
         }
-        T sum = 0;
+        T sum = a.sinks ? std::exp2(sink - m) : T(0);
         for (int t = 0; t < count; ++t) {
           const T p = std::exp2(logits[t] - m);
           sum += p;
