@@ -12,7 +12,8 @@
 
 namespace flashserve::test {
 
-inline ModelConfig gpt_oss_config(int layers = 3) {
+// head_dim 16 for the CPU tests; the CUDA tests take gpt-oss's own 64.
+inline ModelConfig gpt_oss_config(int layers = 3, int head_dim = 16) {
   ModelConfig c;
   set_architecture(c, "GptOssForCausalLM");
   c.hidden_size = 64;
@@ -20,7 +21,7 @@ inline ModelConfig gpt_oss_config(int layers = 3) {
   c.num_layers = layers;
   c.num_q_heads = 4;
   c.num_kv_heads = 2;
-  c.head_dim = 16;
+  c.head_dim = head_dim;
   c.vocab_size = 320;
   c.max_model_len = 256;
   c.rms_norm_eps = 1e-5f;
