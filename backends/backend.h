@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/mxfp4_experts.h"
 #include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
@@ -90,20 +91,9 @@ struct MoeExperts {
   std::vector<Tensor> down;      // [num_experts] each [hidden, intermediate]
   std::vector<Buffer> storage;   // owns what the views point at
   std::shared_ptr<void> device_tables;
-  // gpt-oss's experts (Backend::load_mxfp4_experts) have no gate_up/down views but these, on the
-  // backend's device: every expert's gate_up [2 intermediate, hidden] (rows interleaved gate, up,
-  // gate, ...) and down [hidden, intermediate] in MXFP4 (core/fp4.h), stacked over the experts,
-  // with f32 biases; the activation is the clamped SwiGLU (ref::swiglu_clamped).
-  struct Mxfp4 {
-    const uint8_t* gate_up_blocks = nullptr;  // [E, 2 intermediate, hidden / 2]
-    const uint8_t* gate_up_scales = nullptr;  // [E, 2 intermediate, hidden / 32]
-    const float* gate_up_bias = nullptr;      // [E, 2 intermediate]
-    const uint8_t* down_blocks = nullptr;     // [E, hidden, intermediate / 2]
-    const uint8_t* down_scales = nullptr;     // [E, hidden, intermediate / 32]
-    const float* down_bias = nullptr;         // [E, hidden]
-    float limit = 0.f, alpha = 0.f;           // swiglu_limit, swiglu_alpha
-  };
-  std::optional<Mxfp4> mxfp4;
+  // gpt-oss's experts (Backend::load_mxfp4_experts) have no gate_up/down views but this: MXFP4
+  // on the backend's device (kernels/mxfp4_experts.h).
+  std::optional<Mxfp4Experts> mxfp4;
   std::vector<std::shared_ptr<void>> mxfp4_storage;  // owns what mxfp4 points at
 };
 

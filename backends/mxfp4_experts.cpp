@@ -60,7 +60,7 @@ std::shared_ptr<MoeExperts> Backend::load_mxfp4_experts(const TensorView& gate_u
     e->mxfp4_storage.push_back(mem);
     return mem.get();
   };
-  MoeExperts::Mxfp4 m;
+  Mxfp4Experts m;
   m.gate_up_blocks = static_cast<const uint8_t*>(keep(upload_bytes(*this, gu.blocks, gu_values / 2)));
   m.gate_up_scales = static_cast<const uint8_t*>(keep(upload_bytes(*this, gu.scales, gu_values / 32)));
   m.down_blocks = static_cast<const uint8_t*>(keep(upload_bytes(*this, dn.blocks, dn_values / 2)));
@@ -68,6 +68,9 @@ std::shared_ptr<MoeExperts> Backend::load_mxfp4_experts(const TensorView& gate_u
   m.gate_up_bias = static_cast<const float*>(
       keep(upload_bias(*this, gate_up_bias, gu.experts, gu.rows, "gate_up")));
   m.down_bias = static_cast<const float*>(keep(upload_bias(*this, down_bias, dn.experts, dn.rows, "down")));
+  m.num_experts = e->num_experts;
+  m.hidden = e->hidden;
+  m.inter = e->intermediate;
   m.limit = swiglu_limit;
   m.alpha = swiglu_alpha;
   e->mxfp4 = m;

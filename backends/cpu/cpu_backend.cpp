@@ -343,15 +343,11 @@ class CpuBackend final : public Backend {
              "; ", e.num_experts, " experts");
     const int chunks = int(std::min<int64_t>(n, pool_.size()));
     if (e.mxfp4) {  // gpt-oss's (kernels/cpu/mxfp4_ref.h)
-      const MoeExperts::Mxfp4& m = *e.mxfp4;
-      const ref::Mxfp4ExpertsRef experts{m.gate_up_blocks, m.gate_up_scales, m.gate_up_bias,
-                                         m.down_blocks, m.down_scales, m.down_bias,
-                                         e.num_experts, hidden, inter, m.limit, m.alpha};
       pool_.run(chunks, [&](int c) {
         const int64_t r0 = n * c / chunks, r1 = n * (c + 1) / chunks;
         ref::mxfp4_moe_experts(out.as<float>() + r0 * hidden, x.as<float>() + r0 * hidden,
                                expert_ids.as<int32_t>() + r0 * top_k,
-                               weights.as<float>() + r0 * top_k, experts, r1 - r0, top_k);
+                               weights.as<float>() + r0 * top_k, *e.mxfp4, r1 - r0, top_k);
       });
       return;
     }

@@ -321,7 +321,7 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
 // the grouped MXFP4 GEMM for gate/up, the activation, the grouped GEMM for down, the combine.
 void CudaBackend::moe_experts_mxfp4(Tensor out, const Tensor& x, const int32_t* ids,
                                     const Tensor& weights, const MoeExperts& experts, int top_k) {
-  const MoeExperts::Mxfp4& m = *experts.mxfp4;
+  const Mxfp4Experts& m = *experts.mxfp4;
   const int n = int(x.dim(0)), hidden = experts.hidden, inter = experts.intermediate;
   const int num_experts = experts.num_experts, rows = n * top_k;
   const cuda::Mxfp4Weights gate_up{m.gate_up_blocks, m.gate_up_scales, m.gate_up_bias,

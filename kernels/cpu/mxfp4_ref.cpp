@@ -53,19 +53,19 @@ void swiglu_clamped(float* out, const float* gate_up, int64_t n, int64_t inter, 
     }
 }
 
-Mxfp4Ref Mxfp4ExpertsRef::gate_up(int e) const {
-  const int64_t rows = 2 * inter;
-  return {gate_up_blocks + e * rows * (hidden / 2),
-          gate_up_scales + e * rows * (hidden / kMxfp4Block), rows, hidden};
+Mxfp4Ref expert_gate_up(const Mxfp4Experts& x, int e) {
+  const int64_t rows = 2 * x.inter;
+  return {x.gate_up_blocks + e * rows * (x.hidden / 2),
+          x.gate_up_scales + e * rows * (x.hidden / kMxfp4Block), rows, x.hidden};
 }
 
-Mxfp4Ref Mxfp4ExpertsRef::down(int e) const {
-  return {down_blocks + e * hidden * (inter / 2), down_scales + e * hidden * (inter / kMxfp4Block),
-          hidden, inter};
+Mxfp4Ref expert_down(const Mxfp4Experts& x, int e) {
+  return {x.down_blocks + e * x.hidden * (x.inter / 2),
+          x.down_scales + e * x.hidden * (x.inter / kMxfp4Block), x.hidden, x.inter};
 }
 
 void mxfp4_moe_experts(float* out, const float* x, const int32_t* ids, const float* weights,
-                       const Mxfp4ExpertsRef& ex, int64_t n, int top_k) {
+                       const Mxfp4Experts& ex, int64_t n, int top_k) {
   std::vector<float> gu(size_t(2 * ex.inter)), act(size_t(ex.inter)), y(size_t(ex.hidden));
   std::vector<double> acc(size_t(ex.hidden));
   for (int64_t t = 0; t < n; ++t) {
@@ -73,9 +73,9 @@ void mxfp4_moe_experts(float* out, const float* x, const int32_t* ids, const flo
     for (int j = 0; j < top_k; ++j) {
       const int e = ids[t * top_k + j];
       FS_CHECK(e >= 0 && e < ex.num_experts, "expert id ", e, " of ", ex.num_experts);
-      mxfp4_matmul(gu.data(), x + t * ex.hidden, ex.gate_up(e), ex.gate_up_bias + e * 2 * ex.inter, 1);
+      mxfp4_matmul(gu.data(), x + t * ex.hidden, expert_gate_up(ex, e), ex.gate_up_bias + e * 2 * ex.inter, 1);
       swiglu_clamped(act.data(), gu.data(), 1, ex.inter, ex.limit, ex.alpha);
-      mxfp4_matmul(y.data(), act.data(), ex.down(e), ex.down_bias + e * ex.hidden, 1);
+      mxfp4_matmul(y.data(), act.data(), expert_down(ex, e), ex.down_bias + e * ex.hidden, 1);
       for (int64_t h = 0; h < ex.hidden; ++h) acc[size_t(h)] += double(weights[t * top_k + j]) * y[size_t(h)];
     }
     for (int64_t h = 0; h < ex.hidden; ++h) out[t * ex.hidden + h] = float(acc[size_t(h)]);

@@ -202,9 +202,8 @@ TEST(Mxfp4Moe, BackendMatchesTheTwin) {
   dv.mxfp4 = std::make_shared<const Mxfp4Weight>(dw);
   std::unique_ptr<Backend> b = make_cuda_backend(0);
   const std::shared_ptr<MoeExperts> loaded = b->load_mxfp4_experts(gv, gb, dv, db, 7.f, 1.702f);
-  const ref::Mxfp4ExpertsRef twin{gu.blocks.data(), gu.scales.data(), gu.bias.data(),
-                                  dn.blocks.data(), dn.scales.data(), dn.bias.data(),
-                                  experts, hidden, inter, 7.f, 1.702f};
+  const Mxfp4Experts twin{gu.blocks.data(), gu.scales.data(), gu.bias.data(), dn.blocks.data(),
+                          dn.scales.data(), dn.bias.data(), experts, hidden, inter, 7.f, 1.702f};
   for (int n : {1, 3, 64, 65, 200}) {
     SCOPED_TRACE(testing::Message() << n << " tokens");
     const std::vector<float> x = test::random_bf16(size_t(n) * hidden, rng, -1.f, 1.f);
