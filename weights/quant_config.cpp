@@ -235,7 +235,8 @@ QuantConfig read_quant_config(const json& j, const std::string& path) {
              "or MXINT8");
   else
     FS_THROW(where, " quant_method ", q.contains("quant_method") ? q["quant_method"].dump() : "(missing)",
-             " is not supported (only \"fp8\", \"gptq\", \"awq\" and \"compressed-tensors\"; "
+             " is not supported (only \"fp8\", \"gptq\", \"awq\", \"compressed-tensors\" and, "
+             "for gpt-oss, \"mxfp4\"; "
              "or use a bf16, f16 or f32 checkpoint)");
   const bool fp8 = c.format == QuantFormat::kFp8 || c.format == QuantFormat::kBlockFp8;
   c.method = fp8 ? "fp8" : method;
