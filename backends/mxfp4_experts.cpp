@@ -56,18 +56,22 @@ std::shared_ptr<MoeExperts> Backend::load_mxfp4_experts(const TensorView& gate_u
   e->intermediate = int(dn.cols);
   const size_t gu_values = size_t(gu.experts * gu.rows * gu.cols);
   const size_t dn_values = size_t(dn.experts * dn.rows * dn.cols);
-  auto keep = [&](std::shared_ptr<void> mem) {
-    e->mxfp4_storage.push_back(mem);
-    return mem.get();
+  // Each upload is kept by the experts; the layout points into them.
+  auto bytes = [&](const uint8_t* src, size_t n) {
+    e->mxfp4_storage.push_back(upload_bytes(*this, src, n));
+    return static_cast<const uint8_t*>(e->mxfp4_storage.back().get());
+  };
+  auto bias = [&](const TensorView& b, const Mxfp4Weight& w, const char* what) {
+    e->mxfp4_storage.push_back(upload_bias(*this, b, w.experts, w.rows, what));
+    return static_cast<const float*>(e->mxfp4_storage.back().get());
   };
   Mxfp4Experts m;
-  m.gate_up_blocks = static_cast<const uint8_t*>(keep(upload_bytes(*this, gu.blocks, gu_values / 2)));
-  m.gate_up_scales = static_cast<const uint8_t*>(keep(upload_bytes(*this, gu.scales, gu_values / 32)));
-  m.down_blocks = static_cast<const uint8_t*>(keep(upload_bytes(*this, dn.blocks, dn_values / 2)));
-  m.down_scales = static_cast<const uint8_t*>(keep(upload_bytes(*this, dn.scales, dn_values / 32)));
-  m.gate_up_bias = static_cast<const float*>(
-      keep(upload_bias(*this, gate_up_bias, gu.experts, gu.rows, "gate_up")));
-  m.down_bias = static_cast<const float*>(keep(upload_bias(*this, down_bias, dn.experts, dn.rows, "down")));
+  m.gate_up_blocks = bytes(gu.blocks, gu_values / 2);
+  m.gate_up_scales = bytes(gu.scales, gu_values / 32);
+  m.down_blocks = bytes(dn.blocks, dn_values / 2);
+  m.down_scales = bytes(dn.scales, dn_values / 32);
+  m.gate_up_bias = bias(gate_up_bias, gu, "gate_up");
+  m.down_bias = bias(down_bias, dn, "down");
   m.num_experts = e->num_experts;
   m.hidden = e->hidden;
   m.inter = e->intermediate;

@@ -105,7 +105,10 @@ int main(int argc, char** argv) {
         std::vector<int> e(kExperts);
         for (int i = 0; i < kExperts; ++i) e[size_t(i)] = i;
         std::shuffle(e.begin(), e.end(), rng);
-        for (int j = 0; j < kTopK; ++j) ids[size_t(t) * kTopK + j] = e[size_t(j)], used.insert(e[size_t(j)]);
+        for (int j = 0; j < kTopK; ++j) {
+          ids[size_t(t) * kTopK + j] = e[size_t(j)];
+          used.insert(e[size_t(j)]);
+        }
       }
       int32_t* dids = nullptr;
       CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dids), ids.size() * 4));

@@ -1,8 +1,9 @@
 // Llama-family forward over Backend ops. Per layer (pre-norm residual blocks):
-//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2];
+//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2, gpt-oss];
 //   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
 //   rope(q, k) (the layer's table: zeros for NoPE layers); write k,v to their slots;
-//   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+//   x += paged_attention(q)·Woᵀ (+ bo)   [gpt-oss: o bias; attention sinks, AttentionScoring];
+//   h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 //   (a mixture-of-experts layer: x += the routed experts' weighted sum, model/moe_layer.cpp)
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
 // Gemma 2/3 (sandwich_norms): x = embedding · sqrt(hidden); each block's output is RMSNormed
@@ -89,8 +90,9 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
       L.k_norm = load_norm(model, p + "self_attn.k_norm.weight");
     }
     const std::string wo = p + "self_attn.o_proj.weight", down = p + "mlp.down_proj.weight";
+    const std::string wo_bias = p + "self_attn.o_proj.bias";
     L.wo = load_scaled(model.tensor(wo), wo, c.residual_multiplier);
-    if (c.o_bias) L.bo = load_shard(model.tensor(p + "self_attn.o_proj.bias"), p + "self_attn.o_proj.bias");
+    if (c.o_bias) L.bo = load_shard(model.tensor(wo_bias), wo_bias);
     if (c.attention_sinks) L.sinks = load_f32(model, p + "self_attn.sinks");
     const std::string attn_norm = p + "post_attention_layernorm.weight";
     L.post_norm =
