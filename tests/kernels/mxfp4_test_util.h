@@ -1,5 +1,6 @@
 // Random MXFP4 weights for the kernel tests (the format: core/fp4.h): every E2M1 code, scales
-// spread over 2^-12 .. 2^4 with the edge scale 0 (2^-127, subnormal) in a few blocks.
+// spread over 2^(lo - 127) .. 2^(hi - 127) (by default 2^-12 .. 2^4) with the edge scale 0
+// (2^-127, subnormal) in a few blocks, biases uniform in [-0.5, 0.5].
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ struct Mxfp4Host {
   }
 };
 
-inline Mxfp4Host random_mxfp4(int groups, int rows, int cols, std::mt19937& rng) {
+inline Mxfp4Host random_mxfp4(int groups, int rows, int cols, std::mt19937& rng, int lo = 115,
+                              int hi = 131) {
   Mxfp4Host w;
   w.groups = groups, w.rows = rows, w.cols = cols;
   w.blocks.resize(size_t(groups) * rows * cols / 2);
@@ -28,7 +30,7 @@ inline Mxfp4Host random_mxfp4(int groups, int rows, int cols, std::mt19937& rng)
   w.bias.resize(size_t(groups) * rows);
   for (uint8_t& b : w.blocks) b = uint8_t(rng());
   for (size_t i = 0; i < w.scales.size(); ++i)
-    w.scales[i] = i % 97 == 5 ? 0 : uint8_t(115 + rng() % 17);
+    w.scales[i] = i % 97 == 5 ? 0 : uint8_t(lo + int(rng() % unsigned(hi - lo + 1)));
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   for (float& b : w.bias) b = u(rng);
   return w;

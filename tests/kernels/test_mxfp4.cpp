@@ -8,7 +8,8 @@
 //    dense and grouped by offsets (an empty group, a group of one row);
 //  - swiglu_clamped_bf16; the MoE op at 1, 3 and 64 tokens (the GEMV path) and 65 and 200 (the
 //    grouped GEMM path), 8 experts top 4 at gpt-oss-like columns (hidden 2880: 90 blocks).
-// Every code appears, scales span 2^-12 .. 2^4 plus the subnormal 2^-127. Outputs are poisoned.
+// Every code appears, scales span 2^-12 .. 2^4 plus the subnormal 2^-127 (the SwiGLU and MoE
+// cases: near 2^-7, with biases that cross the clamps). Outputs are poisoned.
 // Tolerance: the GEMV sums exact products in f32 (k ulps of B = sum |w||x| + |bias|, one per
 // addition), bf16 outputs add 2^-8 of the value; the GEMM multiplies bf16 operands exactly into
 // f32 the same way; the MoE op rounds its intermediates to bf16 on the GEMM path (relative 2e-2
@@ -48,6 +49,14 @@ double bound(const std::vector<float>& dq, const float* x, int cols, double bias
   double b = std::fabs(bias);
   for (int c = 0; c < cols; ++c) b += std::fabs(double(dq[size_t(c)]) * x[c]);
   return b;
+}
+
+// Biases of 9 on every 5th gate row and of +-9 on every 7th up row: the clamps' cases.
+void clamp_some_rows(test::Mxfp4Host& w) {
+  for (size_t r = 0; r < w.bias.size(); ++r) {
+    if (r % 2 == 0 && r % 5 == 0) w.bias[r] = 9.f;
+    if (r % 2 == 1 && r % 7 == 0) w.bias[r] = r % 4 == 1 ? 9.f : -9.f;
+  }
 }
 
 void check_gemv(int m, int rows, int cols, bool x_f32, bool out_f32, bool with_bias,
@@ -97,7 +106,10 @@ TEST(Mxfp4Gemv, MatchesItsTwin) {
 TEST(Mxfp4Gemv, ExpertPairsWithClampedSwiglu) {
   std::mt19937 rng(12);
   const int experts = 5, inter = 96, hidden = 160, n = 3, top_k = 2;
-  const test::Mxfp4Host w = test::random_mxfp4(experts, 2 * inter, hidden, rng);
+  // Weights near 2^-7 keep gate and up mostly inside the limit; biases of +-9 on some rows put
+  // gate above it and up beyond it on either side.
+  test::Mxfp4Host w = test::random_mxfp4(experts, 2 * inter, hidden, rng, 118, 122);
+  clamp_some_rows(w);
   const DevMxfp4 d(w);
   const std::vector<float> x = test::random_bf16(size_t(n) * hidden, rng, -1.f, 1.5f);
   const std::vector<int32_t> ids = {4, 0, 2, 2, -1, 3};  // pair 4 is nobody's
@@ -190,8 +202,9 @@ TEST(Mxfp4Swiglu, MatchesItsTwin) {
 TEST(Mxfp4Moe, BackendMatchesTheTwin) {
   std::mt19937 rng(15);
   const int experts = 8, top_k = 4, hidden = 2880, inter = 256;
-  const test::Mxfp4Host gu = test::random_mxfp4(experts, 2 * inter, hidden, rng);
-  const test::Mxfp4Host dn = test::random_mxfp4(experts, hidden, inter, rng);
+  test::Mxfp4Host gu = test::random_mxfp4(experts, 2 * inter, hidden, rng, 118, 122);
+  clamp_some_rows(gu);
+  const test::Mxfp4Host dn = test::random_mxfp4(experts, hidden, inter, rng, 118, 122);
   Mxfp4Weight gw{experts, 2 * inter, hidden, gu.blocks.data(), gu.scales.data()};
   Mxfp4Weight dw{experts, hidden, inter, dn.blocks.data(), dn.scales.data()};
   TensorView gv, dv, gb{DType::kF32, {experts, 2 * inter}, gu.bias.data()},
