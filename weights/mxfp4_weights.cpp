@@ -2,6 +2,9 @@
 // the config, the scales scanned for NaN, the bytes left in the mapped file.
 #include "weights/mxfp4_weights.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "core/error.h"
 #include "core/fp4.h"
 #include "weights/every_core.h"
