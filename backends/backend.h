@@ -10,11 +10,13 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/mxfp4_experts.h"
 #include "kernels/paged_attention.h"
 #include "sampling/sampler.h"
 #include "backends/tensor.h"
@@ -89,6 +91,10 @@ struct MoeExperts {
   std::vector<Tensor> down;      // [num_experts] each [hidden, intermediate]
   std::vector<Buffer> storage;   // owns what the views point at
   std::shared_ptr<void> device_tables;
+  // gpt-oss's experts (Backend::load_mxfp4_experts) have no gate_up/down views but this: MXFP4
+  // on the backend's device (kernels/mxfp4_experts.h).
+  std::optional<Mxfp4Experts> mxfp4;
+  std::vector<std::shared_ptr<void>> mxfp4_storage;  // owns what mxfp4 points at
 };
 
 class Backend {
@@ -153,7 +159,8 @@ class Backend {
                     Tensor k,                     // [num_tokens, num_kv_heads, head_dim]
                     const Tensor& positions,      // [num_tokens] int32
                     const Tensor& inv_freq) = 0;  // [head_dim / 2] f32
-  // x[r, :] += bias, in place, for every row r (the q/k/v projections' biases of Qwen2).
+  // x[r, :] += bias, in place, for every row r (the projections' biases of Qwen2 and gpt-oss;
+  // both compute_dtype(), or both f32: gpt-oss's router logits).
   virtual void add_bias(Tensor x,                 // [n, width]
                         const Tensor& bias) = 0;  // [width]
   // Per-head RMSNorm of q and k in place, before RoPE (Qwen3): heads [0, num_q_heads) of each
@@ -258,6 +265,14 @@ class Backend {
   virtual std::shared_ptr<MoeExperts> load_moe_experts(std::span<const TensorView> gate,
                                                        std::span<const TensorView> up,
                                                        std::span<const TensorView> down);
+  // gpt-oss's experts (MoeExperts::mxfp4): gate_up [E, 2I, hidden] and down [E, hidden, I]
+  // carry TensorView::mxfp4; biases [E, 2I] and [E, hidden] of any float dtype. The default
+  // copies the packed bytes as they are to the device (no dequantized copy) and the biases as f32.
+  virtual std::shared_ptr<MoeExperts> load_mxfp4_experts(const TensorView& gate_up,
+                                                         const TensorView& gate_up_bias,
+                                                         const TensorView& down,
+                                                         const TensorView& down_bias,
+                                                         float swiglu_limit, float swiglu_alpha);
   // Routing: per row, the top_k experts by router logit (ties to the lower expert id, as
   // torch.topk does on the CPU) and their weights softmax(logits)[ids]; with `renormalize`
   // the k weights are divided by their sum (norm_topk_prob; Mixtral always). Weights are f32.

@@ -49,6 +49,9 @@ on the GPU machine (repository root, a copy of the working tree):
                      moe-gemm the MoE grouped GEMM vs cuBLAS's grouped GEMM and a dense
                               cuBLASLt GEMM of the same FLOPs (bench_moe_grouped_gemm;
                               MOE_GEMM_ARGS)
+                     mxfp4    the MXFP4 GEMV (one expert, and gpt-oss-20b's decode experts) vs
+                              the copy bandwidth and the MXFP4 GEMM vs the cuBLASLt bf16 GEMM of
+                              the same shape (bench_mxfp4)
   ab OLD           OLD (a git revision, or a tarball of `git archive OLD_REV`) built beside this
                    tree, then bench_e2e of old and new alternated $AB_ROUNDS (2) times on the
                    TinyLlama-1.1B and Llama-2-7B shapes: speedup_vs_old per case
@@ -343,6 +346,12 @@ bench_moe-gemm() {
   grep -E "^(qwen3|mixtral|qwen1)" "$LOGS/moe_grouped_gemm.log"
 }
 
+# The MXFP4 kernels on gpt-oss's expert shapes; the ceilings are measured in the same process.
+bench_mxfp4() {
+  timeout 300 "$B/bench/bench_mxfp4" >> "$RES/mxfp4.jsonl" 2> "$LOGS/mxfp4.log" || fail "bench_mxfp4"
+  tail -n 8 "$RES/mxfp4.jsonl"
+}
+
 # serve_start ARGS...: flashserve on port 18790 in the background; serve_stop ends it.
 serve_start() {
   server_cmd="flashserve $* --port 18790 --no-request-log"
@@ -473,7 +482,7 @@ while [ $# -gt 0 ]; do
     same_text 2 ;;
   soak) stage_soak ;;
   bench)
-    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured speculative moe moe-gemm moe-e2e " == *" $1 "* ]]; do
+    while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured speculative moe moe-gemm moe-e2e mxfp4 " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift
     done ;;
   ab) [ $# -gt 0 ] || { usage >&2; exit 2; }; stage_ab "$1"; shift ;;

@@ -40,6 +40,11 @@ void add_bias_bf16(void* x,           // [n, width] bf16
                    const void* bias,  // [width] bf16
                    int n, int width, cudaStream_t stream);
 
+// x[r, :] += bias for every row r, in place, in f32 (the router logits of gpt-oss).
+void add_bias_f32(float* x,            // [n, width]
+                  const float* bias,   // [width]
+                  int n, int width, cudaStream_t stream);
+
 // dst = float_to_bf16(src)
 void f32_to_bf16(void* dst, const float* src, int64_t numel, cudaStream_t stream);
 

@@ -53,9 +53,11 @@ const Tensor& LlamaModel::layer_inv_freq(int layer) const {
 
 AttentionScoring LlamaModel::layer_scoring(int layer) const {
   const std::vector<int>& w = config_.layer_windows;
+  const Buffer& sinks = layers_[size_t(layer)].sinks;  // gpt-oss's (attention_sinks)
   return {.scale = attention_scale_,
           .window = w.empty() ? 0 : w[size_t(layer)],
-          .softcap = config_.attn_logit_softcapping};
+          .softcap = config_.attn_logit_softcapping,
+          .sinks = sinks.storage ? sinks.tensor.as<float>() : nullptr};
 }
 
 Buffer LlamaModel::load_norm(const LoadedModel& model, const std::string& name) {

@@ -1,8 +1,9 @@
 // Llama-family forward over Backend ops. Per layer (pre-norm residual blocks):
-//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2];
+//   h = rms_norm(x); q,k,v = h·Wqᵀ (+ bq), h·Wkᵀ (+ bk), h·Wvᵀ (+ bv)   [biases: Qwen2, gpt-oss];
 //   q, k = per-head rms_norm(q), rms_norm(k)                            [Qwen3];
 //   rope(q, k) (the layer's table: zeros for NoPE layers); write k,v to their slots;
-//   x += paged_attention(q)·Woᵀ;  h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+//   x += paged_attention(q)·Woᵀ (+ bo)   [gpt-oss: o bias; attention sinks, AttentionScoring];
+//   h = rms_norm(x); x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
 //   (a mixture-of-experts layer: x += the routed experts' weighted sum, model/moe_layer.cpp)
 // then logits = rms_norm(x[wanted rows])·Wlmᵀ (Wlm = embedding table when tied).
 // Gemma 2/3 (sandwich_norms): x = embedding · sqrt(hidden); each block's output is RMSNormed
@@ -32,6 +33,7 @@
 #include "core/error.h"
 #include "model/decode_graphs.h"
 #include "model/weight_rows.h"
+#include "weights/fp8_weights.h"
 #include "weights/int4_weights.h"
 #include "weights/load_progress.h"
 #include "weights/packed_views.h"
@@ -58,6 +60,9 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
   LoadProgress progress("weights of " + model.path() + rank, c.num_layers);  // silent under 1 s
   FS_CHECK(!(shard && c.qk_norm_full), c.architecture, ": tensor parallelism is not supported "
            "(its q/k norms span every head)");
+  FS_CHECK(!(shard && (c.o_bias || c.attention_sinks || c.moe.swiglu_limit > 0.f)),
+           c.architecture, ": tensor parallelism is not supported (MXFP4 experts, sinks and "
+           "o_proj biases are not cut by rank)");
   const std::string embed_name = "model.embed_tokens.weight";
   embed_ = load_scaled(model.tensor(embed_name), embed_name, c.embedding_multiplier);
   final_norm_ = load_norm(model, "model.norm.weight");
@@ -85,7 +90,10 @@ LlamaModel::LlamaModel(Backend& backend, const LoadedModel& model, const TensorS
       L.k_norm = load_norm(model, p + "self_attn.k_norm.weight");
     }
     const std::string wo = p + "self_attn.o_proj.weight", down = p + "mlp.down_proj.weight";
+    const std::string wo_bias = p + "self_attn.o_proj.bias";
     L.wo = load_scaled(model.tensor(wo), wo, c.residual_multiplier);
+    if (c.o_bias) L.bo = load_shard(model.tensor(wo_bias), wo_bias);
+    if (c.attention_sinks) L.sinks = load_f32(model, p + "self_attn.sinks");
     const std::string attn_norm = p + "post_attention_layernorm.weight";
     L.post_norm =
         load_norm(model, c.sandwich_norms ? p + "pre_feedforward_layernorm.weight" : attn_norm);
@@ -169,6 +177,13 @@ Buffer LlamaModel::load_stacked(const LoadedModel& model, const std::vector<std:
   const TensorView stacked = stacked_on_host(parts, &bytes, &row_scales);
   HostRows rewritten;
   return backend_.load_weight(rewrite_rows(stacked, order, factor, &rewritten));
+}
+
+Buffer LlamaModel::load_f32(const LoadedModel& model, const std::string& name) {
+  const std::vector<float> values = weight_values(model.tensor(name));
+  Buffer b = backend_.allocate(DType::kF32, {int64_t(values.size())});
+  backend_.copy_from_host(b.tensor, values.data());
+  return b;
 }
 
 Tensor LlamaModel::scratch(Buffer& buf, DType dtype, std::initializer_list<int64_t> shape) {
@@ -309,6 +324,7 @@ void LlamaModel::run_layers(const StepArgs& b, KvCache& cache, int64_t rows, boo
                                b.slot_mapping);
     backend_.paged_attention(attn, q, cache.k(l), cache.v(l), b, layer_scoring(l));
     row_parallel_matmul(h, attn.view({n, hq * d}), L.wo.tensor);
+    if (c.o_bias) backend_.add_bias(h, L.bo.tensor);
     if (c.sandwich_norms) backend_.rms_norm(h, h, L.attn_out_norm.tensor, eps);
     if (L.experts) {  // x += h; h = experts(rms_norm(x))
       backend_.add_rms_norm(moe_in, x, h, L.post_norm.tensor, eps);

@@ -87,6 +87,8 @@ class LlamaModel {
     Buffer bqkv;  // [(hq + 2 hkv) head_dim]: their biases stacked (qkv_bias only)
     Buffer q_norm, k_norm;  // [head_dim] each (qk_norm); [{q,kv} heads * head_dim] (qk_norm_full)
     Buffer wo;
+    Buffer bo;     // [hidden] o_proj's bias (o_bias only)
+    Buffer sinks;  // [hq] f32 attention sink logits (attention_sinks only)
     Buffer attn_out_norm;  // [hidden] on the attention output (sandwich_norms only)
     Buffer post_norm;  // [hidden] before the MLP (Gemma: pre_feedforward_layernorm; Olmo2: after
                        // attention)
@@ -95,6 +97,7 @@ class LlamaModel {
     Buffer w_down;
     // A mixture-of-experts layer (model/moe_layer.cpp) has these instead of w_gate_up, w_down:
     Buffer router;  // [num_experts, hidden]
+    Buffer router_bias;  // [num_experts] f32 (gpt-oss)
     std::shared_ptr<MoeExperts> experts;  // this rank's columns of every expert
     Buffer shared_gate_up;  // [2 shared intermediate, hidden] (Qwen2-MoE's shared expert)
     Buffer shared_down;     // [hidden, shared intermediate]
@@ -124,6 +127,8 @@ class LlamaModel {
   const Tensor& layer_inv_freq(int layer) const;
   // How layer l scores its keys: the softmax scale, its window and the attention soft-cap.
   AttentionScoring layer_scoring(int layer) const;
+  // Vector `name` as f32 on the device, whatever the compute dtype (sinks, the router's bias).
+  Buffer load_f32(const LoadedModel& model, const std::string& name);
   // Norm weight `name` (this rank's), with Gemma's 1 + weight folded in (norm_weight_plus_one).
   Buffer load_norm(const LoadedModel& model, const std::string& name);
   // A view of `shape` over `buf`, regrown (contents lost) when it is too small.

@@ -1,8 +1,11 @@
-// A mixture-of-experts layer's MLP block (Qwen2-MoE, Qwen3-MoE, Mixtral; docs/MODELS.md):
+// A mixture-of-experts layer's MLP block (Qwen2-MoE, Qwen3-MoE, Mixtral, gpt-oss; docs/MODELS.md):
 //   logits = h·Wrᵀ (f32);  per row, ids, w = the top_k experts by softmax(logits) and their
 //   probabilities (divided by their sum with norm_topk_prob);
 //   out = sum_j w_j · down_{ids_j}(silu(gate_{ids_j}·h) * up_{ids_j}·h)
 //   Qwen2-MoE: out += sigmoid(h·Wsgᵀ) · shared_expert(h), a dense SwiGLU MLP of its own.
+//   gpt-oss: logits += router bias; ids, w = the top_k logits and their softmax (the same as the
+//   renormalised top-k of the softmax); each expert (MXFP4, Backend::load_mxfp4_experts) is
+//   down(swiglu_clamped(gate_up·h + bgu)) + bd, gate/up rows interleaved.
 // Under tensor parallelism every rank holds the same columns of every expert's intermediate
 // dimension (and of the shared expert's) and the whole router, so every rank routes alike and
 // adds a partial sum: one all-reduce per layer, as for a dense MLP. The backend lays the
@@ -21,6 +24,18 @@ void LlamaModel::load_moe_layer(const LoadedModel& model, int layer, Layer& L) {
   const ModelConfig& c = config_;
   const std::string router = moe_router_name(c, layer);
   L.router = load_shard(model.tensor(router), router);
+  if (mxfp4_experts(c)) {  // gpt-oss: a router bias, MXFP4 experts with biases
+    L.router_bias = load_f32(model, moe_router_bias_name(layer));
+    const std::string gu = moe_stacked_name(layer, ExpertProj::kGate);
+    const std::string down = moe_stacked_name(layer, ExpertProj::kDown);
+    L.experts = backend_.load_mxfp4_experts(model.tensor(gu), model.tensor(gu + "_bias"),
+                                            model.tensor(down), model.tensor(down + "_bias"),
+                                            c.moe.swiglu_limit, c.moe.swiglu_alpha);
+    FS_CHECK(L.experts && L.experts->mxfp4 && L.experts->num_experts == c.moe.num_experts &&
+                 L.experts->intermediate == moe_inter_ && L.experts->hidden == c.hidden_size,
+             "layer ", layer, ": the backend did not lay out the MXFP4 experts as the config says");
+    return;
+  }
   // Column cuts (down under tensor parallelism) are copies that must outlive the load.
   const size_t n = size_t(c.moe.num_experts);
   std::vector<std::vector<char>> storage(3 * n);
@@ -57,6 +72,7 @@ void LlamaModel::run_moe(const Layer& L, Tensor out, const Tensor& in) {
   Tensor ids = scratch(ws_.expert_ids, DType::kI32, {n, int64_t(m.top_k)});
   Tensor weights = scratch(ws_.expert_weights, DType::kF32, {n, int64_t(m.top_k)});
   backend_.matmul(logits, in, L.router.tensor);
+  if (L.router_bias.storage) backend_.add_bias(logits, L.router_bias.tensor);
   backend_.moe_route(ids, weights, logits, m.top_k, m.renormalize);
   backend_.moe_experts(out, in, ids, weights, *L.experts);
   if (L.shared_gate_up.storage) {

@@ -12,8 +12,10 @@ projection), SmolLM3ForCausalLM (layers without RoPE), Gemma2ForCausalLM or Gemm
 (norms before and after each block scaling by 1 + w, GeGLU with tanh GELU, embeddings times
 sqrt(hidden), query_pre_attn_scalar, attention and final logit soft-caps, Gemma 3's per-head q/k
 norms and local RoPE base on its sliding layers), and the mixtures of experts Qwen2MoeForCausalLM,
-Qwen3MoeForCausalLM and MixtralForCausalLM (moe() below), the differences as transformers' modelling code
-writes them; sliding windows (a query sees itself and the window - 1 keys before it) on the
+Qwen3MoeForCausalLM and MixtralForCausalLM (moe() below), GptOssForCausalLM (q/k/v and o
+biases, a learned sink logit per head in each softmax, MXFP4 experts dequantized here with their
+biases, top-k of the router logits then softmax, clamped SwiGLU on interleaved gate/up:
+gpt_oss_moe()), the differences as transformers' modelling code writes them; sliding windows (a query sees itself and the window - 1 keys before it) on the
 layers transformers' config classes name: layer_types, else Mistral's and Phi3's every layer,
 Qwen's from max_window_layers on with use_sliding_window, Gemma 2's even layers, Gemma 3's all but
 every sliding_window_pattern-th; the lm_head is the embedding table exactly when config.json says
@@ -85,6 +87,9 @@ def read_safetensors(path, out):
             a = np.frombuffer(buf, dtype="<f2")
         elif dt == "BF16":
             a = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif dt == "U8":  # MXFP4 blocks and scales: kept as bytes
+            out[name] = np.frombuffer(buf, dtype=np.uint8).reshape(info["shape"])
+            continue
         else:
             raise SystemExit(f"{path}: tensor {name} has unsupported dtype {dt}")
         out[name] = a.astype(np.float64).reshape(info["shape"])
@@ -108,7 +113,7 @@ def load_hf(folder):
                 "Olmo2ForCausalLM": (0, 0, 1, 1, 0), "SmolLM3ForCausalLM": (0, 0, 0, 0, 0),
                 "Gemma2ForCausalLM": (0, 0, 0, 0, 0), "Gemma3ForCausalLM": (0, 1, 0, 0, 0),
                 "Qwen2MoeForCausalLM": (1, 0, 0, 0, 0), "Qwen3MoeForCausalLM": (0, 1, 0, 0, 0),
-                "MixtralForCausalLM": (0, 0, 0, 0, 0)}
+                "MixtralForCausalLM": (0, 0, 0, 0, 0), "GptOssForCausalLM": (1, 0, 0, 0, 0)}
     if arch not in families:
         raise SystemExit(f"{folder}: architecture {arch} is not one this reference knows")
     qkv_bias, qk_norm, qk_norm_full, post_norms, fused = families[arch]
@@ -126,6 +131,9 @@ def load_hf(folder):
     if arch in QWEN_WINDOWS and not c.get("use_sliding_window", False):
         window = None
     gemma2 = arch == "Gemma2ForCausalLM"
+    gpt_oss = arch == "GptOssForCausalLM"
+    if gpt_oss:
+        window = c.get("sliding_window", 128)
     cfg = {"dim": c["hidden_size"], "layers": layers, "heads": heads,
            "kv_heads": c.get("num_key_value_heads", heads),
            "head_dim": c.get("head_dim") or c["hidden_size"] // heads,
@@ -149,11 +157,14 @@ def load_hf(folder):
            "attn_softcap": c.get("attn_logit_softcapping", 50.0 if gemma2 else None)
                            if gemma else None,
            "final_softcap": c.get("final_logit_softcapping", 30.0 if gemma2 else None)
-                            if gemma else None}
+                            if gemma else None,
+           "o_bias": gpt_oss and c.get("attention_bias", True), "sinks": gpt_oss}
     q_rows = heads * cfg["head_dim"]
     kv_rows = cfg["kv_heads"] * cfg["head_dim"]
     inter = c["intermediate_size"]
     cfg["moe"] = moe_config(c, arch)
+    if gpt_oss:
+        cfg["qkv_bias"] = cfg["o_bias"]
     layer_w = []
     for i in range(cfg["layers"]):
         p = f"model.layers.{i}."
@@ -178,9 +189,13 @@ def load_hf(folder):
             qkv, gu = t[p + "self_attn.qkv_proj.weight"], t[p + "mlp.gate_up_proj.weight"]
             lw.update(wq=qkv[:q_rows], wk=qkv[q_rows:q_rows + kv_rows],
                       wv=qkv[q_rows + kv_rows:], w1=gu[:inter], w3=gu[inter:])
-        if qkv_bias:
+        if qkv_bias and (not gpt_oss or cfg["o_bias"]):
             lw.update(bq=t[p + "self_attn.q_proj.bias"], bk=t[p + "self_attn.k_proj.bias"],
                       bv=t[p + "self_attn.v_proj.bias"])
+        if cfg["o_bias"]:
+            lw["bo"] = t[p + "self_attn.o_proj.bias"]
+        if gpt_oss:
+            lw["sinks"] = t[p + "self_attn.sinks"]
         if qk_norm or qk_norm_full:
             lw.update(qn=t[p + "self_attn.q_norm.weight"], kn=t[p + "self_attn.k_norm.weight"])
         if gemma:  # Gemma's norms scale by 1 + weight
@@ -200,6 +215,10 @@ QWEN_WINDOWS = ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "SmolLM3ForCausalLM",
 
 def moe_config(c, arch):
     """The experts' settings with transformers' config defaults; None for a dense model."""
+    if arch == "GptOssForCausalLM":
+        return {"experts": c.get("num_local_experts", 128), "top_k": c.get("num_experts_per_tok", 4),
+                "limit": c.get("swiglu_limit", 7.0), "gpt_oss": True,
+                "sparse": [True] * c["num_hidden_layers"]}
     mixtral = arch == "MixtralForCausalLM"
     qwen2 = arch == "Qwen2MoeForCausalLM"
     if not mixtral and arch != "Qwen3MoeForCausalLM" and not qwen2:
@@ -219,8 +238,29 @@ def moe_config(c, arch):
             "sparse": sparse}
 
 
+FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def dequantize_mxfp4(blocks, scales):
+    """blocks [..., G, 16] bytes (two E2M1 codes each, the low nibble first), scales [..., G]
+    E8M0 -> float64 [..., G * 32]: each block of 32 values times 2^(scale - 127)."""
+    if (scales == 255).any():
+        raise SystemExit("MXFP4 scale 255 (NaN)")
+    vals = np.stack([FP4_VALUES[blocks & 15], FP4_VALUES[blocks >> 4]], axis=-1)  # [..., G, 16, 2]
+    vals = vals.reshape(*blocks.shape[:-1], 32) * np.exp2(scales.astype(np.float64) - 127)[..., None]
+    return vals.reshape(*blocks.shape[:-2], -1)
+
+
 def moe_weights(t, p, m, arch):
     """Layer p's router, experts [(gate, up, down)] and Qwen2-MoE's shared expert and gate."""
+    if m.get("gpt_oss"):  # [E, 2I, H] (rows interleaved gate/up) and [E, H, I], with biases
+        b = p + "mlp."
+        gu, dn = b + "experts.gate_up_proj", b + "experts.down_proj"
+        return {"router": t[b + "router.weight"], "router_bias": t[b + "router.bias"],
+                "gate_up": dequantize_mxfp4(t[gu + "_blocks"], t[gu + "_scales"]),
+                "gate_up_bias": t[gu + "_bias"],
+                "down": dequantize_mxfp4(t[dn + "_blocks"], t[dn + "_scales"]),
+                "down_bias": t[dn + "_bias"]}
     if arch == "MixtralForCausalLM":
         b = p + "block_sparse_moe."
         experts = [tuple(t[f"{b}experts.{e}.{w}.weight"] for w in ("w1", "w3", "w2"))
@@ -372,6 +412,30 @@ def moe(h, W, m):
     return out
 
 
+def gpt_oss_moe(h, W, m):
+    """gpt-oss's experts as transformers' GptOssMLP computes them: router logits with a bias,
+    the top_k by logit (stable: ties to the lower id), softmax over those k; each expert
+    gate_up = h . W + b, gate = even columns, up = odd, gate clamped above and up on both sides at
+    swiglu_limit, (up + 1) * gate * sigmoid(1.702 gate), then down . that + b."""
+    logits = h @ W["router"].T + W["router_bias"]
+    top = np.argsort(-logits, axis=-1, kind="stable")[:, :m["top_k"]]
+    w = np.take_along_axis(logits, top, -1)
+    w = np.exp(w - w.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    limit = m["limit"]
+    for e in range(m["experts"]):
+        rows, slot = np.nonzero(top == e)
+        if not len(rows):
+            continue
+        gu = h[rows] @ W["gate_up"][e].T + W["gate_up_bias"][e]
+        gate = np.minimum(gu[:, 0::2], limit)
+        up = np.clip(gu[:, 1::2], -limit, limit)
+        act = (up + 1) * gate / (1 + np.exp(-1.702 * gate))
+        out[rows] += w[rows, slot][:, None] * (act @ W["down"][e].T + W["down_bias"][e])
+    return out
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
@@ -421,9 +485,12 @@ def attention(h, L, i, cfg):
         scale = cfg.get("attention_multiplier") or 1 / math.sqrt(hd)
     s = softcap(np.einsum("thd,uhd->htu", q, k) * scale, cfg.get("attn_softcap"))
     s = s + attention_mask(T, (cfg.get("windows") or [None] * (i + 1))[i])
+    if cfg.get("sinks"):  # gpt-oss: one more logit per head in the denominator, with no value
+        s = np.concatenate([s, np.broadcast_to(L["sinks"][:, None, None], (H, T, 1))], -1)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    return np.einsum("htu,uhd->thd", p, v).reshape(T, H * hd) @ L["wo"].T
+    o = np.einsum("htu,uhd->thd", p[..., :T], v).reshape(T, H * hd) @ L["wo"].T
+    return o + L["bo"] if cfg.get("o_bias") else o
 
 
 def forward(model, ids):
@@ -447,7 +514,7 @@ def forward(model, ids):
         x = x + o * rm
         h = rmsnorm(x, L["ln2"], cfg["eps"])
         if "moe" in L:
-            x = x + moe(h, L["moe"], cfg["moe"])
+            x = x + (gpt_oss_moe if cfg["moe"].get("gpt_oss") else moe)(h, L["moe"], cfg["moe"])
             continue
         g = h @ L["w1"].T
         x = x + ((g / (1 + np.exp(-g))) * (h @ L["w3"].T)) @ L["w2"].T * rm

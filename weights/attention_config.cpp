@@ -67,7 +67,7 @@ std::vector<bool> sliding_layers(const json& j, const ModelConfig& c, const std:
   for (size_t i = 0; i < n; ++i) {
     if (a == "MistralForCausalLM" || a == "MixtralForCausalLM" || a == "Phi3ForCausalLM")
       s[i] = true;
-    if (a == "Gemma2ForCausalLM") s[i] = i % 2 == 0;
+    if (a == "Gemma2ForCausalLM" || a == "GptOssForCausalLM") s[i] = i % 2 == 0;
     if (a == "Gemma3ForCausalLM") s[i] = (i + 1) % size_t(pattern) != 0;
     if (qwen_rule(a)) s[i] = int(i) >= first_windowed;
   }
@@ -102,7 +102,7 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
   std::vector<bool> sliding = sliding_layers(j, *c, path);
   const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
   const bool windowed_family = arch == "MistralForCausalLM" || arch == "MixtralForCausalLM" ||
-                               arch == "Phi3ForCausalLM" ||
+                               arch == "Phi3ForCausalLM" || arch == "GptOssForCausalLM" ||
                                qwen_rule(arch) || is_gemma(arch);
   if (any && !windowed_family)
     FS_THROW(path, ": sliding-window layers (layer_types) are not supported for ", arch);
@@ -120,8 +120,9 @@ void read_attention_config(const json& j, const std::string& path, ModelConfig* 
   // none. With no sliding layer left the value is never used, so it is not read: transformers
   // saves Qwen configs without use_sliding_window with whatever window (null, 0) they carry.
   const bool no_default = arch == "Phi3ForCausalLM" || arch == "MixtralForCausalLM";
+  const int default_window = no_default ? 0 : arch == "GptOssForCausalLM" ? 128 : 4096;
   const bool any_left = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
-  const int window = any_left ? integer(j, "sliding_window", path, no_default ? 0 : 4096, 1) : 0;
+  const int window = any_left ? integer(j, "sliding_window", path, default_window, 1) : 0;
   c->layer_windows.assign(sliding.size(), 0);
   bool windowed = false;
   for (size_t i = 0; i < sliding.size(); ++i)

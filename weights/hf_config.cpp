@@ -58,6 +58,9 @@ struct Family {
   bool fused_projections = false;  // qkv_proj and gate_up_proj in the checkpoint (Phi3)
   bool gemma = false;  // sandwich norms, (1 + w) norms, GeGLU, scaled embeddings (Gemma 2/3)
   bool moe = false;    // mixture-of-experts layers (read_moe_config)
+  // gpt-oss: q/k/v and o biases (attention_bias), attention sinks, MXFP4 experts with biases
+  // and the clamped SwiGLU, sliding windows by layer_types.
+  bool gpt_oss = false;
 };
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", false, false, 0},
@@ -73,6 +76,7 @@ constexpr Family kFamilies[] = {
     {"Qwen2MoeForCausalLM", "qwen2_moe", true, false, 0, false, false, false, false, true},
     {"Qwen3MoeForCausalLM", "qwen3_moe", false, true, 0, false, false, false, false, true},
     {"MixtralForCausalLM", "mixtral", false, false, 0, false, false, false, false, true},
+    {"GptOssForCausalLM", "gpt_oss", true, false, 64, false, false, false, false, true, true},
 };
 
 // Architectures people ask for that need what the forward pass does not have: the start-up
@@ -84,7 +88,6 @@ constexpr std::pair<const char*, const char*> kUnsupportedMoe[] = {
                               "expert score-correction bias and multi-head latent attention "
                               "(MLA, kv_lora_rank)"},
     {"Glm4MoeForCausalLM", "routing with an expert score-correction bias (e_score_correction_bias)"},
-    {"GptOssForCausalLM", "expert biases, clamped SwiGLU and attention sinks"},
     {"Qwen3NextForCausalLM", "linear-attention (Gated DeltaNet) layers"},
     {"Llama4ForCausalLM", "sigmoid top-1 routing and chunked attention"},
 };
@@ -97,6 +100,11 @@ void set_family(ModelConfig& c, const Family& f) {
   c.post_norms = f.post_norms;
   c.fused_projections = f.fused_projections;
   c.sandwich_norms = c.norm_weight_plus_one = c.gelu_mlp = c.scale_embeddings = f.gemma;
+  c.o_bias = c.attention_sinks = f.gpt_oss;
+  if (f.gpt_oss) {  // its experts are MXFP4 (read_hf_config reads the config's own setting)
+    c.quant.format = QuantFormat::kMxfp4;
+    c.quant_method = c.quant.method = "mxfp4";
+  }
 }
 
 // `name` is the family's causal-LM class or its bare backbone (Qwen3ForCausalLM: Qwen3Model), the
@@ -148,7 +156,7 @@ void check_unsupported(const json& j, const Family& f, const ModelConfig& c,
                act, "\")");
   // Qwen2's q/k/v biases are part of the architecture; elsewhere attention_bias adds biases to
   // q/k/v and o, which are not implemented.
-  if (!f.qkv_bias && get_bool(j, "attention_bias", path))
+  if (!f.qkv_bias && get_bool(j, "attention_bias", path))  // (gpt-oss: read_gpt_oss)
     FS_THROW(path, ": attention_bias true (biases on the attention projections) is not supported "
                    "for ", arch);
   if (get_bool(j, "mlp_bias", path))
@@ -326,6 +334,31 @@ void read_moe_config(const json& j, ModelConfig& c, const std::string& path) {
         std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % every == 0;
 }
 
+// gpt-oss (GptOssConfig's defaults): q/k/v and o biases unless attention_bias is false; every
+// layer's MLP is num_local_experts experts (of intermediate_size) with router and expert biases
+// and the clamped SwiGLU; routing is softmax over the top num_experts_per_tok logits, which is
+// the renormalised top-k of the softmax. The experts must be MXFP4 (quantization_config
+// "mxfp4"), as the published checkpoints are.
+void read_gpt_oss(const json& j, ModelConfig& c, const std::string& path) {
+  c.qkv_bias = c.o_bias = !j.contains("attention_bias") || j["attention_bias"].is_null() ||
+                          get_bool(j, "attention_bias", path);
+  MoeConfig& m = c.moe;
+  const int experts = 128, top_k = 4;
+  m.num_experts = get_int(j, "num_local_experts", path, &experts);
+  m.top_k = get_int(j, "num_experts_per_tok", path, &top_k);
+  m.intermediate = c.intermediate_size;
+  m.renormalize = true;
+  m.swiglu_limit = get_float(j, "swiglu_limit", path, 7.f);
+  if (!(m.swiglu_limit > 0.f) || !std::isfinite(m.swiglu_limit))
+    FS_THROW(path, ": \"swiglu_limit\" must be a positive number");
+  m.sparse_layers.assign(size_t(c.num_layers), 1);
+  if (c.quant.format != QuantFormat::kMxfp4)
+    FS_THROW(path, ": ", c.architecture, " needs its experts in MXFP4 (quantization_config "
+             "{\"quant_method\": \"mxfp4\"}, as the published checkpoints are); ",
+             c.quant_method.empty() ? "bf16 experts" : c.quant_method + " weights",
+             " are not supported for it");
+}
+
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& path) {
@@ -374,7 +407,11 @@ ModelConfig read_hf_config(const std::string& path) {
   validate_config(c, path);  // and those lists
   check_unsupported(j, family, c, path);
   c.quant_method = read_quantization(j, path, &c.quant);
-  if (family.moe) read_moe_config(j, c, path);
+  if (family.gpt_oss) read_gpt_oss(j, c, path);
+  else if (family.moe) read_moe_config(j, c, path);
+  if (c.quant.format == QuantFormat::kMxfp4 && !family.gpt_oss)
+    FS_THROW(path, ": quantization_config quant_method \"mxfp4\" is supported for "
+             "GptOssForCausalLM's experts only, not for ", c.architecture);
   validate_config(c, path);  // and the experts
   if (c.hidden_size % c.num_q_heads != 0 && !j.contains("head_dim") && !family.default_head_dim)
     FS_THROW(path, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
@@ -401,6 +438,21 @@ void write_moe_config(const ModelConfig& c, json* out) {
   json& j = *out;
   const MoeConfig& m = c.moe;
   j["num_experts_per_tok"] = m.top_k;
+  if (c.architecture == "GptOssForCausalLM") {  // MXFP4 experts, as the published checkpoints
+    FS_CHECK(m.num_experts > 0 && m.intermediate == c.intermediate_size && m.renormalize &&
+                 m.swiglu_limit > 0.f && m.swiglu_alpha == 1.702f && m.shared_intermediate == 0 &&
+                 std::count(m.sparse_layers.begin(), m.sparse_layers.end(), 0) == 0,
+             "gpt-oss's experts are every layer's MLP, of intermediate_size, clamped SwiGLU");
+    j["num_local_experts"] = m.num_experts;
+    j["experts_per_token"] = m.top_k;
+    j["swiglu_limit"] = m.swiglu_limit;
+    j["attention_bias"] = c.o_bias;
+    j["quantization_config"] = {
+        {"quant_method", "mxfp4"},
+        {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                    "model.embed_tokens", "lm_head"}}};
+    return;
+  }
   if (c.architecture == "MixtralForCausalLM") {
     FS_CHECK(m.num_experts > 0 && m.intermediate == c.intermediate_size && m.renormalize &&
                  m.shared_intermediate == 0 &&

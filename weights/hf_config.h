@@ -1,8 +1,8 @@
 // Hugging Face config.json <-> ModelConfig for the Llama family: LlamaForCausalLM,
 // MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM,
 // Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and the mixtures of
-// experts Qwen2MoeForCausalLM, Qwen3MoeForCausalLM and MixtralForCausalLM (or their bare
-// backbones, such as Qwen3Model, or their model_type). docs/MODELS.md says how each differs and how it is verified.
+// experts Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM
+// (or their bare backbones, such as Qwen3Model, or their model_type). docs/MODELS.md says how each differs and how it is verified.
 #pragma once
 
 #include <string>

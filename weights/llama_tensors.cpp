@@ -39,13 +39,26 @@ TensorShapes llama_tensor_shapes(const ModelConfig& c) {
       out.push_back({p + "self_attn.k_norm.weight", {kv}});
     }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {h}});
+    if (c.attention_sinks) out.push_back({p + "self_attn.sinks", {c.num_q_heads}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
     if (c.sandwich_norms) out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
     if (c.post_norms || c.sandwich_norms)
       out.push_back({p + "post_feedforward_layernorm.weight", {h}});
     if (c.moe.sparse(i)) {
       const int64_t e_inter = c.moe.intermediate, s_inter = c.moe.shared_intermediate;
-      out.push_back({moe_router_name(c, i), {c.moe.num_experts, h}});
+      const int64_t experts = c.moe.num_experts;
+      out.push_back({moe_router_name(c, i), {experts, h}});
+      if (mxfp4_experts(c)) {
+        const std::string gu = moe_stacked_name(i, ExpertProj::kGate);
+        const std::string down = moe_stacked_name(i, ExpertProj::kDown);
+        out.push_back({moe_router_bias_name(i), {experts}});
+        out.push_back({gu, {experts, 2 * e_inter, h}});
+        out.push_back({gu + "_bias", {experts, 2 * e_inter}});
+        out.push_back({down, {experts, h, e_inter}});
+        out.push_back({down + "_bias", {experts, h}});
+        continue;
+      }
       for (int e = 0; e < c.moe.num_experts; ++e) {
         out.push_back({moe_expert_name(c, i, e, ExpertProj::kGate), {e_inter, h}});
         out.push_back({moe_expert_name(c, i, e, ExpertProj::kUp), {e_inter, h}});
@@ -80,9 +93,22 @@ const char* qwen_proj(ExpertProj w) {
 }  // namespace
 
 std::string moe_router_name(const ModelConfig& c, int layer) {
+  if (mxfp4_experts(c)) return str_cat("model.layers.", layer, ".mlp.router.weight");
   return str_cat("model.layers.", layer, mixtral_names(c) ? ".block_sparse_moe" : ".mlp",
                  ".gate.weight");
 }
+
+std::string moe_router_bias_name(int layer) {
+  return str_cat("model.layers.", layer, ".mlp.router.bias");
+}
+
+std::string moe_stacked_name(int layer, ExpertProj which) {
+  FS_CHECK(which != ExpertProj::kUp, "gpt-oss's up rows are interleaved with gate's (kGate)");
+  return str_cat("model.layers.", layer, ".mlp.experts.",
+                 which == ExpertProj::kGate ? "gate_up_proj" : "down_proj");
+}
+
+bool mxfp4_experts(const ModelConfig& c) { return c.architecture == "GptOssForCausalLM"; }
 
 std::string moe_expert_name(const ModelConfig& c, int layer, int expert, ExpertProj which) {
   if (mixtral_names(c)) {  // w1: gate, w3: up, w2: down
@@ -117,7 +143,7 @@ MoeTensor moe_tensor(const std::string& name) {
 
 void check_moe_names(const ModelConfig& c, const std::vector<std::string>& names,
                      const std::string& source) {
-  if (c.moe.num_experts == 0) return;
+  if (c.moe.num_experts == 0 || mxfp4_experts(c)) return;  // gpt-oss's: their shapes say it all
   for (const std::string& name : names) {
     const size_t at = name.find("layers.");
     if (at == std::string::npos) continue;

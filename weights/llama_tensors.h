@@ -23,6 +23,12 @@ enum class ExpertProj { kGate, kUp, kDown };
 std::string moe_router_name(const ModelConfig& config, int layer);
 std::string moe_expert_name(const ModelConfig& config, int layer, int expert, ExpertProj which);
 std::string moe_shared_name(int layer, ExpertProj which);  // Qwen2-MoE's shared expert
+// gpt-oss: the router's bias, and every expert's gate_up (kGate) or down (kDown) projection
+// stacked in one MXFP4 weight ("model.layers.0.mlp.experts.gate_up_proj"; its bias: + "_bias").
+std::string moe_router_bias_name(int layer);
+std::string moe_stacked_name(int layer, ExpertProj which);
+// Whether the config's experts are gpt-oss's: MXFP4, stacked, with biases (weights/mxfp4_weights.h).
+bool mxfp4_experts(const ModelConfig& config);
 std::string moe_shared_gate_name(int layer);
 // How a tensor name takes part in a mixture-of-experts layer: a routed expert's projection (the
 // expert intermediate dimension cut under tensor parallelism), the shared expert's, or neither.

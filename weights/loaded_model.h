@@ -34,6 +34,13 @@
 //     Mixtral: model.layers.{i}.block_sparse_moe.gate.weight [E, hidden_size] (the router)
 //       model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight (gate), w3 (up) [I, hidden_size],
 //       w2 (down) [hidden_size, I]
+//     gpt-oss (MXFP4, weights/mxfp4_weights.h): model.layers.{i}.mlp.router.weight [E, hidden_size]
+//       and .bias [E]; model.layers.{i}.mlp.experts.gate_up_proj [E, 2I, hidden_size] (rows
+//       interleaved: gate, up, gate, ...) and down_proj [E, hidden_size, I], whose views carry
+//       TensorView::mxfp4 (the checkpoint's *_blocks and *_scales), and their biases
+//       .gate_up_proj_bias [E, 2I], .down_proj_bias [E, hidden_size]
+//   gpt-oss also has model.layers.{i}.self_attn.o_proj.bias [hidden_size] (o_bias) and
+//     model.layers.{i}.self_attn.sinks [num_q_heads] (attention_sinks)
 // RoPE convention: every loaded model uses the HF "rotate half" pairing (i, i + head_dim/2).
 // llama2.c checkpoints rotate interleaved pairs (2i, 2i+1); their loader permutes the rows of
 // q_proj and k_proj within each head so the same forward pass serves both (q.k is unchanged).
@@ -84,6 +91,11 @@ struct MoeConfig {
   int intermediate = 0;       // each expert's intermediate size (moe_intermediate_size)
   bool renormalize = false;   // norm_topk_prob: the k weights divided by their sum (Mixtral: always)
   int shared_intermediate = 0;  // Qwen2-MoE's gated shared expert (0: none)
+  // gpt-oss: the router and every expert projection add a bias, and the experts' activation is
+  // the clamped SwiGLU on interleaved gate/up rows, g = min(gate, limit), u = clamp(up, +-limit),
+  // (u + 1) * g * sigmoid(swiglu_alpha * g). swiglu_limit 0: plain SwiGLU, no biases.
+  float swiglu_limit = 0.f;
+  float swiglu_alpha = 1.702f;
   // Per layer: 1 = a sparse (MoE) layer, 0 = a dense MLP of intermediate_size (Qwen's
   // mlp_only_layers and decoder_sparse_step). Empty exactly when num_experts is 0.
   std::vector<int> sparse_layers;
@@ -97,6 +109,9 @@ struct MoeConfig {
 struct ModelConfig {
   std::string architecture = "LlamaForCausalLM";  // config.json "architectures" (HF class name)
   bool qkv_bias = false;  // q/k/v projections add a bias (Qwen2)
+  bool o_bias = false;    // o_proj adds a bias (gpt-oss's attention_bias)
+  // A learned sink logit per q head joins each attention softmax's denominator (gpt-oss).
+  bool attention_sinks = false;
   bool qk_norm = false;   // per-head RMSNorm of q and k (weight [head_dim]) before RoPE (Qwen3)
   bool qk_norm_full = false;  // RMSNorm over all of q and of k (weights [heads * head_dim]) (Olmo2)
   bool post_norms = false;  // blocks' outputs normed before the residual add, inputs not (Olmo2)
@@ -150,7 +165,8 @@ struct ModelConfig {
   // MLPs of moe_intermediate_size; Qwen2-MoE adds a shared expert of
   // shared_expert_intermediate_size scaled by sigmoid(its gate). num_experts 0: a dense model.
   MoeConfig moe;
-  // "" for plain f32/f16/bf16 weights; "fp8" when the layers' projections are FP8 E4M3
+  // "" for plain f32/f16/bf16 weights; "mxfp4" when gpt-oss's experts are MXFP4 (the rest
+  // plain); "fp8" when the layers' projections are FP8 E4M3
   // (config.json's quantization_config, or quantized at load: LoadOptions); "gptq", "awq" or
   // "compressed-tensors" for int4 checkpoints (docs/QUANTIZATION.md).
   std::string quant_method;
@@ -159,6 +175,7 @@ struct ModelConfig {
 
 struct Int4Stored;  // weights/int4_weights.h
 struct BlockFp8Weight;  // weights/block_fp8_weights.h
+struct Mxfp4Weight;  // weights/mxfp4_weights.h
 
 struct TensorView {
   DType dtype = DType::kF32;
@@ -181,6 +198,9 @@ struct TensorView {
   // this the codes (still in the mapped file) and block scales; as with int4, each backend
   // converts it when it loads it and whoever needs values asks weights/packed_views.h.
   std::shared_ptr<const BlockFp8Weight> block_fp8 = nullptr;
+  // gpt-oss's MXFP4 experts: dtype kF32 (that of their values), shape [E, rows, cols], no
+  // `data`, and this the blocks and scales (still in the mapped file).
+  std::shared_ptr<const Mxfp4Weight> mxfp4 = nullptr;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;

@@ -200,6 +200,14 @@ void read_compressed(const json& q, const std::string& where, QuantConfig* c) {
   c->desc_act = a.is_string() || (a.is_boolean() && a.get<bool>());
 }
 
+// Microscaling formats other than MXFP4, as quantization_config's quant_method names them
+// (ModelOpt's NVFP4 checkpoints say "modelopt" and name the format in quant_algo).
+bool is_other_microscaling(const std::string& method) {
+  for (const char* m : {"nvfp4", "mxfp8", "mxfp6", "mxint8", "fp4", "w4a4_nvfp4", "w4a4_mxfp4"})
+    if (method == m) return true;
+  return false;
+}
+
 }  // namespace
 
 QuantConfig read_quant_config(const json& j, const std::string& path) {
@@ -215,9 +223,20 @@ QuantConfig read_quant_config(const json& j, const std::string& path) {
   else if (method == "gptq") read_gptq(q, where, &c);
   else if (method == "awq") read_awq(q, where, &c);
   else if (method == "compressed-tensors") read_compressed(q, where, &c);
+  else if (method == "mxfp4") c.format = QuantFormat::kMxfp4;  // only the experts; the rest plain
+  else if (method == "modelopt")
+    FS_THROW(where, " quant_method \"modelopt\" (quant_algo ",
+             q.contains("quant_algo") ? q["quant_algo"].dump() : "(missing)", ") is not "
+             "supported: of the microscaling formats flashserve runs only MXFP4 (gpt-oss's "
+             "\"mxfp4\"), not NVFP4 or MXFP8");
+  else if (is_other_microscaling(method))
+    FS_THROW(where, " quant_method \"", method, "\" is not supported: of the microscaling "
+             "formats flashserve runs only MXFP4 (gpt-oss's \"mxfp4\"), not NVFP4, MXFP8, MXFP6 "
+             "or MXINT8");
   else
     FS_THROW(where, " quant_method ", q.contains("quant_method") ? q["quant_method"].dump() : "(missing)",
-             " is not supported (only \"fp8\", \"gptq\", \"awq\" and \"compressed-tensors\"; "
+             " is not supported (only \"fp8\", \"gptq\", \"awq\", \"compressed-tensors\" and, "
+             "for gpt-oss, \"mxfp4\"; "
              "or use a bf16, f16 or f32 checkpoint)");
   const bool fp8 = c.format == QuantFormat::kFp8 || c.format == QuantFormat::kBlockFp8;
   c.method = fp8 ? "fp8" : method;
@@ -257,6 +276,7 @@ std::string describe_quantization(const QuantConfig& q) {
   switch (q.format) {
     case QuantFormat::kNone: return "unquantized weights";
     case QuantFormat::kFp8: return "FP8 weights";
+    case QuantFormat::kMxfp4: return "MXFP4 experts";
     case QuantFormat::kBlockFp8:
       return str_cat("block-wise FP8 weights (blocks ", q.block_rows, "x", q.block_cols, ")");
     default:

@@ -18,12 +18,13 @@ enum class QuantFormat {
   kGptq,        // qweight [in/8, out], qzeros, scales, g_idx
   kAwq,         // qweight [in, out/8] in AWQ's nibble order, qzeros, scales
   kPackedInt4,  // compressed-tensors pack-quantized: weight_packed [out, in/8], weight_scale, ...
+  kMxfp4,       // gpt-oss: the experts' *_blocks and *_scales (weights/mxfp4_weights.h)
 };
 
 struct QuantConfig {
   QuantFormat format = QuantFormat::kNone;
   // ModelConfig::quant_method: "" (none), "fp8" (FP8 of either kind), "gptq", "awq" or
-  // "compressed-tensors" (its FP8 variant is "fp8": it loads as FP8 checkpoints do).
+  // "compressed-tensors" (its FP8 variant is "fp8": it loads as FP8 checkpoints do), "mxfp4".
   std::string method;
   int group_size = 0;      // int4: input columns per scale; -1 = one group per row
   bool desc_act = false;   // GPTQ act-order: g_idx assigns columns to groups in any order

@@ -1,4 +1,4 @@
-// Int4 and block-wise FP8 projections read at load (quantized_projections.h): the checkpoint's
+// Int4 and block-wise FP8 projections, and gpt-oss's MXFP4 experts, read at load (quantized_projections.h): the checkpoint's
 // tensors are looked up first (the lookup maps shards, so one thread), then every projection is
 // read on every core (scales, zero points and g_idx checked, block-FP8 codes scanned for NaNs;
 // the codes left in the file either way).
@@ -12,6 +12,7 @@
 #include "weights/block_fp8_weights.h"
 #include "weights/int4_weights.h"
 #include "weights/llama_tensors.h"
+#include "weights/mxfp4_weights.h"
 #include "weights/every_core.h"
 
 namespace flashserve {
@@ -52,10 +53,45 @@ void read_projection(const QuantConfig& q, Job& job) {
   job.int4 = std::make_shared<const Int4Stored>(read_int4_stored(q, src, job.rows, job.cols));
 }
 
+// gpt-oss's experts: each layer's gate_up_proj and down_proj from their _blocks and _scales.
+void load_mxfp4_experts(ModelImpl& model, const EntryLookup& find, const std::string& source) {
+  const ModelConfig& c = model.config_;
+  const auto start = std::chrono::steady_clock::now();
+  int count = 0;
+  for (int i = 0; i < c.num_layers; ++i) {
+    if (!c.moe.sparse(i)) continue;
+    for (ExpertProj which : {ExpertProj::kGate, ExpertProj::kDown}) {
+      const std::string name = moe_stacked_name(i, which);
+      const int64_t rows = which == ExpertProj::kGate ? 2 * int64_t(c.moe.intermediate) : c.hidden_size;
+      const int64_t cols = which == ExpertProj::kGate ? c.hidden_size : c.moe.intermediate;
+      std::string blocks_file, scales_file;
+      const SafetensorsEntry* blocks = find(name + "_blocks", &blocks_file);
+      const SafetensorsEntry* scales = find(name + "_scales", &scales_file);
+      for (const auto& [e, suffix] : {std::pair{blocks, "_blocks"}, std::pair{scales, "_scales"}})
+        if (!e)
+          FS_THROW(source, ": missing tensor '", name, suffix, "' (config.json says MXFP4 experts",
+                   find(name, &blocks_file) ? "; the checkpoint holds them unquantized, which is "
+                   "not supported" : "", ")");
+      auto w = std::make_shared<const Mxfp4Weight>(
+          read_mxfp4(*blocks, *scales, name, c.moe.num_experts, rows, cols, blocks_file));
+      TensorView& t = model.tensors_[name];
+      t.dtype = DType::kF32;  // that of its values
+      t.shape = {c.moe.num_experts, rows, cols};
+      t.data = nullptr;
+      t.mxfp4 = std::move(w);
+      ++count;
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "flashserve: %s: %d MXFP4 expert weights read in %.2f s (kept as stored)\n",
+               model.path().c_str(), count, s);
+}
+
 }  // namespace
 
 void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const std::string& source) {
   const QuantConfig& q = model.config_.quant;
+  if (q.format == QuantFormat::kMxfp4) return load_mxfp4_experts(model, find, source);
   if (!q.is_int4() && q.format != QuantFormat::kBlockFp8) return;
   const auto start = std::chrono::steady_clock::now();
   std::string file;

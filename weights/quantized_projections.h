@@ -17,7 +17,8 @@ using EntryLookup =
     std::function<const SafetensorsEntry*(const std::string& name, std::string* file)>;
 
 // Fills model.tensors_ with every projection the config stores quantized (stores_quantized),
-// packed; does nothing for other checkpoints. Errors name the tensor and its file (`source`
+// packed, or with gpt-oss's MXFP4 experts (weights/mxfp4_weights.h); does nothing for other
+// checkpoints. Errors name the tensor and its file (`source`
 // where the checkpoint lacks it).
 void load_quantized_projections(ModelImpl& model, const EntryLookup& find, const std::string& source);
 

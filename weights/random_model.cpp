@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -79,6 +80,26 @@ void write_fp8_tensor(const TensorSpec& spec, const std::vector<int64_t>& weight
   }
 }
 
+// gpt-oss's MXFP4 experts (weights/mxfp4_weights.h): random E2M1 codes, and per block of 32 an
+// E8M0 scale around the one that gives the values a standard deviation of about `scale` (random
+// codes have an RMS of 2.93), one step up or down at random.
+void write_mxfp4_bytes(const TensorSpec& spec, uint64_t seed, float scale, std::ostream& out) {
+  int64_t numel = 1;
+  for (int64_t d : spec.shape) numel *= d;
+  SplitMix64 rng{seed ^ name_hash(spec.name)};
+  const bool scales = spec.name.ends_with("_scales");
+  const int centre = 127 + int(std::lround(std::log2(double(scale) / 2.93)));
+  std::vector<uint8_t> chunk;
+  constexpr int64_t kChunk = 1 << 20;
+  for (int64_t done = 0; done < numel; done += kChunk) {
+    chunk.resize(size_t(std::min(kChunk, numel - done)));
+    for (uint8_t& b : chunk)
+      b = scales ? uint8_t(std::clamp(centre + int(rng.next() % 3) - 1, 0, 254))
+                 : uint8_t(rng.next() >> 56);
+    out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(chunk.size()));
+  }
+}
+
 std::string shard_name(int i, int n) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "model-%05d-of-%05d.safetensors", i + 1, n);
@@ -102,9 +123,20 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
   validate_config(config, dir + " (random model config)");
   FS_CHECK(dtype != DType::kI32 && dtype != DType::kF8E4M3,
            "random models hold f32, f16 or bf16 weights (FP8: the fp8 layout)");
+  FS_CHECK(fp8 == Fp8Layout::kNone || !mxfp4_experts(config),
+           config.architecture, ": random models with MXFP4 experts keep the rest in ",
+           "f32, f16 or bf16 (no FP8 layout)");
   std::vector<TensorSpec> specs;
   std::map<std::string, std::vector<int64_t>> fp8_shape;  // FP8 weight or scale -> weight shape
   for (const auto& [name, shape] : llama_tensor_shapes(config)) {
+    if (shape.size() == 3) {  // gpt-oss's stacked experts, as the checkpoint stores them: MXFP4
+      const int64_t groups = shape[2] / 32;
+      FS_CHECK(mxfp4_experts(config) && shape[2] % 32 == 0, name, ": MXFP4 experts need columns "
+               "in blocks of 32, not ", shape[2]);
+      specs.push_back({name + "_blocks", DType::kF32, {shape[0], shape[1], groups, 16}, true});
+      specs.push_back({name + "_scales", DType::kF32, {shape[0], shape[1], groups}, true});
+      continue;
+    }
     if (fp8 == Fp8Layout::kNone || !is_fp8_projection(name)) {
       specs.push_back({name, dtype, shape});
       continue;
@@ -131,6 +163,7 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
 
   auto write_file = [&](const std::string& path, const std::vector<TensorSpec>& part) {
     write_safetensors_streamed(path, part, [&](size_t i, std::ostream& out) {
+      if (part[i].u8) return write_mxfp4_bytes(part[i], seed, scale, out);
       auto it = fp8_shape.find(part[i].name);
       if (it == fp8_shape.end()) return write_random_tensor(part[i], seed, scale, out);
       const std::string weight = part[i].dtype == DType::kF8E4M3
@@ -154,7 +187,7 @@ void write_random_hf_model(const std::string& dir, const ModelConfig& config, ui
     parts.emplace_back(specs.begin() + begin, specs.begin() + end);
     for (const auto& t : parts.back()) {
       weight_map[t.name] = shard_name(s, num_shards);
-      uint64_t n = dtype_size(t.dtype);
+      uint64_t n = t.u8 ? 1 : dtype_size(t.dtype);
       for (int64_t d : t.shape) n *= uint64_t(d);
       total_size += n;
     }

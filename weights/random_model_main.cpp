@@ -8,7 +8,8 @@
 // Presets: tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, and of the other
 // architectures qwen2.5-0.5b, qwen3-0.6b, mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b,
 // olmo-2-1b, smollm3-3b, qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b, and the mixtures of experts
-// qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b (see preset()).
+// qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b, gpt-oss-20b and gpt-oss-120b (MXFP4
+// experts, as the published checkpoints) and gpt-oss-tiny (see preset()).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +27,8 @@ namespace {
 constexpr const char* kPresets =
     "tiny, tinyllama-1.1b, llama2-7b, llama2-70b, llama3.2-1b, llama3.2-1b-v128k, qwen2.5-0.5b, qwen3-0.6b, "
     "mistral-7b, mistral-7b-v0.1, phi-4-mini, granite-3-2b, olmo-2-1b, smollm3-3b, "
-    "qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b, qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b";
+    "qwen2.5-7b-yarn, gemma-2-2b, gemma-3-1b, qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b, "
+    "gpt-oss-20b, gpt-oss-120b, gpt-oss-tiny";
 
 flashserve::ModelConfig preset(const std::string& name) {
   flashserve::ModelConfig c;
@@ -160,6 +162,27 @@ flashserve::ModelConfig preset(const std::string& name) {
     c.rope_theta = 1e6f, c.rms_norm_eps = 1e-6f;
     c.moe = {.num_experts = 60, .top_k = 4, .intermediate = 1408, .renormalize = false,
              .shared_intermediate = 5632, .sparse_layers = std::vector<int>(24, 1)};
+  } else if (name == "gpt-oss-20b" || name == "gpt-oss-120b" || name == "gpt-oss-tiny") {
+    // gpt-oss's shapes with its real vocabulary (o200k_harmony): 32 (20b) or 128 (120b) MXFP4
+    // experts of 2880 columns, top 4, in 24 or 36 layers; head_dim 64 over hidden 2880; q/k/v/o
+    // biases, attention sinks; every other layer windowed by 128 (the first is); YaRN factor 32
+    // over 4096 positions (131072 served). gpt-oss-tiny: the same at a size the CPU backend runs
+    // in tests (hidden 256, 2 layers of 8 experts of 128 columns, top 2), so that the gpt-oss
+    // tokenizer and chat template serve it.
+    const bool big = name == "gpt-oss-120b", tiny = name == "gpt-oss-tiny";
+    const int layers = tiny ? 2 : big ? 36 : 24, hidden = tiny ? 256 : 2880, inter = tiny ? 128 : 2880;
+    set(hidden, inter, layers, tiny ? 4 : 64, tiny ? 2 : 8, 64, 201088, 131072);
+    set_architecture(c, "GptOssForCausalLM");
+    c.rope_theta = 150000.f, c.rms_norm_eps = 1e-5f;
+    c.bos_token_id = 199998, c.eos_token_ids = {200002};
+    c.rope_scaling.type = "yarn";
+    c.rope_scaling.factor = 32.f;
+    c.rope_scaling.original_max_position_embeddings = 4096;
+    c.rope_scaling.truncate = false;
+    c.moe = {.num_experts = tiny ? 8 : big ? 128 : 32, .top_k = tiny ? 2 : 4, .intermediate = inter,
+             .renormalize = true, .shared_intermediate = 0, .swiglu_limit = 7.f,
+             .sparse_layers = std::vector<int>(size_t(layers), 1)};
+    set_sliding_layers(c, 128, 2);
   } else {
     FS_THROW("unknown preset '", name, "' (", kPresets, ")");
   }

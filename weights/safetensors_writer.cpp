@@ -26,7 +26,7 @@ const char* st_dtype_name(DType t) {
 }
 
 uint64_t spec_bytes(const TensorSpec& s) {
-  uint64_t n = dtype_size(s.dtype);
+  uint64_t n = s.u8 ? 1 : dtype_size(s.dtype);
   for (int64_t d : s.shape) {
     FS_CHECK(d >= 0, "tensor ", s.name, " has a negative dimension");
     n *= uint64_t(d);
@@ -55,13 +55,14 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
   std::vector<size_t> order(specs.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return dtype_size(specs[a].dtype) > dtype_size(specs[b].dtype);
+    const auto size = [&](size_t i) { return specs[i].u8 ? 1 : dtype_size(specs[i].dtype); };
+    return size(a) > size(b);
   });
   nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
   uint64_t offset = 0;
   for (size_t i : order) {
     const uint64_t n = spec_bytes(specs[i]);
-    header[specs[i].name] = {{"dtype", st_dtype_name(specs[i].dtype)},
+    header[specs[i].name] = {{"dtype", specs[i].u8 ? "U8" : st_dtype_name(specs[i].dtype)},
                              {"shape", specs[i].shape},
                              {"data_offsets", {offset, offset + n}}};
     offset += n;

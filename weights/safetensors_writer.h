@@ -17,6 +17,7 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
+  bool u8 = false;  // plain bytes, written as dtype U8 (MXFP4 blocks and scales); dtype unused
 };
 
 struct WriterTensor {

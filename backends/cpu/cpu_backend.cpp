@@ -20,6 +20,7 @@
 #include "kernels/cpu/elementwise_ref.h"
 #include "kernels/cpu/embedding_gather_ref.h"
 #include "kernels/cpu/moe_ref.h"
+#include "kernels/cpu/mxfp4_ref.h"
 #include "kernels/cpu/norms_ref.h"
 #include "kernels/cpu/paged_attention_ref.h"
 #include "kernels/cpu/rope_kv_write_ref.h"
@@ -336,9 +337,20 @@ class CpuBackend final : public Backend {
     const int top_k = int(expert_ids.numel() / std::max<int64_t>(n, 1));
     FS_CHECK(x.numel() == n * hidden && out.numel() == n * hidden &&
                  expert_ids.numel() == n * top_k && weights.numel() == n * top_k &&
-                 int(e.gate_up.size()) == e.num_experts && int(e.down.size()) == e.num_experts,
+                 (e.mxfp4 || (int(e.gate_up.size()) == e.num_experts &&
+                              int(e.down.size()) == e.num_experts)),
              "moe_experts: x ", x.numel(), " out ", out.numel(), " for ", n, " rows of ", hidden,
              "; ", e.num_experts, " experts");
+    const int chunks = int(std::min<int64_t>(n, pool_.size()));
+    if (e.mxfp4) {  // gpt-oss's (kernels/cpu/mxfp4_ref.h)
+      pool_.run(chunks, [&](int c) {
+        const int64_t r0 = n * c / chunks, r1 = n * (c + 1) / chunks;
+        ref::mxfp4_moe_experts(out.as<float>() + r0 * hidden, x.as<float>() + r0 * hidden,
+                               expert_ids.as<int32_t>() + r0 * top_k,
+                               weights.as<float>() + r0 * top_k, *e.mxfp4, r1 - r0, top_k);
+      });
+      return;
+    }
     std::vector<const float*> gate_up, down;
     for (int i = 0; i < e.num_experts; ++i) {
       FS_CHECK(e.gate_up[i].dtype == DType::kF32 && e.down[i].dtype == DType::kF32 &&
@@ -348,7 +360,6 @@ class CpuBackend final : public Backend {
       gate_up.push_back(e.gate_up[i].as<float>());
       down.push_back(e.down[i].as<float>());
     }
-    const int chunks = int(std::min<int64_t>(n, pool_.size()));
     pool_.run(chunks, [&](int c) {
       const int64_t r0 = n * c / chunks, r1 = n * (c + 1) / chunks;
       ref::moe_experts(out.as<float>() + r0 * hidden, x.as<float>() + r0 * hidden,

@@ -284,6 +284,13 @@ void CudaBackend::write_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, cons
 }
 
 void CudaBackend::add_bias(Tensor x, const Tensor& bias) {
+  if (x.dtype == DType::kF32 && bias.dtype == DType::kF32) {  // f32 logits (gpt-oss's router)
+    const int64_t width = bias.numel();
+    FS_CHECK(width > 0 && x.numel() % width == 0, "add_bias: x has ", x.numel(),
+             " elements, bias ", width);
+    return cuda::add_bias_f32(x.as<float>(), bias.as<float>(), int(x.numel() / width),
+                              int(width), stream_);
+  }
   expect_bf16(x, "add_bias x");
   expect_bf16(bias, "add_bias bias");
   const int64_t width = bias.numel();

@@ -149,6 +149,9 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes);  // cuda_backend.cpp: a weight's bytes
   // cuda_moe.cpp
   void* moe_workspace(size_t bytes);
+  // moe_experts for gpt-oss's MXFP4 experts (MoeExperts::mxfp4; kernels/mxfp4.h).
+  void moe_experts_mxfp4(Tensor out, const Tensor& x, const int32_t* ids, const Tensor& weights,
+                         const MoeExperts& experts, int top_k);
   void moe_grouped_matmul(void* out, const void* a, const cuda::MoePermutation& p,
                           const cuda::MoeProjection& w, const void* stack,
                           const cuda::MoeExpertPtrs* host, int num_experts, int max_rows,

@@ -17,6 +17,7 @@
 #include "kernels/int4_gemv.h"
 #include "kernels/moe.h"
 #include "kernels/moe_grouped_gemm.h"
+#include "kernels/mxfp4.h"
 
 namespace flashserve {
 namespace {
@@ -256,7 +257,7 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
   expect_bf16(out, "moe_experts out");
   expect_bf16(x, "moe_experts x");
   const auto* t = static_cast<const CudaMoeTables*>(experts.device_tables.get());
-  FS_CHECK(t, "moe_experts: experts not loaded by the CUDA backend");
+  FS_CHECK(t || experts.mxfp4, "moe_experts: experts not loaded by the CUDA backend");
   const int64_t n = x.dim(0);
   const int hidden = experts.hidden, inter = experts.intermediate;
   const int num_experts = experts.num_experts;
@@ -270,6 +271,7 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
            " experts");
   const int32_t* ids = expert_ids.as<int32_t>();
   if (n == 0) return;
+  if (experts.mxfp4) return moe_experts_mxfp4(out, x, ids, weights, experts, top_k);
   const int rows = int(n) * top_k;
   const bool quantized = t->gate_up.format != cuda::MoeFormat::kBf16 ||
                          t->down.format != cuda::MoeFormat::kBf16;
@@ -311,6 +313,52 @@ void CudaBackend::moe_experts(Tensor out, const Tensor& x, const Tensor& expert_
                      rows, expert_bf16);
   cuda::moe_combine(out.data, y, false, p.pair_row, nullptr, num_experts, weights.as<float>(),
                     int(n), top_k, hidden, stream_);
+}
+
+// gpt-oss's MXFP4 experts. Up to kMoeFusedRowsQuantized tokens: the GEMV pair by pair (each
+// selected expert's weights streamed from L2 or memory per pair), gate/up with the clamped
+// SwiGLU fused, then down, then the weighted combine. More: the permutation into expert order,
+// the grouped MXFP4 GEMM for gate/up, the activation, the grouped GEMM for down, the combine.
+void CudaBackend::moe_experts_mxfp4(Tensor out, const Tensor& x, const int32_t* ids,
+                                    const Tensor& weights, const MoeExperts& experts, int top_k) {
+  const Mxfp4Experts& m = *experts.mxfp4;
+  const int n = int(x.dim(0)), hidden = experts.hidden, inter = experts.intermediate;
+  const int num_experts = experts.num_experts, rows = n * top_k;
+  const cuda::Mxfp4Weights gate_up{m.gate_up_blocks, m.gate_up_scales, m.gate_up_bias,
+                                   num_experts, 2 * inter, hidden};
+  const cuda::Mxfp4Weights down{m.down_blocks, m.down_scales, m.down_bias, num_experts, hidden,
+                                inter};
+  const cuda::SwigluClamp clamp{m.limit, m.alpha};
+  if (n <= kMoeFusedRowsQuantized) {
+    // act f32 [rows, inter], y f32 [rows, hidden], in pair order.
+    const size_t act_bytes = align16(size_t(rows) * inter * 4);
+    char* ws = static_cast<char*>(moe_workspace(act_bytes + size_t(rows) * hidden * 4));
+    float* act = reinterpret_cast<float*>(ws);
+    float* y = reinterpret_cast<float*>(ws + act_bytes);
+    cuda::mxfp4_gemv(act, true, x.data, false, gate_up, ids, rows, top_k, &clamp, stream_);
+    cuda::mxfp4_gemv(y, true, act, true, down, ids, rows, 1, nullptr, stream_);
+    cuda::moe_combine(out.data, y, true, nullptr, ids, num_experts, weights.as<float>(), n,
+                      top_k, hidden, stream_);
+    return;
+  }
+  const size_t perm_bytes = align16(cuda::moe_permutation_bytes(n, top_k, num_experts));
+  const size_t xp_bytes = align16(size_t(rows) * hidden * 2);
+  const size_t h_bytes = align16(size_t(rows) * 2 * inter * 2);
+  const size_t act_bytes = align16(size_t(rows) * inter * 2);
+  const size_t y_bytes = align16(size_t(rows) * hidden * 2);
+  char* ws = static_cast<char*>(moe_workspace(perm_bytes + xp_bytes + h_bytes + act_bytes + y_bytes));
+  const cuda::MoePermutation p = cuda::moe_permutation_in(ws, n, top_k, num_experts);
+  char* xp = ws + perm_bytes;
+  char* h = xp + xp_bytes;
+  char* act = h + h_bytes;
+  char* y = act + act_bytes;
+  cuda::moe_permute(p, ids, n, top_k, num_experts, stream_);
+  cuda::moe_gather_rows(xp, x.data, p.row_token, rows, hidden, stream_);
+  cuda::mxfp4_gemm(h, xp, gate_up, p.offsets, rows, stream_);
+  cuda::swiglu_clamped_bf16(act, h, rows, inter, clamp, stream_);
+  cuda::mxfp4_gemm(y, act, down, p.offsets, rows, stream_);
+  cuda::moe_combine(out.data, y, false, p.pair_row, nullptr, num_experts, weights.as<float>(), n,
+                    top_k, hidden, stream_);
 }
 
 void CudaBackend::add_sigmoid_gated(Tensor out, const Tensor& y, const Tensor& gate_logit) {

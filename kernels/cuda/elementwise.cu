@@ -70,6 +70,11 @@ __global__ void add_bias_kernel(bf16* x, const bf16* bias, int64_t numel, int wi
   x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(bias[i % width]));
 }
 
+__global__ void add_bias_f32_kernel(float* x, const float* bias, int64_t numel, int width) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < numel) x[i] += bias[i % width];
+}
+
 __global__ void f32_to_bf16_kernel(bf16* dst, const float* src, int64_t numel) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < numel) dst[i] = __float2bfloat16(src[i]);
@@ -126,6 +131,13 @@ void add_bias_bf16(void* x, const void* bias, int n, int width, cudaStream_t str
   if (total == 0) return;
   add_bias_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
       static_cast<bf16*>(x), static_cast<const bf16*>(bias), total, width);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_bias_f32(float* x, const float* bias, int n, int width, cudaStream_t stream) {
+  const int64_t total = int64_t(n) * width;
+  if (total == 0) return;
+  add_bias_f32_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(x, bias, total, width);
   CUDA_CHECK_LAUNCH();
 }
 

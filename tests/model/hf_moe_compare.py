@@ -52,6 +52,17 @@ def verdicts(records, shape, max_ratio, slack):
     return lines, ok
 
 
+def report(records, shapes, max_ratio, slack):
+    """Prints every shape's verdicts and PASS or FAIL; True when every shape passed."""
+    passed = True
+    for shape in shapes:
+        lines, ok = verdicts(records, shape, max_ratio, slack)
+        print("\n".join(lines))
+        passed = passed and ok
+    print("PASS" if passed else "FAIL: flashserve is worse than transformers bf16 on some shape")
+    return passed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fs-logits", default=os.path.join(ROOT, "build/gpu/bench/flashserve-logits"))
@@ -82,13 +93,8 @@ def main():
     with open(a.out) as f:
         f.seek(start)
         records = [json.loads(line) for line in f if line.strip()]
-    passed = rc == 0
     print(f"\nflashserve vs transformers on mixtures of experts ({a.out}):")
-    for shape in a.shapes.split(","):
-        lines, ok = verdicts(records, shape, a.max_nmse_ratio, a.greedy_slack)
-        print("\n".join(lines))
-        passed = passed and ok
-    print("PASS" if passed else "FAIL: flashserve is worse than transformers bf16 on some shape")
+    passed = report(records, a.shapes.split(","), a.max_nmse_ratio, a.greedy_slack) and rc == 0
     return 0 if passed else 1
 
 

@@ -41,4 +41,20 @@ inline std::vector<float> numpy_logits(const std::string& model, const std::vect
   return std::vector<float>(d.begin(), d.end());
 }
 
+// numpy's greedy continuation of `prompt` by n tokens (written to `out_file` on the way), or
+// empty on failure.
+inline std::vector<int32_t> numpy_greedy(const std::string& model, const std::vector<int32_t>& prompt,
+                                         int n, const std::string& out_file) {
+  const std::string cmd = reference_command(model, prompt) + " --generate " + std::to_string(n) +
+                          " > '" + out_file + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << "reference failed: " << cmd;
+    return {};
+  }
+  std::vector<int32_t> ids;
+  std::ifstream in(out_file);
+  for (int32_t t; in >> t;) ids.push_back(t);
+  return ids;
+}
+
 }  // namespace flashserve::test

@@ -1,11 +1,13 @@
 // ModelRunner rejects what it cannot run with flashserve::Error (never a crash): unknown or
 // unavailable backends, bad block sizes, and step batches with bad token ids, block ids, short
-// block tables or missing pointers. After a rejected step the runner still works.
+// block tables or missing pointers. After a rejected step the runner still works. gpt-oss under
+// tensor parallelism (its MXFP4 experts, sinks and o biases are not cut by rank) is refused.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "backends/backend.h"
 #include "model/model_runner.h"
+#include "tests/model/gptoss_test_util.h"
 #include "tests/model/model_test_util.h"
 
 namespace flashserve::test {
@@ -75,6 +77,22 @@ TEST(ModelRunnerErrors, RejectsBadOptionsAndBatches) {
   r->step(batch_with([](StepChunk&) {}), &logits);
   EXPECT_EQ(logits.size(), size_t(c.vocab_size));
   fs::remove_all(dir);
+}
+
+TEST(ModelRunnerErrors, GptOssRefusesTensorParallelism) {
+  const std::string dir = fresh_dir("gptoss");
+  write_random_hf_model(dir, gpt_oss_config(2), 5, DType::kBF16);
+  auto model = load_model(dir);
+  ModelRunnerOptions o;
+  o.threads = 2;
+  o.tensor_parallel_size = 2;
+  try {
+    ModelRunner::create(*model, o);
+    ADD_FAILURE() << "gpt-oss loaded at tensor parallelism 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GptOssForCausalLM: tensor parallelism is not supported"),
+              std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

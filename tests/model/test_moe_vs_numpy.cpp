@@ -1,10 +1,14 @@
 // Mixture-of-experts models (tests/model/moe_test_util.h: Qwen3-MoE with a dense layer between
-// sparse ones, Mixtral with a sliding window, Qwen2-MoE with its gated shared expert), written
-// by write_random_hf_model in f32 and bf16, load and give at every prompt position the logits of
-// the independent float64 numpy forward (tools/llama_reference.py's moe()), and, decoding token
-// by token through the paged KV cache, numpy's greedy continuation. Skipped without numpy.
+// sparse ones, Mixtral with a sliding window, Qwen2-MoE with its gated shared expert;
+// tests/model/gptoss_test_util.h: gpt-oss with MXFP4 experts, biases, sinks, alternating windows
+// and YaRN), written by write_random_hf_model in f32 and bf16 (gpt-oss: its plain tensors; the
+// experts MXFP4 as published), load and give at every prompt position the logits of the
+// independent float64 numpy forward (tools/llama_reference.py's moe() and gpt_oss_moe(), which
+// dequantizes the MXFP4 bytes itself), and, decoding token by token through the paged KV cache,
+// numpy's greedy continuation. Skipped without numpy.
 #include <gtest/gtest.h>
 
+#include "tests/model/gptoss_test_util.h"
 #include "tests/model/model_test_util.h"
 #include "tests/model/moe_test_util.h"
 #include "tests/model/numpy_reference.h"
@@ -13,8 +17,11 @@ namespace flashserve::test {
 namespace {
 
 // fp32 against float64 as in test_llama_vs_numpy.cpp: observed ~1e-6 of the largest logit. A
-// wrong expert, weight or renormalisation moves logits by > 1e-2 relative.
+// wrong expert, weight or renormalisation moves logits by > 1e-2 relative (gpt-oss without its
+// sinks, its o bias, or with gate and up swapped: by 0.85 to 0.9).
 constexpr double kTol = 2e-5;
+
+const MoeCase kGptOss{"gpt_oss", [] { return gpt_oss_config(); }};
 
 struct Case {
   MoeCase moe;
@@ -44,12 +51,9 @@ TEST_P(MoeVsNumpy, LogitsAndGreedyMatchNumpy) {
   std::printf("%s %s: max |diff| / max |logit| = %.3g\n", k.moe.name, dtype_name(k.file_dtype), err);
 
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 6);
-  const std::string file = dir + "/greedy.txt";
-  ASSERT_EQ(std::system((reference_command(dir, prompt) + " --generate 10 > '" + file + "'").c_str()), 0);
-  std::vector<int32_t> numpy_greedy;
-  std::ifstream in(file);
-  for (int32_t t; in >> t;) numpy_greedy.push_back(t);
-  EXPECT_EQ(greedy_tokens(*model, prompt, 10, 4, 2, /*token_by_token=*/true), numpy_greedy);
+  const std::vector<int32_t> want_greedy = numpy_greedy(dir, prompt, 10, dir + "/greedy.txt");
+  ASSERT_EQ(want_greedy.size(), 10u);
+  EXPECT_EQ(greedy_tokens(*model, prompt, 10, 4, 2, /*token_by_token=*/true), want_greedy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Moe, MoeVsNumpy,
@@ -58,7 +62,9 @@ INSTANTIATE_TEST_SUITE_P(Moe, MoeVsNumpy,
                                            Case{moe_cases()[1], DType::kF32},
                                            Case{moe_cases()[1], DType::kBF16},
                                            Case{moe_cases()[2], DType::kF32},
-                                           Case{moe_cases()[2], DType::kBF16}),
+                                           Case{moe_cases()[2], DType::kBF16},
+                                           Case{kGptOss, DType::kF32},
+                                           Case{kGptOss, DType::kBF16}),
                          [](const auto& info) {
                            return std::string(info.param.moe.name) + "_" +
                                   dtype_name(info.param.file_dtype);

@@ -93,7 +93,8 @@ TEST_F(BadModelFiles, BadConfigJson) {
                             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                             "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
                             "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                            "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM)");
+                            "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
+                            "GptOssForCausalLM)");
   j.erase("architectures");
   j["model_type"] = "gpt2";
   test::write_text(cfg, j.dump());

@@ -266,7 +266,7 @@ TEST(ModelFamilies, UnsupportedArchitecturesAreNamed) {
                               "Qwen3ForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, "
                               "Olmo2ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, "
                               "Gemma3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-                              "MixtralForCausalLM)");
+                              "MixtralForCausalLM, GptOssForCausalLM)");
   // Mixtures of experts whose routing or attention the forward pass lacks: the error says which.
   j["architectures"] = {"DeepseekV3ForCausalLM"};
   EXPECT_MSG(config_error(j), ": architecture DeepseekV3ForCausalLM is not supported: DeepSeek's "
