@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "parallel/node_group.h"
 #include "server/http_server.h"
 
 namespace flashserve {
@@ -25,6 +26,9 @@ struct ServerFlags {
   HttpServerOptions http;  // its cors comes from allowed_origins
   std::string allowed_origins;  // --allowed-origins (server/http/cors.h)
   bool enforce_eager = false;  // no CUDA graphs, whatever --cuda-graph-max-batch says
+  // Several hosts (--nnodes > 1; parallel/node_group.h): the token comes from
+  // FLASHSERVE_GROUP_TOKEN, nccl from the backend at start-up.
+  NodeGroupOptions group;
 };
 
 // Parses the command line into `f` (FLASHSERVE_API_KEY is the --api-key default; an empty
