@@ -18,7 +18,6 @@ enum : uint32_t {
   kWelcome,              // node 0 -> node: every node joined; the communicators' group id
   kPlan,                 // node 0 -> node: one message of broadcast()
   kValue,                // either way: min_over_nodes
-  kStop,                 // node 0 -> node: the group ends cleanly
 };
 
 void log(const std::string& line) { std::fprintf(stderr, "flashserve: rendezvous: %s\n", line.c_str()); }
@@ -190,7 +189,7 @@ NodeGroup::~NodeGroup() {
     for (auto& l : links_) {
       if (!l || l->failed()) continue;
       try {
-        l->send(kStop, nullptr, 0);
+        l->send(Link::kBye, nullptr, 0);  // the group ends cleanly
       } catch (const Error&) {
       }
     }
@@ -256,7 +255,7 @@ bool NodeGroup::receive(std::vector<int32_t>* msg) {
   FS_CHECK(o_.node_rank > 0, "receive on node 0");
   Frame f;
   if (!links_[0]->next(&f)) FS_THROW(failed() ? failure() : "the link to node 0 closed");
-  if (f.type == kStop) {
+  if (f.type == Link::kBye) {
     std::lock_guard<std::mutex> lock(mu_);
     failure_ = "stopped by node 0";  // node 0 closing its end next is the end, not a failure
     return false;

@@ -201,6 +201,7 @@ void Link::read_loop(std::chrono::milliseconds timeout) {
     }
     if (f.type == kHeartbeat) continue;
     std::lock_guard<std::mutex> lock(mu_);
+    if (f.type == kBye) stop_ = true;  // the peer's closing that follows fails nothing
     queue_.push_back(std::move(f));
     cv_.notify_all();
   }
@@ -222,7 +223,7 @@ void Link::beat_loop(std::chrono::milliseconds period) {
 
 bool Link::next(Frame* f) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !queue_.empty() || failed_ || stop_; });
+  cv_.wait(lock, [&] { return !queue_.empty() || failed_; });
   if (queue_.empty()) return false;
   *f = std::move(queue_.front());
   queue_.pop_front();

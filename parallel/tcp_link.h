@@ -45,8 +45,9 @@ struct Frame {
 
 class Link {
  public:
-  // Frame types every link knows; users add their own above kUser.
-  static constexpr uint32_t kHeartbeat = 1, kUser = 16;
+  // Frame types every link knows; users add their own from kUser. kBye: the sender closes the
+  // link next, on purpose; it is queued like a user frame, and the closing is no failure.
+  static constexpr uint32_t kHeartbeat = 1, kBye = 2, kUser = 16;
 
   Link(int fd, std::string peer);  // takes the socket
   ~Link();
