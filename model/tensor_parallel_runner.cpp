@@ -150,13 +150,13 @@ class TensorParallelRunner final : public ForwardRunner {
   }
 
   // Runs fn; its error stops the runner. When the node group failed, its failure is the cause
-  // (the ranks' errors only say that the collectives were aborted).
+  // (the ranks' errors only say that a collective was aborted or lost its peer).
   void on_group(const std::function<void()>& fn) {
     FS_CHECK(failed_.empty(), "the tensor-parallel group stopped after an earlier error: ", failed_);
     try {
       fn();
     } catch (const std::exception& e) {
-      failed_ = group_ && group_->failed() ? group_->failure() : e.what();
+      failed_ = group_ && group_->confirms_failure() ? group_->failure() : e.what();
       if (failed_ != e.what()) throw Error(failed_);
       throw;
     }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 
@@ -238,6 +239,12 @@ void NodeGroup::failed_with(const std::string& reason) {
 bool NodeGroup::failed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !failure_.empty();
+}
+
+bool NodeGroup::confirms_failure() const {
+  const Clock::time_point end = Clock::now() + o_.heartbeat_timeout;
+  while (!failed() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return failed();
 }
 
 std::string NodeGroup::failure() const {

@@ -61,6 +61,9 @@ class NodeGroup {
   void start();
   bool failed() const;
   std::string failure() const;
+  // Whether the group fails within one heartbeat timeout: after a collective's error, which
+  // may come a moment before the lost node's link says so.
+  bool confirms_failure() const;
   static constexpr const char* kNodeGroupLost = "node group lost";
   // fn(failure()) runs once, on a link's thread, when the group fails (at once when it already
   // has); null removes it, waiting for a call in progress: after that it is never called.

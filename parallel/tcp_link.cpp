@@ -157,6 +157,10 @@ Link::~Link() {
 void Link::send(uint32_t type, const void* data, size_t bytes) {
   FS_CHECK(bytes <= kMaxFrame, "frame of ", bytes, " bytes");
   const uint32_t head[2] = {type, uint32_t(bytes)};
+  if (type == kBye) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;  // the peer closing after this is the end, not a failure
+  }
   std::lock_guard<std::mutex> lock(send_mu_);
   for (auto [p, n] : {std::pair{static_cast<const char*>(static_cast<const void*>(head)), sizeof head},
                       std::pair{static_cast<const char*>(data), bytes}}) {
