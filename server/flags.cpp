@@ -156,6 +156,11 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                  "beyond: 503 and close. Behind a reverse proxy every connection\n"
                  "comes from the proxy's address: raise it or use 0")
       ->type_name("N")->check(in_range(0, kIntMax));
+  app.add_option("--drain-timeout", f.drain_timeout_s,
+                 "on SIGINT/SIGTERM, seconds in-flight requests may take to finish\n"
+                 "while new ones get 503 (default 0: abort them at once). Keep it\n"
+                 "below the orchestrator's grace period (docs/DEPLOY.md)")
+      ->type_name("S")->check(in_range(0.0, 86400.0));
   // Several hosts, named as torchrun names them (docs/DEPLOY.md).
   app.add_option("--nnodes", f.group.nnodes,
                  "hosts running this model together, one process each with its\n"

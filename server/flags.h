@@ -29,6 +29,9 @@ struct ServerFlags {
   // Several hosts (--nnodes > 1; parallel/node_group.h): the token comes from
   // FLASHSERVE_GROUP_TOKEN, nccl from the backend at start-up.
   NodeGroupOptions group;
+  // SIGINT/SIGTERM: seconds the requests in flight may take to finish (new ones get 503) before
+  // the rest are aborted; 0 aborts them at once.
+  double drain_timeout_s = 0;
 };
 
 // Parses the command line into `f` (FLASHSERVE_API_KEY is the --api-key default; an empty

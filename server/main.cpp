@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -85,6 +86,26 @@ std::string group_model_description(const std::string& name, const ModelConfig& 
                  ";tensor-parallel-size=", f.runner.tensor_parallel_size,
                  ";backend=", uses_cuda(f.runner) ? "cuda" : "cpu",
                  ";block-size=", f.runner.block_size, ";kv-cache-tokens=", f.runner.kv_cache_tokens);
+}
+
+// Waits until the engine holds no request or `seconds` passed (a lost node or an engine fault
+// ends the wait too: nothing would finish then).
+void drain(const Engine& engine, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::milliseconds(int64_t(seconds * 1000));
+  int left = 0;
+  while (std::chrono::steady_clock::now() < end && !engine.failed()) {
+    const EngineMetrics m = engine.metrics();
+    left = m.num_running + m.num_waiting;
+    if (left == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (left == 0)
+    std::fprintf(stderr, "flashserve: in-flight requests finished in %.1f s\n", took);
+  else
+    std::fprintf(stderr, "flashserve: --drain-timeout %g s passed; aborting %d requests\n", seconds, left);
 }
 
 }  // namespace
@@ -282,7 +303,8 @@ int main(int argc, char** argv) {
       } else {
         std::fprintf(stderr, "flashserve: signal %d; finishing in-flight requests and exiting\n", sig);
       }
-      server.set_draining();  // new requests: 503
+      server.set_draining();  // new requests and /health: 503
+      if (!failed && flags.drain_timeout_s > 0) drain(*engine, flags.drain_timeout_s);
       engine->shutdown();     // in-flight requests end (aborted) and their handlers return
       server.stop();
       return;
