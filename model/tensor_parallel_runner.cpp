@@ -80,6 +80,7 @@ class TensorParallelRunner final : public ForwardRunner {
         }
       });
     } catch (...) {
+      if (group_) group_->set_on_failure(nullptr);  // no destructor runs: forget `this` here
       release();
       throw;
     }

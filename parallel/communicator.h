@@ -1,7 +1,8 @@
 // parallel/: the plumbing of tensor parallelism: which slice of a model each rank holds
 // (shard_plan.h), the collectives that join the slices (this header: NCCL on GPUs, a thread-based
-// stand-in on the CPU), the order partial sums are added in (reduction_order.h) and one thread
-// per rank (rank_workers.h). docs/TENSOR_PARALLEL.md has the design.
+// stand-in on the CPU), the order partial sums are added in (reduction_order.h), one thread
+// per rank (rank_workers.h) and the nodes of a group over several hosts (node_group.h).
+// docs/TENSOR_PARALLEL.md and docs/DEPLOY.md have the design.
 //
 // Communicator: one rank's handle on a group of ranks. Every rank of the group makes the same
 // calls, with the same counts and dtypes, in the same order (a collective waits for all of them).

@@ -168,9 +168,9 @@ void Link::send(uint32_t type, const void* data, size_t bytes) {
       const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
-        const std::string why = std::string("send failed: ") + std::strerror(errno);
-        fail(why);
-        FS_THROW("link to ", peer_, ": ", reason_.empty() ? why : reason_);
+        fail(std::string("send failed: ") + std::strerror(errno));
+        std::lock_guard<std::mutex> lock(mu_);
+        FS_THROW("link to ", peer_, ": ", reason_);  // the first failure's reason
       }
       p += w;
       n -= size_t(w);

@@ -85,7 +85,9 @@ std::string group_model_description(const std::string& name, const ModelConfig& 
                  ";context=", c.max_model_len, ";quantize=", f.quantize,
                  ";tensor-parallel-size=", f.runner.tensor_parallel_size,
                  ";backend=", uses_cuda(f.runner) ? "cuda" : "cpu",
-                 ";block-size=", f.runner.block_size, ";kv-cache-tokens=", f.runner.kv_cache_tokens);
+                 ";block-size=", f.runner.block_size, ";kv-cache-tokens=", f.runner.kv_cache_tokens,
+                 ";megakernel=", f.runner.megakernel ? "on" : "off",
+                 ";cuda-graph-max-batch=", f.runner.graph_max_batch);
 }
 
 // Waits until the engine holds no request or `seconds` passed (a lost node or an engine fault
@@ -141,7 +143,8 @@ int main(int argc, char** argv) {
   std::string serving_rule;  // how max_num_seqs and max_num_batched_tokens were chosen
   try {
     // --quantize fp8 on the GPU where one CUDA backend runs the model (LoadOptions).
-    const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1;
+    const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1 &&
+                         flags.group.nnodes == 1;
     std::unique_ptr<LoadedModel> model =
         load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize),
                                             .task = parse_model_task(flags.task),

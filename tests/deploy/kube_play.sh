@@ -96,7 +96,7 @@ log "pod up: container $ctr on 127.0.0.1:$port"
 
 # ---- healthy through the manifest's probe (podman runs it as the container's healthcheck) -------
 probe=$(podman inspect -f '{{json .Config.Healthcheck.Test}}' "$ctr")
-echo "$probe" | grep -q 'http://localhost:8000/health' || fail "the healthcheck is not the manifest's probe: $probe"
+grep -q 'http://localhost:8000/health' <<< "$probe" || fail "the healthcheck is not the manifest's probe: $probe"
 healthy=
 for _ in $(seq 150); do
   podman healthcheck run "$ctr" > /dev/null 2>&1 && { healthy=1; break; }
@@ -110,7 +110,7 @@ url=http://127.0.0.1:$port/v1/completions
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url" -d '{"prompt":"Once","max_tokens":4}')
 [ "$code" = 401 ] || fail "without the key: $code, expected 401"
 body=$(curl -s "$url" -H "Authorization: Bearer $key" -d '{"prompt":"Once upon a time","max_tokens":16,"temperature":0}')
-echo "$body" | grep -q '"finish_reason":"length"' || fail "completion: $body"
+grep -q '"finish_reason":"length"' <<< "$body" || fail "completion: $body"
 log "completion with the Secret's key (401 without it)"
 
 # ---- SIGTERM with a stream in flight: it finishes, exit 0 ----------------------------------------
@@ -132,7 +132,8 @@ lengths=$(grep -o '"finish_reason":"length"' "$W/stream.txt" | wc -l)
 [ "$lengths" = 4 ] || fail "$lengths of 4 choices finished with length: $(grep -o '"finish_reason":"[a-z_]*"' "$W/stream.txt" | sort | uniq -c)"
 exit_code=$(podman inspect -f '{{.State.ExitCode}}' "$ctr")
 [ "$exit_code" = 0 ] || fail "exit code after SIGTERM: '$exit_code'"
-podman logs "$ctr" 2>&1 | grep -q "in-flight requests finished in" || fail "the server did not log its drain"
+podman logs "$ctr" > "$W/server.log" 2>&1
+grep -q "in-flight requests finished in" "$W/server.log" || fail "the server did not log its drain"
 log "SIGTERM: the stream in flight finished (4 choices of 480 tokens, [DONE]), exit 0"
 podman kube down "$W/kube.yaml" > "$W/down.log" 2>&1 || { cat "$W/down.log"; fail "podman kube down"; }
 log "kube down: the pod is gone"
