@@ -106,11 +106,28 @@ TEST(NodeGroupRendezvous, RefusesWhatDiffersAndNamesIt) {
 
 TEST(NodeGroupRendezvous, RankTakenIsRefusedAndTheGroupFormsWithoutIt) {
   const int port = free_port();
-  const Outcome o = rendezvous(3, {options(3, 1, port), options(3, 1, port), options(3, 2, port)});
-  EXPECT_EQ(o.node0, "");
-  EXPECT_EQ(o.others[0], "");
-  EXPECT_TRUE(has(o.others[1], "node rank 1 is already taken")) << o.others[1];
-  EXPECT_EQ(o.others[2], "");
+  std::string first, second, node2, node0;
+  std::thread t1([&] {
+    NodeGroupOptions o = options(3, 1, port);
+    o.rendezvous_timeout = std::chrono::seconds(10);
+    first = join_error(o);
+  });
+  std::thread t2([&] {  // a second node 1 once node 0 holds the first, then node 2
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    second = join_error(options(3, 1, port));
+    NodeGroupOptions o = options(3, 2, port);
+    o.rendezvous_timeout = std::chrono::seconds(10);
+    node2 = join_error(o);
+  });
+  NodeGroupOptions o = options(3, 0, port);
+  o.rendezvous_timeout = std::chrono::seconds(10);
+  node0 = join_error(o);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(node0, "");
+  EXPECT_EQ(first, "");
+  EXPECT_TRUE(has(second, "node rank 1 is already taken")) << second;
+  EXPECT_EQ(node2, "");
 }
 
 TEST(NodeGroupRendezvous, NothingStartsHalfJoined) {
