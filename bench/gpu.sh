@@ -20,6 +20,10 @@ on the GPU machine (repository root, a copy of the working tree):
   tp               the GPU tests with their models at tensor-parallel 2 (needs 2+ GPUs)
   soak             compute-sanitizer over the GPU tests, flashserve under memcheck, the soak test
                    on the CUDA backend
+  multihost        two flashserve processes as the nodes of one group (--nnodes 2, GPU 0 and
+                   GPU 1, NCCL between processes; needs 2+ GPUs): greedy texts as at TP 2 in one
+                   process, bench_server of both, then a worker killed and one stopped mid-stream
+                   (node 0 must end the stream with node_group_lost and exit 1 within the bound)
   bench SUITE...   benchmarks, each beside its baseline in the same run:
                      decode   decode attention vs torch SDPA (bench_attention_decode)
                      prefill  prefill attention vs torch flash/cuDNN (bench_attention_prefill)
@@ -422,6 +426,56 @@ json.dump(c, open(sys.argv[2], 'w'), indent=1)" "$T/config.json" "$model/config.
     --command "bench/gpu.sh bench prefix" || fail "prefix cache records"
 }
 
+# multihost: node 1 (GPU 1) in the background, then node 0 (GPU 0) through serve_start; each
+# node one GPU (CUDA_VISIBLE_DEVICES), so the two ranks meet only through NCCL between processes.
+group_start() {
+  FLASHSERVE_GROUP_TOKEN=gpu-sh CUDA_VISIBLE_DEVICES=1 "$B/server/flashserve" "$@" --nnodes 2 \
+    --node-rank 1 --master-port 29555 --heartbeat-timeout 5 > "$LOGS/multihost_node1.log" 2>&1 &
+  node1_pid=$!
+  FLASHSERVE_GROUP_TOKEN=gpu-sh CUDA_VISIBLE_DEVICES=0 serve_start "$@" --nnodes 2 --node-rank 0 \
+    --master-port 29555 --heartbeat-timeout 5
+}
+greedy_texts() {  # the texts of a few greedy completions from the server on 18790
+  for p in "Once upon a time" "The little dog" "Lily liked"; do
+    curl -sf localhost:18790/v1/completions -d "{\"prompt\":\"$p\",\"max_tokens\":64,\"temperature\":0}" \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+  done
+}
+stage_multihost() {
+  if [ "$(num_gpus)" -lt 2 ]; then echo "multihost: skipped, fewer than 2 GPUs"; return; fi
+  local T; T=$(random_model tinyllama-1.1b)
+  for m in "$M/stories260K" "$T"; do
+    local name; name=$(basename "$m")
+    serve_start --model "$m" --backend cuda --tensor-parallel-size 2 || return
+    greedy_texts > "$LOGS/multihost_${name}_tp2.txt"; serve_stop
+    group_start --model "$m" --backend cuda || return
+    greedy_texts > "$LOGS/multihost_${name}_2nodes.txt"
+    cmp -s "$LOGS/multihost_${name}_tp2.txt" "$LOGS/multihost_${name}_2nodes.txt" \
+      && echo "multihost $name: two nodes give TP 2's greedy texts" || fail "multihost $name: texts differ from TP 2"
+    serve_stop; wait $node1_pid || fail "multihost: node 1 exit status $? after node 0's clean stop"
+  done
+  for mode in tp2 2nodes; do  # serving throughput: one process at TP 2, then two processes
+    if [ $mode = tp2 ]; then serve_start --model "$T" --backend cuda --tensor-parallel-size 2 --max-num-seqs 64 || return
+    else group_start --model "$T" --backend cuda --max-num-seqs 64 || return; fi
+    "$B/bench/bench_server" --port 18790 --concurrency 1,16,64 --num-requests 256 --prompt-len 128 \
+      --max-tokens 128 --token-range 1000,20000 --label "tinyllama-1.1b-$mode" --server-command "$server_cmd" \
+      >> "$RES/multihost.jsonl" 2>> "$LOGS/multihost_bench.log" || fail "bench_server $mode"
+    serve_stop; [ $mode = 2nodes ] && wait $node1_pid
+  done
+  for sig in KILL STOP; do  # a lost worker mid-stream: node 0 fails within the 5 s heartbeat + margin
+    group_start --model "$T" --backend cuda || return
+    curl -sN localhost:18790/v1/completions -d '{"prompt":"Once","max_tokens":2000,"stream":true,"ignore_eos":true}' \
+      > "$LOGS/multihost_stream_$sig.txt" &
+    local curl_pid=$! t0
+    sleep 1; kill -$sig $node1_pid; t0=$SECONDS
+    wait $curl_pid; wait $server_pid; local code=$?
+    kill -KILL $node1_pid 2> /dev/null; wait $node1_pid 2> /dev/null
+    echo "multihost SIG$sig: node 0 exit $code after $((SECONDS - t0)) s"
+    grep -q node_group_lost "$LOGS/multihost_stream_$sig.txt" && [ $code = 1 ] && [ $((SECONDS - t0)) -le 15 ] \
+      || fail "multihost SIG$sig: want node_group_lost in the stream and exit 1 within 15 s"
+  done
+}
+
 # ab OLD: OLD's tree from git or from a `git archive` tarball, built into build/ab-old.
 stage_ab() {
   local old=$1 src=$root/build/ab-old/src ob=$root/build/ab-old/build
@@ -481,6 +535,7 @@ while [ $# -gt 0 ]; do
     grep -E "tests passed|Failed|\*\*\*" "$LOGS/ctest_tp2.log"
     same_text 2 ;;
   soak) stage_soak ;;
+  multihost) stage_multihost ;;
   bench)
     while [ $# -gt 0 ] && [[ " decode prefill e2e hf fp8 tp serve defaults prefix structured speculative moe moe-gemm moe-e2e mxfp4 " == *" $1 "* ]]; do
       echo "== bench $1 (t=${SECONDS}s)"; "bench_$1"; shift

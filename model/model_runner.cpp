@@ -53,7 +53,8 @@ class BackendModelRunner final : public ForwardRunner {
 
 std::unique_ptr<ModelRunner> ModelRunner::create(const LoadedModel& model,
                                                  const ModelRunnerOptions& options) {
-  if (options.tensor_parallel_size != 1) return make_tensor_parallel_runner(model, options);
+  if (options.tensor_parallel_size != 1 || options.node_group)
+    return make_tensor_parallel_runner(model, options);
   return std::make_unique<BackendModelRunner>(make_backend(options, 0, options.threads), model,
                                               options);
 }

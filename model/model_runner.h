@@ -16,6 +16,8 @@
 
 namespace flashserve {
 
+class NodeGroup;
+
 struct ModelRunnerOptions {
   std::string backend = "cpu";   // "cpu" | "cuda" | "auto"
   int block_size = 16;           // tokens per KV block
@@ -29,6 +31,12 @@ struct ModelRunnerOptions {
   // 0..N-1 joined by NCCL (cuda) or CPU backends joined by the thread stand-in (cpu), each with
   // threads / N workers; 1 = one backend, no splitting.
   int tensor_parallel_size = 1;
+  // Several hosts (docs/DEPLOY.md): this process's tensor_parallel_size ranks are those of its
+  // node in a group of nnodes x tensor_parallel_size ranks, made by NodeGroup::join and started
+  // (parallel/node_group.h). On node 0 the runner serves as usual and sends each step's plan to
+  // the other nodes, which run run_tensor_parallel_worker (model/tensor_parallel_runner.h).
+  // Null: this process alone.
+  NodeGroup* node_group = nullptr;
 };
 
 class ModelRunner {

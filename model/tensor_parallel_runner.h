@@ -17,4 +17,8 @@ namespace flashserve {
 std::unique_ptr<ModelRunner> make_tensor_parallel_runner(const LoadedModel& model,
                                                          const ModelRunnerOptions& options);
 
+// A node other than 0 of options.node_group: loads this node's ranks, then runs each step's plan
+// node 0 sends until node 0 stops the group (returns) or the group fails (throws, naming why).
+void run_tensor_parallel_worker(const LoadedModel& model, const ModelRunnerOptions& options);
+
 }  // namespace flashserve

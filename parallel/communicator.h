@@ -1,12 +1,14 @@
 // parallel/: the plumbing of tensor parallelism: which slice of a model each rank holds
 // (shard_plan.h), the collectives that join the slices (this header: NCCL on GPUs, a thread-based
-// stand-in on the CPU), the order partial sums are added in (reduction_order.h) and one thread
-// per rank (rank_workers.h). docs/TENSOR_PARALLEL.md has the design.
+// stand-in on the CPU), the order partial sums are added in (reduction_order.h), one thread
+// per rank (rank_workers.h) and the nodes of a group over several hosts (node_group.h).
+// docs/TENSOR_PARALLEL.md and docs/DEPLOY.md have the design.
 //
 // Communicator: one rank's handle on a group of ranks. Every rank of the group makes the same
 // calls, with the same counts and dtypes, in the same order (a collective waits for all of them).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +61,29 @@ std::vector<std::unique_ptr<Communicator>> make_local_group(int size);
 // NCCL or when fewer than `size` GPUs are visible.
 std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size);
 bool nccl_available();  // built with NCCL (no GPU needed)
+
+// Ranks spread over processes (parallel/node_group.h): this process holds global ranks
+// first_rank .. first_rank + count - 1 of `world`, on its GPUs 0..count-1. `unique_id` is
+// nccl_unique_id()'s bytes, made once by the group's first process and handed to all
+// (ncclCommInitRank inside one ncclGroupStart/End). Throws as make_nccl_group does.
+std::string nccl_unique_id();
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& unique_id, int world,
+                                                           int first_rank, int count);
+
+// The CPU stand-in for ranks spread over processes: a test double for the multi-process path
+// (CPU backends, loopback), never a way to serve. Every rank connects to rank 0's `hub`
+// (hub_addr:hub_port) and collectives gather there: all_reduce_sum adds in reduction_order.h's
+// order as make_local_group does, so results are bitwise those of one process. `hub` is the
+// listener on the process holding rank 0 (null elsewhere); `nonce` ties the connections to the
+// group. Connections are made and accepted before `deadline`; abort() shuts them down.
+class TcpListener;
+std::vector<std::unique_ptr<Communicator>> make_tcp_standin_group(
+    TcpListener* hub, const std::string& hub_addr, int hub_port, uint64_t nonce, int world,
+    int first_rank, int count, std::chrono::steady_clock::time_point deadline);
+
+// This build, as the nodes of a group compare it: the source revision at configure time, the
+// compiler, and whether CUDA and NCCL are in (parallel/build_id.cpp).
+std::string build_id();
 
 // Call at the top of main(), before any CUDA call, in a program that may run `tensor_parallel_size`
 // ranks on GPUs: for more than one rank it sets CUDA_MODULE_LOADING=EAGER (unless the user set it),

@@ -2,15 +2,14 @@
 // collective is two rendezvous: every rank posts its buffer, each computes the whole result from
 // all posted buffers into its own scratch (the same code in the same order on every rank, so
 // every rank gets the same bits), the second rendezvous says nobody reads the posted buffers any
-// more, and each rank writes its result in place. Sums follow reduction_order.h in f32; bf16
-// inputs are widened first and rounded once at the end.
+// more, and each rank writes its result in place. Sums: standin_sum.h.
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 
 #include "core/error.h"
 #include "parallel/communicator.h"
-#include "parallel/reduction_order.h"
+#include "parallel/standin_sum.h"
 
 namespace flashserve {
 namespace {
@@ -62,11 +61,6 @@ class LocalGroup {
   bool aborted_ = false;
 };
 
-float load_f32(const void* p, int64_t i, DType t) {
-  return t == DType::kF32 ? static_cast<const float*>(p)[i]
-                          : bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
-}
-
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
@@ -78,18 +72,9 @@ class LocalCommunicator final : public Communicator {
   void all_reduce_sum(void* data, int64_t count, DType dtype) override {
     FS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "all_reduce_sum of ",
              dtype_name(dtype), " (f32 or bf16)");
-    const std::vector<const void*>& in = group_->post(rank_, data);
-    sum_.resize(size_t(count));
-    for (int64_t i = 0; i < count; ++i)
-      sum_[size_t(i)] =
-          pairwise_sum<float>(0, size(), [&](int r) { return load_f32(in[size_t(r)], i, dtype); });
-    group_->rendezvous();  // nobody reads `in` any more: each rank may overwrite its own
-    if (dtype == DType::kF32) {
-      std::memcpy(data, sum_.data(), size_t(count) * 4);
-    } else {
-      uint16_t* out = static_cast<uint16_t*>(data);
-      for (int64_t i = 0; i < count; ++i) out[i] = float_to_bf16_bits(sum_[size_t(i)]);
-    }
+    fixed_order_sum(group_->post(rank_, data), count, dtype, &sum_);
+    group_->rendezvous();  // nobody reads the posted buffers any more: each rank may overwrite its own
+    store_sum(sum_, dtype, data);
   }
 
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override {

@@ -22,6 +22,7 @@ void prepare_cuda_for_tensor_parallelism(int tensor_parallel_size) {
 #include <nccl.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace flashserve {
@@ -128,22 +129,60 @@ class NcclCommunicator final : public Communicator {
 #endif
 };
 
-}  // namespace
+// NVLink SHARP (multicast) stays off in everything flashserve starts: on shared machines a
+// program using it can take the host's GPUs out of service, and the all-reduces here are small
+// (latency-bound), where it gains little. Set before NCCL reads its environment.
+void nvls_off() { setenv("NCCL_NVLS_ENABLE", "0", 1); }
 
-bool nccl_available() { return true; }
-
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
-  FS_CHECK(size >= 1, "a group needs at least one rank, got ", size);
-  // NVLink SHARP (multicast) stays off in everything flashserve starts: on shared machines a
-  // program using it can take the host's GPUs out of service, and the all-reduces here are small
-  // (latency-bound), where it gains little. Set before NCCL reads its environment.
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
+void check_gpus(int size) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count < size)
     FS_THROW("tensor-parallel-size ", size, " needs ", size, " GPUs; ",
              err == cudaSuccess ? count : 0, " visible",
              err == cudaSuccess ? "" : std::string(" (") + cudaGetErrorString(err) + ")");
+}
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::string nccl_unique_id() {
+  nvls_off();
+  ncclUniqueId id;
+  nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& unique_id, int world,
+                                                           int first_rank, int count) {
+  ncclUniqueId id;
+  FS_CHECK(unique_id.size() == sizeof id.internal, "NCCL unique id of ", unique_id.size(), " bytes");
+  FS_CHECK(count >= 1 && first_rank >= 0 && first_rank + count <= world, "NCCL ranks ",
+           first_rank, "+", count, " of ", world);
+  nvls_off();
+  check_gpus(count);
+  std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  std::vector<ncclComm_t> comms(size_t(count), nullptr);
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  for (int i = 0; i < count; ++i) {
+    cuda_check(cudaSetDevice(i), "cudaSetDevice");
+    nccl_check(ncclCommInitRank(&comms[size_t(i)], world, id, first_rank + i), "ncclCommInitRank");
+  }
+  nccl_check(ncclGroupEnd(), "ncclCommInitRank (group)");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back(std::make_unique<NcclCommunicator>(comms[size_t(i)], first_rank + i, world));
+  return out;
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
+  FS_CHECK(size >= 1, "a group needs at least one rank, got ", size);
+  nvls_off();
+  check_gpus(size);
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // ncclCommInitAll moves it: put it back
   std::vector<ncclComm_t> comms(size_t(size), nullptr);
@@ -165,9 +204,17 @@ namespace flashserve {
 
 bool nccl_available() { return false; }
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(int size) {
+namespace {
+[[noreturn]] void no_nccl() {
   FS_THROW("tensor parallelism on GPUs needs NCCL, and this build has none (configure with "
            "CUDA and nccl.h + libnccl, see docs/TENSOR_PARALLEL.md)");
+}
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int) { no_nccl(); }
+std::string nccl_unique_id() { no_nccl(); }
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string&, int, int, int) {
+  no_nccl();
 }
 
 }  // namespace flashserve

@@ -17,7 +17,7 @@
 # Installs what it needs (Debian/Ubuntu, as root). Exit status 0 = all passed.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-extra=(clang libclang-rt-dev lld tmux libedit-dev nginx curl python3-jsonschema)
+extra=(clang libclang-rt-dev lld tmux libedit-dev nginx curl python3-jsonschema podman runc)
 command -v node >/dev/null || extra+=(nodejs npm)
 fs_install_packages "${extra[@]}"
 

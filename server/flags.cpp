@@ -158,6 +158,33 @@ void add_flags(CLI::App& app, ServerFlags& f) {
                  "beyond: 503 and close. Behind a reverse proxy every connection\n"
                  "comes from the proxy's address: raise it or use 0")
       ->type_name("N")->check(in_range(0, kIntMax));
+  app.add_option("--drain-timeout", f.drain_timeout_s,
+                 "on SIGINT/SIGTERM, seconds in-flight requests may take to finish\n"
+                 "while new ones get 503 (default 0: abort them at once). Keep it\n"
+                 "below the orchestrator's grace period (docs/DEPLOY.md)")
+      ->type_name("S")->check(in_range(0.0, 86400.0));
+  // Several hosts, named as torchrun names them (docs/DEPLOY.md).
+  app.add_option("--nnodes", f.group.nnodes,
+                 "hosts running this model together, one process each with its\n"
+                 "--tensor-parallel-size ranks (default 1); node 0 serves HTTP, the\n"
+                 "others run its steps. Needs FLASHSERVE_GROUP_TOKEN on every node")
+      ->type_name("N")->check(in_range(1, 1024));
+  app.add_option("--node-rank", f.group.node_rank, "this host's place in 0..nnodes-1 (default 0)")
+      ->type_name("N")->check(in_range(0, 1023));
+  app.add_option("--master-addr", f.group.master_addr,
+                 "node 0's address, where the nodes meet (default 127.0.0.1)")->type_name("HOST");
+  app.add_option("--master-port", f.group.master_port, "node 0's rendezvous port (default 29500)")
+      ->type_name("PORT")->check(in_range(1, 65535));
+  app.add_option_function<double>(
+         "--rendezvous-timeout",
+         [&f](double s) { f.group.rendezvous_timeout = std::chrono::milliseconds(int64_t(s * 1000)); },
+         "seconds for every node to join; then start-up fails (default 120)")
+      ->type_name("S")->check(in_range(1.0, 86400.0));
+  app.add_option_function<double>(
+         "--heartbeat-timeout",
+         [&f](double s) { f.group.heartbeat_timeout = std::chrono::milliseconds(int64_t(s * 1000)); },
+         "seconds of silence from a node that fail the group (default 10)")
+      ->type_name("S")->check(in_range(0.2, 3600.0));
   app.add_option("--cuda-graph-max-batch", f.runner.graph_max_batch,
                  "cuda: decode steps of up to N sequences replay CUDA graphs\n"
                  "(default 256; 0 = off)")->type_name("N")->check(in_range(0, kIntMax));
@@ -224,6 +251,16 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
     }
   }
   f.http.cors = CorsPolicy(f.allowed_origins);
+  if (f.group.node_rank >= f.group.nnodes)
+    return cli::usage_error(app, "--node-rank " + std::to_string(f.group.node_rank) +
+                                     " needs --nnodes > " + std::to_string(f.group.node_rank));
+  if (f.group.nnodes > 1) {
+    const char* token = std::getenv("FLASHSERVE_GROUP_TOKEN");
+    if (token == nullptr || *token == '\0')
+      return cli::usage_error(app, "--nnodes > 1 needs the group's shared secret in "
+                                   "FLASHSERVE_GROUP_TOKEN (the same on every node)");
+    f.group.identity.token = token;
+  }
   return -1;
 }
 

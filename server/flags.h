@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "parallel/node_group.h"
 #include "server/http_server.h"
 
 namespace flashserve {
@@ -31,6 +32,12 @@ struct ServerFlags {
   int ngram_min = 1, ngram_max = 4;
   std::string draft_model;               // --draft-model DIR
   int64_t draft_kv_cache_tokens = 32768;  // the draft model's own KV cache
+  // Several hosts (--nnodes > 1; parallel/node_group.h): the token comes from
+  // FLASHSERVE_GROUP_TOKEN, nccl from the backend at start-up.
+  NodeGroupOptions group;
+  // SIGINT/SIGTERM: seconds the requests in flight may take to finish (new ones get 503) before
+  // the rest are aborted; 0 aborts them at once.
+  double drain_timeout_s = 0;
 };
 
 // Parses the command line into `f` (FLASHSERVE_API_KEY is the --api-key default; an empty

@@ -1,12 +1,16 @@
 // The `flashserve` binary: parses flags, loads the model and tokenizer, starts the Engine and the
 // HTTP server, and shuts down cleanly on SIGINT/SIGTERM (exit 0) or on an engine fault (exit 1).
 // Exit codes: 0 clean shutdown (and --help), 1 start-up failure or engine fault, 2 usage error.
+// With --nnodes > 1 the nodes first form a group (parallel/node_group.h); node 0 goes on as
+// above, the others run node 0's steps until it stops the group (exit 0) or the group fails
+// (exit 1); a lost node is an engine fault on node 0.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -17,7 +21,9 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/forward_runner.h"
+#include "model/tensor_parallel_runner.h"
 #include "parallel/communicator.h"
+#include "parallel/node_group.h"
 #include "scheduling/kv_window.h"
 #include "server/endpoints/chat_request.h"
 #include "server/flags.h"
@@ -94,12 +100,45 @@ std::shared_ptr<Proposer> make_draft_proposer(const ServerFlags& flags, const Lo
   ModelRunnerOptions ro = flags.runner;
   ro.kv_cache_tokens = flags.draft_kv_cache_tokens;
   ro.tensor_parallel_size = 1;
-  ro.megakernel = false;
   try {
     return std::make_shared<DraftModelProposer>(ModelRunner::create(*draft, ro), target.config());
   } catch (const std::exception& e) {
     FS_THROW("--draft-model ", flags.draft_model, ": ", e.what());
   }
+}
+
+// What must match on every node of a group, as "key=value;..." (the rendezvous names the first
+// key that differs): the model's shape and the options that shape each rank's work.
+std::string group_model_description(const std::string& name, const ModelConfig& c,
+                                    const ServerFlags& f) {
+  return str_cat("model=", name, ";layers=", c.num_layers, ";hidden=", c.hidden_size,
+                 ";intermediate=", c.intermediate_size, ";heads=", c.num_q_heads, "/",
+                 c.num_kv_heads, ";head_dim=", c.head_dim, ";vocab=", c.vocab_size,
+                 ";context=", c.max_model_len, ";quantize=", f.quantize,
+                 ";tensor-parallel-size=", f.runner.tensor_parallel_size,
+                 ";backend=", uses_cuda(f.runner) ? "cuda" : "cpu",
+                 ";block-size=", f.runner.block_size, ";kv-cache-tokens=", f.runner.kv_cache_tokens,
+                 ";cuda-graph-max-batch=", f.runner.graph_max_batch);
+}
+
+// Waits until the engine holds no request or `seconds` passed (a lost node or an engine fault
+// ends the wait too: nothing would finish then).
+void drain(const Engine& engine, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::milliseconds(int64_t(seconds * 1000));
+  int left = 0;
+  while (std::chrono::steady_clock::now() < end && !engine.failed()) {
+    const EngineMetrics m = engine.metrics();
+    left = m.num_running + m.num_waiting;
+    if (left == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (left == 0)
+    std::fprintf(stderr, "flashserve: in-flight requests finished in %.1f s\n", took);
+  else
+    std::fprintf(stderr, "flashserve: --drain-timeout %g s passed; aborting %d requests\n", seconds, left);
 }
 
 }  // namespace
@@ -127,6 +166,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
 
+  std::unique_ptr<NodeGroup> group;  // --nnodes > 1; outlives the engine (its end stops the group)
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const ChatTemplate> chat_template;
@@ -134,7 +174,8 @@ int main(int argc, char** argv) {
   std::string serving_rule;  // how max_num_seqs and max_num_batched_tokens were chosen
   try {
     // --quantize fp8 on the GPU where one CUDA backend runs the model (LoadOptions).
-    const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1;
+    const bool one_gpu = uses_cuda(flags.runner) && flags.runner.tensor_parallel_size == 1 &&
+                         flags.group.nnodes == 1;
     std::unique_ptr<LoadedModel> model =
         load_model(flags.model, LoadOptions{.quantize = parse_quantize(flags.quantize),
                                             .task = parse_model_task(flags.task),
@@ -151,6 +192,23 @@ int main(int argc, char** argv) {
     chat_template = load_chat_template(flags, *tokenizer);
     // The draft model first, so that the target's KV cache is sized by what is left.
     if (flags.speculative == "draft") flags.engine.proposer = make_draft_proposer(flags, *model, *tokenizer);
+}
+
+    if (flags.group.nnodes > 1) {
+      flags.group.nccl = uses_cuda(flags.runner);
+      flags.group.identity.model =
+          group_model_description(default_model_name(flags.model), model->config(), flags);
+      group = NodeGroup::join(flags.group);
+      group->start();
+      flags.runner.node_group = group.get();
+      if (flags.group.node_rank > 0) {
+        std::fprintf(stderr, "flashserve: node %d of %d: running node 0's steps\n",
+                     flags.group.node_rank, flags.group.nnodes);
+        run_tensor_parallel_worker(*model, flags.runner);
+        std::fprintf(stderr, "flashserve: node 0 stopped the group\n");
+        return 0;
+      }
+    }
     auto runner = ModelRunner::create(*model, flags.runner);
     // The runner holds its own copy of the weights (CPU: fp32 buffers; CUDA: device memory) and
     // of the config, so the memory-mapped files can go now instead of staying mapped for good.
@@ -167,7 +225,8 @@ int main(int argc, char** argv) {
       flags.http.threads = std::min(flags.engine.max_num_seqs + flags.engine.max_queue + 8, 2048);
     engine = Engine::create(std::move(runner), flags.engine);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashserve: start-up failed: %s\n", e.what());
+    std::fprintf(stderr, "flashserve: %s: %s\n",
+                 group && flags.group.node_rank > 0 ? "node failed" : "start-up failed", e.what());
     return 1;
   }
 
@@ -281,15 +340,19 @@ int main(int argc, char** argv) {
     while (!done.load()) {
       int sig = sigtimedwait(&signals, nullptr, &tick);
       if (sig <= 0) sig = g_signal.exchange(0);
-      bool failed = engine->failed();
+      // A lost node fails the step in flight (an engine fault); between steps it is seen here.
+      const bool failed = engine->failed() || (group && group->failed());
       if (sig <= 0 && !failed) continue;
       if (failed) {
-        std::fprintf(stderr, "flashserve: the engine failed; shutting down\n");
+        std::fprintf(stderr, "flashserve: the engine failed%s%s; shutting down\n",
+                     group && group->failed() ? ": " : "",
+                     group && group->failed() ? group->failure().c_str() : "");
         exit_code = 1;
       } else {
         std::fprintf(stderr, "flashserve: signal %d; finishing in-flight requests and exiting\n", sig);
       }
-      server.set_draining();  // new requests: 503
+      server.set_draining();  // new requests and /health: 503
+      if (!failed && flags.drain_timeout_s > 0) drain(*engine, flags.drain_timeout_s);
       engine->shutdown();     // in-flight requests end (aborted) and their handlers return
       server.stop();
       return;

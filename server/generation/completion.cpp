@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "parallel/node_group.h"
 #include "server/generation/completion_choice.h"
 #include "tokenizer/tokenizer.h"
 
@@ -158,6 +159,11 @@ bool Completion::pump(std::chrono::milliseconds wait, std::vector<Delta>* deltas
 
 std::optional<ApiError> Completion::failure() const {
   for (const auto& c : choices_) {
+    // A lost node of a multi-host group is not this server's fault and a restart heals it: 503.
+    if (c->error.find(NodeGroup::kNodeGroupLost) != std::string::npos) {
+      return server_error(503, "node_group_lost",
+                          "The server lost a node of its group and is restarting: " + c->error);
+    }
     if (!c->error.empty()) {
       return server_error(500, "engine_error", "The engine failed this request: " + c->error);
     }
