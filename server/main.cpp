@@ -192,8 +192,6 @@ int main(int argc, char** argv) {
     chat_template = load_chat_template(flags, *tokenizer);
     // The draft model first, so that the target's KV cache is sized by what is left.
     if (flags.speculative == "draft") flags.engine.proposer = make_draft_proposer(flags, *model, *tokenizer);
-}
-
     if (flags.group.nnodes > 1) {
       flags.group.nccl = uses_cuda(flags.runner);
       flags.group.identity.model =
