@@ -72,9 +72,11 @@ E2E_BENCHES = ("e2e_decode", "e2e_offline")
 def kind_of(rows):
     """The table/plot kind of a results file, or None for files of other benchmarks."""
     benches = {r.get("bench") for r in rows}
-    for b in ("attention_prefill", "attention_decode", "server"):
+    for b in ("attention_prefill", "attention_decode"):
         if b in benches:
             return b
+    if server_records(rows):  # closed-loop sweeps; the open loop's goodput is tabled in docs/
+        return "server"
     # End-to-end: only files whose flashserve records carry a transformers speedup measured in
     # the same run (the others are A/B runs of one change, listed in bench/results/README.md).
     if any(r.get("bench") in E2E_BENCHES and any(k.startswith("speedup_vs_hf_") for k in r)
@@ -371,7 +373,9 @@ def e2e_table(path, rows, date, how):
 # ---- HTTP server ----------------------------------------------------------------------------
 
 def server_records(rows):
-    return sorted((r for r in rows if r.get("bench") == "server"), key=lambda r: r["concurrency"])
+    """The closed-loop sweeps (a concurrency each); open-loop records (--request-rate) have none."""
+    return sorted((r for r in rows if r.get("bench") == "server" and "concurrency" in r),
+                  key=lambda r: r["concurrency"])
 
 
 def server_probes(rows):
