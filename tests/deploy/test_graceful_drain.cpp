@@ -13,8 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-// A stream of `tokens` tokens; SIGTERM to `server` at its first event, then (during the drain) a
-// new request and /health, whose statuses go to *late and *health.
+// A stream of `tokens` tokens; SIGTERM to `server` at its first event, then (during the drain)
+// /health until it turns 503, and a new request; their statuses go to *health and *late.
 StreamResult stream_through_sigterm(ServerProcess& server, int tokens, int* late, int* health) {
   bool first = true;
   StreamResult out;
@@ -24,10 +24,15 @@ StreamResult stream_through_sigterm(ServerProcess& server, int tokens, int* late
                                    [&](std::string_view) {
                                      if (first) {
                                        kill(server.pid(), SIGTERM);
-                                       std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                                       // The drain starts when the signal is handled: /health
+                                       // says so (within 5 s, for slow sanitizer builds).
+                                       for (int i = 0; i < 500; ++i) {
+                                         *health = http::request(server.port(), "GET", "/health").status;
+                                         if (*health == 503) break;
+                                         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                                       }
                                        *late = http::request(server.port(), "POST", "/v1/completions",
                                                              json{{"prompt", "Lily"}}.dump()).status;
-                                       *health = http::request(server.port(), "GET", "/health").status;
                                      }
                                      first = false;
                                      return true;
