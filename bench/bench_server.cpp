@@ -52,6 +52,7 @@ struct Args {
   std::string api_key;
   std::string label;
   std::string server_command;  // recorded with the results: how the server was started
+  std::string weights;         // recorded as "weights": the served model's format (the API hides it)
   std::string workload = "random";  // random | shared_prefix | multi_turn
   int prefix_len = 1024;            // shared_prefix: the common prefix (BOS included)
   int turns = 8, turn_tokens = 512;  // multi_turn
@@ -78,6 +79,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--api-key", a.api_key);
   app.add_option("--label", a.label);
   app.add_option("--server-command", a.server_command, "recorded in the output");
+  app.add_option("--weights", a.weights, "the served weights' format, recorded (bf16, fp8, int4-gptq, ...)");
   app.add_option("--workload", a.workload, "random | shared_prefix (one common prefix) | multi_turn (resent histories)")
       ->check(CLI::IsMember({"random", "shared_prefix", "multi_turn"}))->capture_default_str();
   app.add_option("--prefix-len", a.prefix_len, "shared_prefix: tokens every prompt starts with")
@@ -305,6 +307,7 @@ int main(int argc, char** argv) {
     rec["command"] = command;
     if (!a.label.empty()) rec["label"] = a.label;
     if (!a.server_command.empty()) rec["server_command"] = a.server_command;
+    if (!a.weights.empty()) rec["weights"] = a.weights;
     std::printf("%s\n", rec.dump().c_str());
     std::fflush(stdout);
   };

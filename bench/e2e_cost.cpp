@@ -85,6 +85,20 @@ double weight_bytes(const ModelConfig& c, int elem_bytes, int64_t tokens) {
   return bytes_with_experts(c, elem_bytes, experts_read(c, tokens));
 }
 
+std::string weights_format(const ModelConfig& c, bool cuda) {
+  switch (c.quant.format) {
+    case QuantFormat::kFp8: return "fp8";
+    case QuantFormat::kBlockFp8: return "block-fp8";
+    case QuantFormat::kGptq: return "int4-gptq";
+    case QuantFormat::kAwq: return "int4-awq";
+    case QuantFormat::kPackedInt4: return "int4-compressed-tensors";
+    case QuantFormat::kMxfp4: return "mxfp4";
+    case QuantFormat::kNone: break;
+  }
+  if (c.quant_method == "fp8") return "fp8";  // --quantize fp8 at load
+  return cuda ? "bf16" : "f32";
+}
+
 double resident_weight_bytes(const ModelConfig& c, int elem_bytes) {
   return bytes_with_experts(c, elem_bytes, c.moe.num_experts);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "weights/loaded_model.h"
@@ -40,6 +41,10 @@ double experts_read(const ModelConfig& c, int64_t tokens);
 double weight_bytes(const ModelConfig& c, int elem_bytes = 2, int64_t tokens = 1);
 // Every weight the model holds (all experts), as weight_bytes counts them.
 double resident_weight_bytes(const ModelConfig& c, int elem_bytes = 2);
+// The weight format a benchmark record names ("weights"): "fp8", "block-fp8", "int4-gptq",
+// "int4-awq", "int4-compressed-tensors", "mxfp4" (gpt-oss's experts), or, unquantized, the
+// compute dtype the weights run in ("bf16" on CUDA, "f32" on the CPU backend).
+std::string weights_format(const ModelConfig& c, bool cuda);
 // K and V of one token over all layers.
 double kv_bytes_per_token(const ModelConfig& c, int elem_bytes = 2);
 

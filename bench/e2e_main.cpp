@@ -349,7 +349,8 @@ int run(const Args& a) {
     j["gpu"] = gpu;
     j["command"] = a.command;
     j["backend"] = backend;
-    // The weights' format: "fp8" (the projections, docs/FP8.md) or the backend's compute dtype.
+    // The weights' format (bench/e2e_cost.h); "dtype" is the older name of the same field.
+    j["weights"] = bench::weights_format(c, backend.rfind("cuda", 0) == 0);
     j["dtype"] = c.quant_method == "fp8" ? "fp8" : backend.rfind("cuda", 0) == 0 ? "bf16" : "f32";
     j["weight_bytes"] = bench::resident_weight_bytes(c);
     j["shape"] = shape_json(c);

@@ -391,7 +391,7 @@ bench_defaults() {
     grep -m1 "max_num_seqs" "$LOGS/server.log"
     "$B/bench/bench_server" --port 18790 --request-rate ${DEFAULTS_RATES:-16,24,32,40,48} --num-requests 300 \
       --prompt-len 500 --max-tokens 128 --token-range 1000,20000 --slo-ttft-ms 1000 --slo-tpot-ms 50 \
-      --label llama2-7b-$side --server-command "$server_cmd" > "$LOGS/defaults_$side.jsonl" 2>> "$LOGS/defaults.log" \
+      --label llama2-7b-$side --weights bf16 --server-command "$server_cmd" > "$LOGS/defaults_$side.jsonl" 2>> "$LOGS/defaults.log" \
       || fail "bench_server defaults $side"
     serve_stop
   done

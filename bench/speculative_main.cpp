@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/e2e_cost.h"
 #include "bench/e2e_run.h"
 #include "bench/hw_ceilings.h"
 #include "bench/record.h"
@@ -129,6 +130,7 @@ void run_verify(const Args& a, ModelRunner& runner, const std::string& gpu) {
       const double verify_ms = time_steps(runner, batch, int(k) + 1, a.context, a.repeats);
       json r = bench::record_head("speculative_verify", gpu, a.command, a.label, batch * (int(k) + 1));
       r["backend"] = runner.backend_name();
+      r["weights"] = bench::weights_format(runner.config(), runner.backend_name().rfind("cuda", 0) == 0);
       r["batch"] = batch;
       r["k"] = int(k);
       r["context"] = a.context;
@@ -224,6 +226,7 @@ void run_oracle(const Args& a, const LoadedModel& model, ModelRunnerOptions ro,
       const double on_tps = double(batch) * a.output_len / on.seconds;
       json r = bench::record_head("speculative_oracle", gpu, a.command, a.label, batch);
       r["backend"] = backend;
+      r["weights"] = bench::weights_format(c, backend.rfind("cuda", 0) == 0);
       r["batch"] = batch;
       r["prompt_len"] = a.prompt_len;
       r["output_len"] = a.output_len;

@@ -259,7 +259,7 @@ def compare_shape(a, shape, prompts, out_f, logdir):
     del model
     torch.cuda.empty_cache()
 
-    common = dict(bench="hf_compare", model=shape,
+    common = dict(bench="hf_compare", model=shape, weights="bf16",  # random bf16 checkpoints
                   architecture=hf_models.architecture(shape, cfg_json), gpu=hf_models.gpu_name(),
                   num_prompts=len(prompts), prompt_lens=[len(p) for p in prompts],
                   steps=a.steps, seed=a.seed, saved_files=saved)

@@ -76,6 +76,23 @@ TEST(E2eCost, Fp8WeightBytes) {
   EXPECT_NEAR(weight_bytes(t) / 1e9, 1.102, 0.001);
 }
 
+TEST(E2eCost, WeightsFormatNamesTheCheckpointsFormat) {
+  ModelConfig c = shape(8, 16, 1, 2, 1, 4, 10, false);
+  EXPECT_EQ(weights_format(c, true), "bf16");
+  EXPECT_EQ(weights_format(c, false), "f32");
+  c.quant_method = "fp8";  // --quantize fp8
+  EXPECT_EQ(weights_format(c, true), "fp8");
+  const std::pair<QuantFormat, const char*> named[] = {
+      {QuantFormat::kFp8, "fp8"}, {QuantFormat::kBlockFp8, "block-fp8"},
+      {QuantFormat::kGptq, "int4-gptq"}, {QuantFormat::kAwq, "int4-awq"},
+      {QuantFormat::kPackedInt4, "int4-compressed-tensors"}, {QuantFormat::kMxfp4, "mxfp4"}};
+  for (const auto& [format, name] : named) {
+    c.quant.format = format;
+    EXPECT_EQ(weights_format(c, true), name);
+    EXPECT_EQ(weights_format(c, false), name);
+  }
+}
+
 TEST(E2eCost, KvBytesPerToken) {
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(shape(2048, 5632, 22, 32, 4, 64, 32000, false)),
                    2.0 * 22 * 4 * 64 * 2);
