@@ -34,4 +34,25 @@ inline std::vector<int32_t> greedy(ModelRunner& r, int n, std::vector<float>* al
   return out;
 }
 
+// A ragged batch through `r`: 5 sequences prefilled in two chunks (every row's logits kept),
+// then 3 decode steps; the logits of every step, appended.
+inline std::vector<float> ragged_batch_logits(ModelRunner& r) {
+  const int vocab = r.config().vocab_size;
+  const std::vector<int> lens = {1, 7, 20, 33, 4};
+  std::vector<TestSeq> seqs(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i) seqs[i].tokens = random_tokens(lens[i] + 3, vocab, 50 + uint32_t(i));
+  BlockPool pool(r.num_kv_blocks(), 11);
+  std::vector<float> logits;
+  auto step = [&](auto n_of) {
+    StepPlan b;
+    for (size_t i = 0; i < seqs.size(); ++i)
+      if (const int n = n_of(i); n > 0) b.chunks.push_back(seqs[i].chunk(n, r.block_size(), pool, LogitsWanted::kAll));
+    r.step(b, &logits);
+  };
+  step([&](size_t i) { return (lens[i] + 1) / 2; });
+  step([&](size_t i) { return lens[i] - (lens[i] + 1) / 2; });
+  for (int d = 0; d < 3; ++d) step([](size_t) { return 1; });
+  return logits;
+}
+
 }  // namespace flashserve::test
