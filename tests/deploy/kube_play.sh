@@ -26,26 +26,8 @@ command -v podman >/dev/null || skip "podman is not installed (apt-get install p
 command -v nsenter >/dev/null || skip "nsenter is not installed (util-linux)"
 [ "$(id -u)" -eq 0 ] || skip "needs root (rootful podman with its storage in $W)"
 rm -rf "$W/run" "$W/rootfs"
-mkdir -p "$W/storage" "$W/run/libpod-tmp" "$W/tmp"
-cat > "$W/storage.conf" <<CONF
-[storage]
-driver = "overlay"
-graphroot = "$W/storage"
-runroot = "$W/run"
-CONF
-# Limits this container's own can grant (podman's defaults exceed them here: runc fails).
-cat > "$W/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-events_logfile_path = "$W/events.log"
-tmp_dir = "$W/run/libpod-tmp"
-CONF
-export CONTAINERS_STORAGE_CONF=$W/storage.conf CONTAINERS_CONF=$W/containers.conf TMPDIR=$W/tmp
-podman info > "$W/podman-info.log" 2>&1 || { tail -3 "$W/podman-info.log"; skip "podman info fails here"; }
+source "$(dirname "$0")/../docker/podman_state.sh"
+podman_state
 
 image=localhost/flashserve:kube-play
 cleanup() {

@@ -33,24 +33,8 @@ fi
 [ "$(id -u)" -eq 0 ] || skip "needs root (rootful podman with storage in $W)"
 
 # ---- podman state in the work folder ---------------------------------------------------------
-mkdir -p "$W/storage" "$W/run/libpod-tmp" "$W/tmp"
-cat > "$W/storage.conf" <<CONF
-[storage]
-driver = "overlay"
-graphroot = "$W/storage"
-runroot = "$W/run"
-CONF
-cat > "$W/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-tmp_dir = "$W/run/libpod-tmp"
-CONF
-export CONTAINERS_STORAGE_CONF=$W/storage.conf CONTAINERS_CONF=$W/containers.conf TMPDIR=$W/tmp
-podman info >"$W/podman-info.log" 2>&1 || { tail -5 "$W/podman-info.log"; skip "podman info fails here"; }
+source "$(dirname "$0")/podman_state.sh"
+podman_state
 
 # ---- base image: debootstrap bookworm once, cached in the work folder -------------------------
 if ! podman image exists "$base"; then
