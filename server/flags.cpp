@@ -255,6 +255,8 @@ int parse_server_flags(int argc, char** argv, ServerFlags& f) {
     return cli::usage_error(app, "--node-rank " + std::to_string(f.group.node_rank) +
                                      " needs --nnodes > " + std::to_string(f.group.node_rank));
   if (f.group.nnodes > 1) {
+    // A secret, so from the environment (a Kubernetes Secret) like FLASHSERVE_API_KEY: a flag
+    // would show it in `ps` and in the pod's spec. Not a switch: without it a group cannot form.
     const char* token = std::getenv("FLASHSERVE_GROUP_TOKEN");
     if (token == nullptr || *token == '\0')
       return cli::usage_error(app, "--nnodes > 1 needs the group's shared secret in "

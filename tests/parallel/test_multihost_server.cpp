@@ -221,5 +221,15 @@ TEST_F(MultiHostServer, WrongTokenIsRefusedAndNothingStarts) {
   EXPECT_NE(node0.log().find("node(s) 1 did not join"), std::string::npos) << node0.log();
 }
 
+TEST_F(MultiHostServer, NoTokenIsAUsageError) {
+  unsetenv("FLASHSERVE_GROUP_TOKEN");
+  ServerProcess node0(group_args(0, free_port()));
+  setenv("FLASHSERVE_GROUP_TOKEN", "test-token", 1);
+  EXPECT_FALSE(node0.started());
+  EXPECT_EQ(node0.stop(), 2);
+  EXPECT_NE(node0.log().find("needs the group's shared secret in FLASHSERVE_GROUP_TOKEN"),
+            std::string::npos) << node0.log();
+}
+
 }  // namespace
 }  // namespace flashserve::testing
