@@ -33,11 +33,11 @@ def main():
     a = ap.parse_args()
 
     ours = {}
-    for r in lines(a.e2e):
-        key = ("decode", r["prompt_len"], r["output_len"], 1) if r["bench"] == "e2e_decode" else \
-              ("offline", r["prompt_len"], r["output_len"], r.get("num_requests", 0))
-        if r["bench"] in ("e2e_decode", "e2e_offline"):
-            ours[key] = r
+    for r in lines(a.e2e):  # bench_e2e also writes its ceilings: no case
+        if r["bench"] == "e2e_decode":
+            ours[("decode", r["prompt_len"], r["output_len"], 1)] = r
+        elif r["bench"] == "e2e_offline":
+            ours[("offline", r["prompt_len"], r["output_len"], r["num_requests"])] = r
     bench = lines(a.llama_bench)
     batched = lines(a.llama_batched, '{"n_kv_max"')
 
